@@ -1,0 +1,1 @@
+// Anchor translation unit for the shared libtorch precompiled header (see torch_target.cmake).

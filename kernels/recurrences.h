@@ -1,0 +1,50 @@
+// Sequence kernels of the fast-weight and SRU mixers. Each fast form has a plain per-timestep twin (suffix
+// _naive) written as a loop of libtorch ops; tests bind the two in float64, outputs and gradients.
+// All functions are device-agnostic: results follow the inputs' device and dtype.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace fwlab::kernels {
+
+struct RecurrenceResult {
+  torch::Tensor y;      // outputs
+  torch::Tensor state;  // final state (for step-by-step continuation and state-norm monitoring)
+};
+
+// Outer-product recurrence with a two-sided multiplicative decay (Mao's decay rule; the additive and gated rules
+// are special cases):
+//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (read after write)
+// q, k: [B, H, T, M]; v: [B, H, T, D]
+// log_a: log of the value-side decay, [B, H, T, D] or [B, H, T, 1] (scalar per head), or undefined (a = 1)
+// log_b: log of the key-side decay, [B, H, T, M], or undefined (b = 1)
+// state0: [B, H, D, M] or undefined (zeros).  Returns y [B, H, T, D] and S_T [B, H, D, M].
+RecurrenceResult decay_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                          const torch::Tensor& state0, int64_t chunk);
+RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                        const torch::Tensor& state0);
+// One step of the same recurrence; q, k: [B, H, M]; v, log_a: [B, H, D] (or [B, H, 1]); log_b: [B, H, M].
+RecurrenceResult decay_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                       const torch::Tensor& state);
+
+// Delta rule (Schlag et al. 2021), k and q already sum-normalised by the caller:
+//   S_t = S_{t-1} + beta_t (v_t - S_{t-1} k_t) k_t^T,   y_t = S_t q_t
+// beta: [B, H, T, 1]. The naive loop is also the training form for now (the issue allows it).
+RecurrenceResult delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& beta, const torch::Tensor& state0);
+RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta, const torch::Tensor& state);
+
+// SRU elementwise recurrence with highway (Lei et al. 2018, 2021):
+//   f_t = sigmoid(U1_t + v_f * c_{t-1} + b_f),  r_t = sigmoid(U2_t + v_r * c_{t-1} + b_r)
+//   c_t = f_t * c_{t-1} + (1 - f_t) * U0_t,     h_t = r_t * c_t + (1 - r_t) * x_t
+// u: [B, T, 3, D] (blocks U0, U1, U2); x: [B, T, D]; v_f, v_r, b_f, b_r: [D]; c0: [B, D] or undefined.
+// Returns h [B, T, D] and c_T [B, D]. The loop is also the training form for now (the issue allows it).
+RecurrenceResult sru_recurrence_naive(const torch::Tensor& u, const torch::Tensor& x, const torch::Tensor& v_f,
+                                      const torch::Tensor& v_r, const torch::Tensor& b_f, const torch::Tensor& b_r,
+                                      const torch::Tensor& c0);
+
+}  // namespace fwlab::kernels

@@ -1,0 +1,146 @@
+#include "models/checkpoint.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace fwlab {
+
+namespace {
+
+const std::vector<std::pair<std::string, torch::ScalarType>>& dtype_table() {
+  static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
+      {"F64", torch::kFloat64}, {"F32", torch::kFloat32}, {"F16", torch::kFloat16}, {"BF16", torch::kBFloat16},
+      {"I64", torch::kInt64},   {"I32", torch::kInt32},   {"I16", torch::kInt16},   {"I8", torch::kInt8},
+      {"U8", torch::kUInt8},    {"BOOL", torch::kBool}};
+  return table;
+}
+
+std::string dtype_name(torch::ScalarType t) {
+  for (const auto& [name, type] : dtype_table())
+    if (type == t) return name;
+  throw std::runtime_error(fmt::format("safetensors: cannot store dtype {}", c10::toString(t)));
+}
+
+torch::ScalarType scalar_type(const std::string& name) {
+  for (const auto& [n, type] : dtype_table())
+    if (n == name) return type;
+  throw safetensors::FormatError(fmt::format("unknown dtype '{}'", name));
+}
+
+std::string shape_str(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+}  // namespace
+
+void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  std::vector<safetensors::TensorEntry> entries;
+  std::vector<torch::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    auto t = tensor.detach().to(torch::kCPU).contiguous();
+    safetensors::TensorEntry e;
+    e.name = name;
+    e.dtype = dtype_name(t.scalar_type());
+    e.shape.assign(t.sizes().begin(), t.sizes().end());
+    e.begin = offset;
+    offset += static_cast<uint64_t>(t.nbytes());
+    e.end = offset;
+    entries.push_back(std::move(e));
+    data.push_back(std::move(t));
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot open for writing", tmp));
+    auto header = safetensors::encode_header(entries, metadata);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    out.flush();
+    if (!out) throw std::runtime_error(fmt::format("{}: write failed", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(fmt::format("{}: cannot rename into place", path));
+}
+
+NamedTensors load_tensors(const std::string& path, safetensors::Header* header_out) {
+  auto header = safetensors::read_header(path);
+  std::ifstream in(path, std::ios::binary);
+  NamedTensors out;
+  for (const auto& e : header.tensors) {
+    auto t = torch::empty(e.shape, torch::TensorOptions().dtype(scalar_type(e.dtype)));
+    in.seekg(static_cast<std::streamoff>(header.data_start + e.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
+    if (!in) throw safetensors::FormatError(fmt::format("{}: tensor '{}': could not read bytes [{}, {}) of the data section",
+                                                        path, e.name, e.begin, e.end));
+    out.emplace_back(e.name, std::move(t));
+  }
+  if (header_out) *header_out = std::move(header);
+  return out;
+}
+
+NamedTensors model_tensors(const GPT& model) {
+  NamedTensors out;
+  for (const auto& p : model->named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model->named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+void save_model(const std::string& path, const GPT& model, std::map<std::string, std::string> metadata) {
+  metadata[kModelConfigKey] = to_json(model->config()).dump();
+  metadata["format"] = "pt";
+  save_tensors(path, model_tensors(model), metadata);
+}
+
+void load_into(GPT& model, const NamedTensors& tensors, const std::string& source) {
+  std::unordered_map<std::string, const torch::Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name[name] = &t;
+  torch::NoGradGuard guard;
+  size_t used = 0;
+  for (auto& [name, target] : model_tensors(model)) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw safetensors::FormatError(fmt::format("{}: missing tensor '{}'", source, name));
+    const auto& t = *it->second;
+    if (t.sizes() != target.sizes())
+      throw safetensors::FormatError(fmt::format("{}: tensor '{}' has shape {} but the model expects {}", source, name,
+                                                 shape_str(t.sizes()), shape_str(target.sizes())));
+    target.copy_(t);
+    ++used;
+  }
+  if (used != tensors.size()) {
+    auto expected = model_tensors(model);
+    for (const auto& [name, t] : tensors) {
+      bool known = std::any_of(expected.begin(), expected.end(), [&](const auto& e) { return e.first == name; });
+      if (!known) throw safetensors::FormatError(fmt::format("{}: unexpected tensor '{}' (not part of the model)", source, name));
+    }
+  }
+}
+
+GPT load_model(const std::string& path) {
+  safetensors::Header header;
+  auto tensors = load_tensors(path, &header);
+  auto it = header.metadata.find(kModelConfigKey);
+  if (it == header.metadata.end())
+    throw safetensors::FormatError(fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw safetensors::FormatError(fmt::format("{}: __metadata__.{} is not valid JSON: {}", path, kModelConfigKey, e.what()));
+  }
+  ModelConfig cfg;
+  try {
+    cfg = model_config_from_json(j);
+  } catch (const ConfigError& e) {
+    throw safetensors::FormatError(fmt::format("{}: model configuration: {}", path, e.what()));
+  }
+  GPT model(cfg);
+  if (!tensors.empty()) model->to(tensors.front().second.scalar_type());
+  load_into(model, tensors, path);
+  return model;
+}
+
+}  // namespace fwlab

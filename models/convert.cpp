@@ -1,0 +1,89 @@
+#include "models/convert.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "models/checkpoint.h"
+#include "models/mixers.h"
+
+namespace fwlab {
+
+std::string ConversionReport::to_string() const {
+  std::string out;
+  auto section = [&](const char* title, const std::vector<std::string>& names) {
+    out += fmt::format("{} ({}):\n", title, names.size());
+    for (const auto& n : names) out += "  " + n + "\n";
+  };
+  section("copied", copied);
+  section("created", created);
+  section("rescaled", rescaled);
+  return out;
+}
+
+Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed) {
+  const auto& src = source->config();
+  auto same = [&](const char* field, int64_t a, int64_t b) {
+    if (a != b) throw ConfigError(field, fmt::format("the target model has {} = {} but the source has {}; only mixers may change", field, b, a));
+  };
+  same("vocab", src.vocab, target.vocab);
+  same("d_model", src.d_model, target.d_model);
+  same("n_layers", src.n_layers, target.n_layers);
+  same("n_heads", src.n_heads, target.n_heads);
+  same("head_dim", src.head_dim, target.head_dim);
+  same("context", src.context, target.context);
+  same("d_ff", src.ff_dim(), target.ff_dim());
+
+  torch::manual_seed(seed);
+  Conversion result{GPT(target), {}};
+  const auto& ref = source->wte->weight;
+  result.model->to(ref.device(), ref.scalar_type());
+
+  std::unordered_map<std::string, torch::Tensor> from;
+  for (auto& [name, t] : model_tensors(source)) from.emplace(name, t);
+  {
+    torch::NoGradGuard guard;
+    for (auto& [name, t] : model_tensors(result.model)) {
+      auto it = from.find(name);
+      if (it != from.end() && it->second.sizes() == t.sizes()) {
+        t.copy_(it->second);
+        result.report.copied.push_back(name);
+      } else {
+        result.report.created.push_back(name);
+      }
+    }
+  }
+  // Copied value projections are rescaled where the target rule asks for it (Mao 2022).
+  for (size_t i = 0; i < result.model->blocks().size(); ++i) {
+    auto fw = std::dynamic_pointer_cast<FastWeight>(result.model->blocks()[i]->mixer);
+    if (!fw || !fw->value_rescale().defined()) continue;
+    const auto prefix = fmt::format("blocks.{}.mixer.qkv.", i);
+    const bool copied = std::find(result.report.copied.begin(), result.report.copied.end(), prefix + "weight") !=
+                        result.report.copied.end();
+    if (!copied) continue;  // a fresh W_v was already rescaled at construction
+    fw->apply_value_rescale();
+    const char* why = fw->spec.rule == "decay" ? "x (1 - sigmoid(b_z)) per value dimension (decay rule, UGI)"
+                                               : "x 1/512 (add rule without feature map or normalization)";
+    for (const char* param : {"weight", "bias"}) {
+      auto name = prefix + param;
+      std::erase(result.report.copied, name);
+      result.report.rescaled.push_back(fmt::format("{} (value rows {})", name, why));
+    }
+  }
+  return result;
+}
+
+std::vector<size_t> fold_feature_maps(GPT& model) {
+  std::vector<size_t> folded;
+  for (size_t i = 0; i < model->blocks().size(); ++i) {
+    auto fw = std::dynamic_pointer_cast<FastWeight>(model->blocks()[i]->mixer);
+    if (fw && fw->phi->is_projection() && !fw->folded()) {
+      fw->fold_feature_map();
+      folded.push_back(i);
+    }
+  }
+  return folded;
+}
+
+}  // namespace fwlab

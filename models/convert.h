@@ -1,0 +1,31 @@
+// Swap-then-finetune (T2R; Mao 2022): build a model with a new mixer plan from a trained one, copying every
+// tensor the two share and initialising the rest as the papers do.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/gpt.h"
+
+namespace fwlab {
+
+struct ConversionReport {
+  std::vector<std::string> copied;    // taken bit-for-bit from the source
+  std::vector<std::string> created;   // new, initialised as the target mixer's papers do
+  std::vector<std::string> rescaled;  // copied, then rescaled (which rows and why)
+  std::string to_string() const;
+};
+
+struct Conversion {
+  GPT model;
+  ConversionReport report;
+};
+
+// `target` must have the source's sizes (vocab, d_model, heads, ...); only the mixers may differ. The new
+// model is created on the source's device and dtype; `seed` drives the initialisation of new tensors.
+Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed);
+
+// T2R inference folding of every relu / identity feature map (eq. 8); returns the layers folded.
+std::vector<size_t> fold_feature_maps(GPT& model);
+
+}  // namespace fwlab

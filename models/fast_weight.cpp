@@ -1,0 +1,174 @@
+// Fast-weight mixers (NOTES.md, "Update rules"). Shapes: B batch, T time, H heads, hd head dim, m features.
+#include <cmath>
+
+#include "kernels/recurrences.h"
+#include "models/mixers.h"
+
+namespace fwlab {
+
+namespace {
+
+// T2R clamps the attention-normalization denominator from below at 1e-2 (NOTES.md).
+constexpr double kAttnNormFloor = 1e-2;
+// Sum normalization (Schlag et al.) divides by the feature sum. The small constant only keeps an all-zero
+// ReLU feature vector at 0 instead of NaN; a signed map can still drive the sum to ~0, which is the documented
+// instability of "delta without feature map" that the tables must be able to show.
+constexpr double kSumNormEps = 1e-6;
+// Mao (sec. 4, footnote 3) initialises the delta rule's write strength near 0.007.
+constexpr double kDeltaBetaInit = 0.007;
+
+// Uniform Gate Initialization (Gu et al. 2020): u ~ U[1/n, 1 - 1/n], b = logit(u), n = the gate's width.
+void uniform_gate_init(torch::Tensor& bias) {
+  torch::NoGradGuard guard;
+  const double n = static_cast<double>(bias.numel());
+  const double lo = n > 2 ? 1.0 / n : 0.25, hi = 1.0 - lo;
+  auto u = torch::empty_like(bias).uniform_(lo, hi);
+  bias.copy_(torch::log(u) - torch::log1p(-u));
+}
+
+torch::Tensor heads(const torch::Tensor& x, int64_t n_heads) {  // [B, T, H*e] -> [B, H, T, e]
+  return x.view({x.size(0), x.size(1), n_heads, -1}).transpose(1, 2);
+}
+
+torch::Tensor sum_normalize(const torch::Tensor& phi) { return phi / (phi.sum(-1, true) + kSumNormEps); }
+
+}  // namespace
+
+FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg)
+    : spec(s), n_heads_(cfg.n_heads), head_dim_(cfg.head_dim) {
+  const int64_t d = cfg.d_model, inner = cfg.n_heads * cfg.head_dim;
+  qkv = register_module("qkv", torch::nn::Linear(d, 3 * inner));
+  o = register_module("o", torch::nn::Linear(inner, d));
+  init_gpt2_linear(qkv);
+  init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
+  phi = register_module("phi", std::make_shared<FeatureMap>(s, cfg.n_heads, cfg.head_dim));
+  // New gate weights keep torch.nn.Linear's default initialisation; only the biases follow the papers.
+  if (s.rule == "gated" || s.rule == "delta") {
+    gate = register_module("gate", torch::nn::Linear(d, cfg.n_heads));
+    torch::NoGradGuard guard;
+    if (s.rule == "gated") {
+      // NOTES gives no initialisation for the gated rule's bias; we use the UGI of the decay rule's gates.
+      uniform_gate_init(gate->bias);
+    } else {
+      gate->bias.fill_(std::log(kDeltaBetaInit / (1.0 - kDeltaBetaInit)));
+    }
+  }
+  if (s.rule == "decay") {
+    decay_z = register_module("decay_z", torch::nn::Linear(d, inner));
+    decay_f = register_module("decay_f", torch::nn::Linear(d, cfg.n_heads * s.m));
+    uniform_gate_init(decay_z->bias);
+    uniform_gate_init(decay_f->bias);
+  }
+  resid_drop = register_module("resid_drop", torch::nn::Dropout(cfg.dropout));
+  apply_value_rescale();
+}
+
+torch::Tensor FastWeight::value_rescale() const {
+  if (spec.rule == "decay") return 1.0 - torch::sigmoid(decay_z->bias.detach());
+  if (spec.rule == "add" && spec.feature_map == "identity" && spec.norm == "none")
+    return torch::full({n_heads_ * head_dim_}, 1.0 / 512.0, qkv->weight.options());
+  return {};
+}
+
+void FastWeight::apply_value_rescale() {
+  auto factor = value_rescale();
+  if (!factor.defined()) return;
+  torch::NoGradGuard guard;
+  const int64_t inner = n_heads_ * head_dim_;
+  qkv->weight.narrow(0, 2 * inner, inner).mul_(factor.unsqueeze(1));
+  qkv->bias.narrow(0, 2 * inner, inner).mul_(factor);
+}
+
+void FastWeight::fold_feature_map() {
+  TORCH_CHECK(phi->is_projection(), "only the relu and identity feature maps can be folded, not ", spec.feature_map);
+  TORCH_CHECK(!folded(), "feature map already folded");
+  torch::NoGradGuard guard;
+  const int64_t d = qkv->weight.size(1), inner = n_heads_ * head_dim_, m = spec.m;
+  auto fold = [&](int64_t block, double scale) {
+    auto w = qkv->weight.narrow(0, block * inner, inner).view({n_heads_, head_dim_, d}) * scale;
+    auto b = qkv->bias.narrow(0, block * inner, inner).view({n_heads_, head_dim_, 1}) * scale;
+    auto w_folded = torch::matmul(phi->weight, w);                // [H, m, d]
+    auto b_folded = torch::matmul(phi->weight, b).squeeze(-1);    // [H, m]
+    if (phi->bias.defined()) b_folded = b_folded + phi->bias;
+    return std::make_pair(w_folded.reshape({n_heads_ * m, d}), b_folded.reshape({n_heads_ * m}));
+  };
+  auto [wq, bq] = fold(0, phi->query_scale());
+  auto [wk, bk] = fold(1, 1.0);
+  folded_qk = register_module("folded_qk", torch::nn::Linear(d, 2 * n_heads_ * m));
+  folded_qk->to(qkv->weight.device(), qkv->weight.scalar_type());
+  folded_qk->weight.copy_(torch::cat({wq, wk}, 0));
+  folded_qk->bias.copy_(torch::cat({bq, bk}, 0));
+}
+
+torch::Tensor FastWeight::forward(const torch::Tensor& x) { return run(x, nullptr, reference_kernels_); }
+
+torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
+  // One token is a sequence of length 1 continuing from `state`; the per-timestep kernels make it O(1).
+  return run(x.unsqueeze(1), &state, true).squeeze(1);
+}
+
+torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool reference) {
+  namespace K = kernels;
+  const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
+  if (is_training() && spec.feature_map == "rfa") phi->resample();
+
+  torch::Tensor fq, fk, v;  // [B, H, T, m], [B, H, T, m], [B, H, T, hd]
+  if (folded()) {
+    auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
+    fq = phi->activate(heads(qk.select(2, 0), n_heads_));
+    fk = phi->activate(heads(qk.select(2, 1), n_heads_));
+    v = heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
+              n_heads_);
+  } else {
+    auto parts = qkv(x).view({B, T, 3, inner});
+    fq = phi->forward(heads(parts.select(2, 0), n_heads_), true);
+    fk = phi->forward(heads(parts.select(2, 1), n_heads_), false);
+    v = heads(parts.select(2, 2), n_heads_);
+  }
+  const bool attn_norm = spec.norm == "attn";
+  const auto S0 = state ? state->S : torch::Tensor();
+  K::RecurrenceResult r;
+  torch::Tensor den;
+
+  if (spec.rule == "delta") {
+    fq = sum_normalize(fq);
+    fk = sum_normalize(fk);
+    auto beta = torch::sigmoid(heads(gate(x), n_heads_));  // [B, H, T, 1]
+    r = K::delta_recurrence_naive(fq, fk, v, beta, S0);
+    if (attn_norm) {  // the additive normaliser z_t = z_{t-1} + phi'(k_t)
+      auto z = fk.cumsum(2);
+      if (state && state->z.defined()) z = z + state->z.unsqueeze(2);
+      den = (z * fq).sum(-1, true);
+      if (state) state->z = z.select(2, T - 1);
+    }
+  } else {
+    torch::Tensor log_a, log_b, g_logit;
+    if (spec.rule == "gated") {
+      g_logit = heads(gate(x), n_heads_);  // [B, H, T, 1]
+      log_a = torch::log_sigmoid(g_logit);
+      v = v * torch::sigmoid(-g_logit);  // (1 - g_t) v_t
+    } else if (spec.rule == "decay") {
+      log_a = torch::log_sigmoid(heads(decay_z(x), n_heads_));
+      log_b = torch::log_sigmoid(heads(decay_f(x), n_heads_));
+    }
+    // With attention normalization the normaliser z follows the same recurrence as S with a value of 1
+    // (for the gated rule: z_t = g_t z_{t-1} + (1 - g_t) phi(k_t)), so it rides along as an extra value row.
+    auto values = v;
+    if (attn_norm) {
+      auto one = torch::ones({B, n_heads_, T, 1}, v.options());
+      values = torch::cat({v, spec.rule == "gated" ? torch::sigmoid(-g_logit) : one}, -1);
+    }
+    r = reference ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
+                  : K::decay_recurrence_chunked(fq, fk, values, log_a, log_b, S0, spec.chunk);
+    if (attn_norm) {
+      den = r.y.narrow(-1, head_dim_, 1);
+      r.y = r.y.narrow(-1, 0, head_dim_);
+    }
+  }
+  auto y = attn_norm ? r.y / den.clamp_min(kAttnNormFloor) : r.y;
+  if (state) state->S = r.state;
+  record_state(r.state);
+  return resid_drop(o(y.transpose(1, 2).reshape({B, T, inner})));
+}
+
+}  // namespace fwlab

@@ -1,0 +1,62 @@
+// GPT-2-style decoder whose token mixer is chosen per layer: token + learned position embeddings, pre-LayerNorm
+// blocks, GELU MLP, output projection tied to the token embedding, dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/mixer.h"
+#include "models/model_config.h"
+
+namespace fwlab {
+
+class Block : public torch::nn::Module {
+ public:
+  Block(const MixerSpec& spec, const ModelConfig& cfg);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor step(const torch::Tensor& x, MixerState& state);
+
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  std::shared_ptr<Mixer> mixer;
+  torch::nn::Linear fc{nullptr}, proj{nullptr};
+  torch::nn::Dropout drop{nullptr};
+
+ private:
+  torch::Tensor mlp(const torch::Tensor& x);
+};
+
+// Per-sequence state for token-by-token generation.
+struct GenerationState {
+  std::vector<MixerState> layers;
+  int64_t position = 0;
+};
+
+class GPTImpl : public torch::nn::Module {
+ public:
+  explicit GPTImpl(const ModelConfig& cfg);  // validates cfg; throws ConfigError
+
+  // idx: [B, T] token ids -> logits [B, T, vocab]. With `layer_outputs`, also returns the residual stream
+  // after the embedding (index 0) and after every block (index i + 1), e.g. to find the first non-finite layer.
+  torch::Tensor forward(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs = nullptr);
+  // tokens: [B] -> logits [B, vocab] for the next position; `state` starts empty.
+  torch::Tensor step(const torch::Tensor& tokens, GenerationState& state);
+
+  const ModelConfig& config() const { return cfg_; }
+  int64_t num_parameters() const;
+  StateSize state_size() const { return fwlab::state_size(cfg_); }
+  Mixer& mixer(size_t layer) { return *blocks_.at(layer)->mixer; }
+  const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
+  void set_reference_kernels(bool on);
+  // Largest |state| element over all recurrent layers after the last forward pass.
+  double max_state_abs() const;
+
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  ModelConfig cfg_;
+  std::vector<std::shared_ptr<Block>> blocks_;
+};
+TORCH_MODULE(GPT);
+
+}  // namespace fwlab

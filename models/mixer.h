@@ -1,0 +1,44 @@
+// Token mixers: the part of a transformer block that fwlab swaps. Every mixer has a parallel form over a whole
+// sequence (training, evaluation) and a step form that carries a state from token to token (generation).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "models/model_config.h"
+
+namespace fwlab {
+
+// State carried between steps. Which fields are used depends on the mixer:
+// softmax/local: k, v (KV cache); fast_weight: S (and z with attention normalization); sru/srupp: c
+// (plus k, v for the attention of srupp).
+struct MixerState {
+  torch::Tensor S, z, c, k, v;
+};
+
+class Mixer : public torch::nn::Module {
+ public:
+  // x: [B, T, d_model] -> [B, T, d_model]
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // x: [B, d_model] (one token) -> [B, d_model]; `state` is updated in place (empty on the first token).
+  virtual torch::Tensor step(const torch::Tensor& x, MixerState& state) = 0;
+  // Use the plain per-timestep kernels instead of the fast forms (tests, benchmarks).
+  virtual void set_reference_kernels(bool on) { reference_kernels_ = on; }
+  // Largest |state| element at the end of the last forward pass (0 for stateless mixers); the worker watches
+  // it for overflow. The state is kept detached and reduced only when asked, so monitoring costs no graph
+  // and no device synchronisation on the training path.
+  double last_state_max_abs() const;
+
+ protected:
+  void record_state(const torch::Tensor& state) { last_state_ = state.detach(); }
+  bool reference_kernels_ = false;
+  torch::Tensor last_state_;
+};
+
+std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg);
+
+// Linear layers of GPT-2: N(0, 0.02) weights, zero bias.
+void init_gpt2_linear(torch::nn::Linear& layer, double std = 0.02);
+
+}  // namespace fwlab

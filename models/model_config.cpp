@@ -1,0 +1,261 @@
+#include "models/model_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace fwlab {
+
+ConfigError::ConfigError(std::string field, const std::string& message)
+    : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)) {}
+
+namespace {
+
+const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp"};
+const std::vector<std::string> kRules = {"add", "delta", "gated", "decay"};
+const std::vector<std::string> kFeatureMaps = {"relu", "elu1", "identity", "dpfp", "rfa"};
+const std::vector<std::string> kNorms = {"attn", "none"};
+
+void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw ConfigError(field, fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
+}
+
+void require_positive(int64_t value, const std::string& field) {
+  if (value <= 0) throw ConfigError(field, fmt::format("must be positive, got {}", value));
+}
+
+}  // namespace
+
+std::string MixerSpec::describe() const {
+  if (kind == "fast_weight") {
+    std::string map = feature_map == "dpfp" ? fmt::format("dpfp{}", dpfp_nu) : feature_map;
+    return fmt::format("{}/{}/{}/m={}", rule, map, norm, m);
+  }
+  if (kind == "local") return fmt::format("local/w={}", window);
+  if (kind == "srupp") return attention ? "srupp+attn" : "srupp";
+  return kind;
+}
+
+void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
+  if (plan.keep_softmax_every < 0) throw ConfigError("keep_softmax_every", "must be >= 0");
+  if (plan.attention_every < 0) throw ConfigError("attention_every", "must be >= 0");
+  cfg.layers.assign(static_cast<size_t>(std::max<int64_t>(cfg.n_layers, 0)), plan.mixer);
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    auto& layer = cfg.layers[static_cast<size_t>(i)];
+    if (layer.kind == "srupp") layer.attention = plan.attention_every > 0 && (i + 1) % plan.attention_every == 0;
+    // Counted from the top: the top layer is the 1st, so the n-th, 2n-th, ... from the top stay softmax.
+    if (plan.keep_softmax_every > 0 && (cfg.n_layers - i) % plan.keep_softmax_every == 0) layer = MixerSpec{};
+  }
+}
+
+void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
+  require_one_of(s.kind, kKinds, p + "kind");
+  if (s.kind == "local") require_positive(s.window, p + "window");
+  if (s.kind == "srupp") {
+    int64_t d_attn = s.attn_dim > 0 ? s.attn_dim : cfg.d_model / 4;
+    if (s.attn_dim < 0 || d_attn <= 0) throw ConfigError(p + "attn_dim", "must be positive (or 0 for d_model/4)");
+  }
+  if (s.kind != "fast_weight") return;
+  require_one_of(s.rule, kRules, p + "rule");
+  require_one_of(s.feature_map, kFeatureMaps, p + "feature_map");
+  require_one_of(s.norm, kNorms, p + "norm");
+  require_positive(s.m, p + "m");
+  require_positive(s.chunk, p + "chunk");
+  if (s.rule == "decay" && s.norm == "attn")
+    throw ConfigError(p + "norm",
+                      "'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
+  if (s.feature_map == "elu1" && s.m != cfg.head_dim)
+    throw ConfigError(p + "m", fmt::format("feature map 'elu1' keeps the head dimension: m must be head_dim = {}, got {}",
+                                           cfg.head_dim, s.m));
+  if (s.feature_map == "dpfp") {
+    if (s.dpfp_nu < 1 || s.dpfp_nu > 3) throw ConfigError(p + "dpfp_nu", fmt::format("must be 1..3, got {}", s.dpfp_nu));
+    if (s.m != 2 * s.dpfp_nu * cfg.head_dim)
+      throw ConfigError(p + "m", fmt::format("feature map 'dpfp' with nu = {} has size 2 * nu * head_dim = {}, got m = {}",
+                                             s.dpfp_nu, 2 * s.dpfp_nu * cfg.head_dim, s.m));
+  }
+  if (s.feature_map == "rfa" && s.m % 2 != 0)
+    throw ConfigError(p + "m", fmt::format("feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got {}", s.m));
+}
+
+void validate(const ModelConfig& cfg) {
+  require_positive(cfg.vocab, "vocab");
+  require_positive(cfg.d_model, "d_model");
+  require_positive(cfg.n_layers, "n_layers");
+  require_positive(cfg.n_heads, "n_heads");
+  require_positive(cfg.head_dim, "head_dim");
+  require_positive(cfg.context, "context");
+  if (cfg.d_ff < 0) throw ConfigError("d_ff", "must be >= 0 (0: 4 * d_model)");
+  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
+  if (static_cast<int64_t>(cfg.layers.size()) != cfg.n_layers)
+    throw ConfigError("layers", fmt::format("has {} entries but n_layers = {}", cfg.layers.size(), cfg.n_layers));
+  for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
+}
+
+// ---- JSON ----------------------------------------------------------------------------------------------
+
+nlohmann::json to_json(const MixerSpec& s) {
+  nlohmann::json j = {{"kind", s.kind}};
+  if (s.kind == "fast_weight") {
+    j["rule"] = s.rule;
+    j["feature_map"] = s.feature_map;
+    j["norm"] = s.norm;
+    j["m"] = s.m;
+    j["chunk"] = s.chunk;
+    if (s.feature_map == "dpfp") j["dpfp_nu"] = s.dpfp_nu;
+  } else if (s.kind == "local") {
+    j["window"] = s.window;
+  } else if (s.kind == "srupp") {
+    j["attention"] = s.attention;
+    j["attn_dim"] = s.attn_dim;
+  }
+  return j;
+}
+
+namespace {
+
+template <typename T>
+T get_typed(const nlohmann::json& j, const std::string& key, const std::string& field) {
+  const auto& v = j.at(key);
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) throw ConfigError(field, fmt::format("must be a string, got {}", v.dump()));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw ConfigError(field, fmt::format("must be true or false, got {}", v.dump()));
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) throw ConfigError(field, fmt::format("must be an integer, got {}", v.dump()));
+  } else {
+    if (!v.is_number()) throw ConfigError(field, fmt::format("must be a number, got {}", v.dump()));
+  }
+  return v.get<T>();
+}
+
+void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known, const std::string& prefix) {
+  if (!j.is_object()) throw ConfigError(prefix.empty() ? "model" : prefix.substr(0, prefix.size() - 1), "must be an object");
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key)) throw ConfigError(prefix + key, "unknown key");
+}
+
+}  // namespace
+
+MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
+  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk"}, p);
+  MixerSpec s;
+  auto opt = [&](const char* key, auto& out) {
+    if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
+  };
+  opt("kind", s.kind);
+  opt("rule", s.rule);
+  opt("feature_map", s.feature_map);
+  opt("norm", s.norm);
+  opt("m", s.m);
+  opt("dpfp_nu", s.dpfp_nu);
+  opt("window", s.window);
+  opt("attention", s.attention);
+  opt("attn_dim", s.attn_dim);
+  opt("chunk", s.chunk);
+  return s;
+}
+
+nlohmann::json to_json(const ModelConfig& c) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : c.layers) layers.push_back(to_json(l));
+  return {{"vocab", c.vocab},     {"d_model", c.d_model}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+          {"head_dim", c.head_dim}, {"context", c.context}, {"d_ff", c.d_ff},         {"dropout", c.dropout},
+          {"layers", layers}};
+}
+
+ModelConfig model_config_from_json(const nlohmann::json& j) {
+  reject_unknown(j, {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "layers",
+                     "mixer", "keep_softmax_every", "attention_every"},
+                 "");
+  ModelConfig c;
+  auto opt = [&](const char* key, auto& out) {
+    if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, key);
+  };
+  opt("vocab", c.vocab);
+  opt("d_model", c.d_model);
+  opt("n_layers", c.n_layers);
+  opt("n_heads", c.n_heads);
+  opt("head_dim", c.head_dim);
+  opt("context", c.context);
+  opt("d_ff", c.d_ff);
+  opt("dropout", c.dropout);
+  if (j.contains("layers")) {
+    if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
+    if (!j["layers"].is_array()) throw ConfigError("layers", "must be a list of mixer objects");
+    for (size_t i = 0; i < j["layers"].size(); ++i)
+      c.layers.push_back(mixer_spec_from_json(j["layers"][i], fmt::format("layers[{}].", i)));
+  } else {
+    LayerPlan plan;
+    if (j.contains("mixer")) plan.mixer = mixer_spec_from_json(j["mixer"], "mixer.");
+    opt("keep_softmax_every", plan.keep_softmax_every);
+    opt("attention_every", plan.attention_every);
+    require_positive(c.n_layers, "n_layers");
+    apply_plan(c, plan);
+  }
+  validate(c);
+  return c;
+}
+
+// ---- sizes ---------------------------------------------------------------------------------------------
+
+namespace {
+
+int64_t srupp_attn_dim(const MixerSpec& s, const ModelConfig& c) { return s.attn_dim > 0 ? s.attn_dim : c.d_model / 4; }
+
+int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
+  const int64_t d = c.d_model, H = c.n_heads, hd = c.head_dim, inner = H * hd;
+  const int64_t qkv_o = d * 3 * inner + 3 * inner + inner * d + d;
+  if (s.kind == "softmax" || s.kind == "local") return qkv_o;
+  // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r.
+  const int64_t sru_cell = 4 * d;
+  if (s.kind == "sru") return 3 * d * d + sru_cell;
+  if (s.kind == "srupp") {
+    const int64_t da = srupp_attn_dim(s, c);
+    int64_t n = d * da + da * 3 * d + sru_cell;         // W1, W3
+    if (s.attention) n += da * 2 * da + 1 + 2 * da;     // W2 (K, V), alpha, layernorm
+    return n;
+  }
+  int64_t n = qkv_o;
+  const int64_t m = s.m;
+  if (s.feature_map == "relu") n += H * (m * hd + m);
+  if (s.feature_map == "identity") n += H * m * hd;
+  if (s.feature_map == "rfa") n += H;  // learned temperature per head
+  if (s.rule == "gated" || s.rule == "delta") n += d * H + H;
+  if (s.rule == "decay") n += d * inner + inner + d * H * m + H * m;
+  return n;
+}
+
+}  // namespace
+
+int64_t count_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model, ff = c.ff_dim();
+  int64_t n = c.vocab * d + c.context * d + 2 * d;  // wte (tied with the output), wpe, final LayerNorm
+  for (const auto& layer : c.layers) n += 4 * d + (d * ff + ff) + (ff * d + d) + mixer_parameters(layer, c);
+  return n;
+}
+
+StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
+  const int64_t H = c.n_heads, hd = c.head_dim;
+  if (s.kind == "softmax") return {0, 2 * H * hd};
+  if (s.kind == "local") return {2 * H * hd * s.window, 0};
+  if (s.kind == "sru") return {c.d_model, 0};
+  if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
+  int64_t fixed = H * hd * s.m;
+  if (s.norm == "attn") fixed += H * s.m;  // normaliser z
+  return {fixed, 0};
+}
+
+StateSize state_size(const ModelConfig& c) {
+  StateSize total;
+  for (const auto& layer : c.layers) {
+    auto s = mixer_state_size(layer, c);
+    total.fixed += s.fixed;
+    total.per_token += s.per_token;
+  }
+  return total;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,92 @@
+// Model and token-mixer configuration. Deliberately free of libtorch: the orchestrator uses it to validate
+// experiment grids and to report parameter counts and state sizes without loading a model.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fwlab {
+
+// Error in a configuration; `field` is the dotted path of the offending key (e.g. "layers[2].norm").
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string field, const std::string& message);
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// The token mixer of one layer.
+struct MixerSpec {
+  std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp
+  std::string rule = "add";            // fast_weight: add | delta | gated | decay
+  std::string feature_map = "relu";    // fast_weight: relu | elu1 | identity | dpfp | rfa
+  std::string norm = "none";           // fast_weight: attn | none (delta always sum-normalises phi)
+  int64_t m = 0;                       // fast_weight: feature (= state key) size per head
+  int64_t dpfp_nu = 1;                 // dpfp: nu, feature size = 2 * nu * head_dim
+  int64_t window = 32;                 // local: attention window (tokens, the current one included)
+  bool attention = true;               // srupp: whether this layer has attention
+  int64_t attn_dim = 0;                // srupp: attention size d' (0: d_model / 4, as in SRU++)
+  int64_t chunk = 16;                  // fast_weight: chunk length of the parallel (training) form
+
+  bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
+  std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
+  bool operator==(const MixerSpec&) const = default;
+};
+
+struct ModelConfig {
+  int64_t vocab = 256;
+  int64_t d_model = 128;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t head_dim = 32;
+  int64_t context = 256;
+  int64_t d_ff = 0;  // 0: 4 * d_model (GPT-2)
+  double dropout = 0.1;
+  std::vector<MixerSpec> layers;  // one per layer, bottom first
+
+  int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// How one mixer is laid over the layers of a model. Hybrids are expressed here rather than by listing layers.
+struct LayerPlan {
+  MixerSpec mixer;
+  // Keep every n-th layer counted from the top as softmax (T2R 75%: n = 4 keeps layers L-4, L-8, ...).
+  int64_t keep_softmax_every = 0;
+  // srupp: attention in layer i iff (i + 1) % k == 0 (SRU++); k = n_layers: last layer only; 0: none.
+  int64_t attention_every = 1;
+};
+
+// Fills cfg.layers from a plan.
+void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
+
+// Rejects combinations that make no sense; throws ConfigError naming the field.
+void validate(const ModelConfig& cfg);
+void validate_mixer(const MixerSpec& spec, const ModelConfig& cfg, const std::string& field_prefix);
+
+// JSON round trip. from_json accepts either an explicit "layers" list or a "mixer" object plus the plan keys
+// "keep_softmax_every" / "attention_every"; unknown keys are errors. The result is validated.
+nlohmann::json to_json(const ModelConfig& cfg);
+ModelConfig model_config_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const MixerSpec& spec);
+MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& field_prefix);
+
+// Parameter count computed from the configuration alone (tied output projection counted once).
+int64_t count_parameters(const ModelConfig& cfg);
+
+// Recurrent state carried per sequence during generation: a fixed part plus a part that grows per token
+// (the KV cache of softmax attention).
+struct StateSize {
+  int64_t fixed = 0;      // elements
+  int64_t per_token = 0;  // elements added per generated token
+  int64_t elements_at(int64_t tokens) const { return fixed + per_token * tokens; }
+};
+StateSize mixer_state_size(const MixerSpec& spec, const ModelConfig& cfg);
+StateSize state_size(const ModelConfig& cfg);
+
+}  // namespace fwlab

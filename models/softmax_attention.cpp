@@ -1,0 +1,59 @@
+// Causal multi-head softmax attention (GPT-2) and its sliding-window variant (Mao Table 2's local attention).
+#include <cmath>
+#include <limits>
+
+#include "models/mixers.h"
+
+namespace fwlab {
+
+double Mixer::last_state_max_abs() const {
+  return last_state_.defined() && last_state_.numel() > 0 ? last_state_.abs().max().item<double>() : 0.0;
+}
+
+void init_gpt2_linear(torch::nn::Linear& layer, double std) {
+  torch::NoGradGuard guard;
+  layer->weight.normal_(0.0, std);
+  if (layer->bias.defined()) layer->bias.zero_();
+}
+
+SoftmaxAttention::SoftmaxAttention(const ModelConfig& cfg, int64_t window)
+    : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), window_(window) {
+  const int64_t inner = cfg.n_heads * cfg.head_dim;
+  qkv = register_module("qkv", torch::nn::Linear(cfg.d_model, 3 * inner));
+  o = register_module("o", torch::nn::Linear(inner, cfg.d_model));
+  attn_drop = register_module("attn_drop", torch::nn::Dropout(cfg.dropout));
+  resid_drop = register_module("resid_drop", torch::nn::Dropout(cfg.dropout));
+  init_gpt2_linear(qkv);
+  init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
+}
+
+torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto parts = qkv(x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  auto q = parts[0], k = parts[1], v = parts[2];  // [B, H, T, hd]
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
+  auto pos = torch::arange(T, x.options().dtype(torch::kLong));
+  auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);  // query - key
+  auto hidden = lag < 0;
+  if (window_ > 0) hidden = hidden | (lag >= window_);
+  scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  auto y = torch::matmul(attn_drop(torch::softmax(scores, -1)), v);
+  return resid_drop(o(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
+}
+
+torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) {
+  const int64_t B = x.size(0);
+  auto parts = qkv(x).view({B, 3, n_heads_, head_dim_});
+  auto q = parts.select(1, 0), k = parts.select(1, 1).unsqueeze(2), v = parts.select(1, 2).unsqueeze(2);
+  state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H, t, hd]
+  state.v = state.v.defined() ? torch::cat({state.v, v}, 2) : v;
+  if (window_ > 0 && state.k.size(2) > window_) {  // the local cache keeps the last `window` tokens only
+    state.k = state.k.narrow(2, state.k.size(2) - window_, window_).contiguous();
+    state.v = state.v.narrow(2, state.v.size(2) - window_, window_).contiguous();
+  }
+  auto scores = torch::matmul(q.unsqueeze(2), state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
+  auto y = torch::matmul(torch::softmax(scores, -1), state.v).squeeze(2);  // [B, H, hd]
+  return o(y.reshape({B, n_heads_ * head_dim_}));
+}
+
+}  // namespace fwlab

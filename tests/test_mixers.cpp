@@ -1,0 +1,155 @@
+// Every valid fast-weight combination (rule x feature map x normalization) at m in {4, 16}, in float64:
+// parallel output == step-by-step output, and chunkwise == naive for outputs and for the gradients of the input
+// and of every parameter, at a length that is a multiple of the chunk (32) and one that is not (37).
+// One Catch2 test case is registered per combination, so its name says what it covers.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <deque>
+
+#include "models/mixers.h"
+#include "tests/test_util.h"
+
+using namespace fwlab;
+using fwlab::test::max_abs_diff;
+
+namespace {
+
+// Sizes that make the combination valid: elu1 keeps the head dim, dpfp has 2 * nu * head_dim features.
+ModelConfig config_for(MixerSpec& spec) {
+  int64_t head_dim = 8;
+  if (spec.feature_map == "elu1") head_dim = spec.m;
+  if (spec.feature_map == "dpfp") {
+    spec.dpfp_nu = spec.m == 4 ? 1 : 2;
+    head_dim = spec.m / (2 * spec.dpfp_nu);
+  }
+  auto cfg = test::small_config(spec, 1, head_dim);
+  return cfg;
+}
+
+torch::Tensor inputs(int64_t T, int64_t d) { return torch::randn({2, T, d}, torch::kFloat64); }
+
+void check_parallel_equals_step(Mixer& mixer, int64_t d) {
+  auto x = inputs(37, d);
+  auto parallel = mixer.forward(x);
+  MixerState state;
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < x.size(1); ++t) steps.push_back(mixer.step(x.select(1, t), state));
+  CHECK(max_abs_diff(parallel, torch::stack(steps, 1)) <= 1e-6);
+}
+
+void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
+  auto x = inputs(T, d).requires_grad_(true);
+  std::vector<torch::Tensor> wrt = {x};
+  std::vector<std::string> names = {"input"};
+  for (const auto& p : mixer.named_parameters()) {
+    wrt.push_back(p.value());
+    names.push_back(p.key());
+  }
+  auto gy = torch::randn({2, T, d}, torch::kFloat64);
+  auto run = [&](bool reference) {
+    mixer.set_reference_kernels(reference);
+    auto y = mixer.forward(x);
+    auto grads = torch::autograd::grad({(y * gy).sum()}, wrt, {}, false, false, true);
+    mixer.set_reference_kernels(false);
+    return std::make_pair(y, grads);
+  };
+  auto [y_fast, g_fast] = run(false);
+  auto [y_ref, g_ref] = run(true);
+  CHECK(max_abs_diff(y_fast, y_ref) <= 1e-9);
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    INFO("gradient of " << names[i]);
+    REQUIRE(g_fast[i].defined() == g_ref[i].defined());
+    if (g_fast[i].defined()) CHECK(max_abs_diff(g_fast[i], g_ref[i]) <= 1e-8 * std::max(1.0, g_ref[i].abs().max().item<double>()));
+  }
+}
+
+class ComboTest : public Catch::ITestInvoker {
+ public:
+  explicit ComboTest(MixerSpec spec) : spec_(std::move(spec)) {}
+  void invoke() const override {
+    torch::manual_seed(11);
+    auto spec = spec_;
+    auto cfg = config_for(spec);
+    validate(cfg);
+    FastWeight mixer(cfg.layers[0], cfg);
+    mixer.to(torch::kFloat64);
+    mixer.eval();  // fixes the random features of rfa; dropout is 0 anyway
+    SECTION("parallel == step") { check_parallel_equals_step(mixer, cfg.d_model); }
+    SECTION("chunkwise == naive, T = 32 (multiple of the chunk)") { check_chunked_equals_naive(mixer, cfg.d_model, 32); }
+    SECTION("chunkwise == naive, T = 37 (not a multiple)") { check_chunked_equals_naive(mixer, cfg.d_model, 37); }
+  }
+
+ private:
+  MixerSpec spec_;
+};
+
+// Registration at static-initialisation time; Catch2 keeps StringRefs, so names live in a deque.
+const int registered = [] {
+  static std::deque<std::string> names;
+  for (const char* rule : {"add", "delta", "gated", "decay"})
+    for (const char* map : {"relu", "elu1", "identity", "dpfp", "rfa"})
+      for (const char* norm : {"attn", "none"})
+        for (int64_t m : {4, 16}) {
+          MixerSpec spec;
+          spec.kind = "fast_weight";
+          spec.rule = rule;
+          spec.feature_map = map;
+          spec.norm = norm;
+          spec.m = m;
+          if (spec.rule == std::string("decay") && spec.norm == std::string("attn")) continue;  // N/A, rejected
+          names.push_back(fmt::format("fast_weight {}/{}/{}/m={}", rule, map, norm, m));
+          Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+        }
+  return 0;
+}();
+
+}  // namespace
+
+TEST_CASE("softmax, local, sru and srupp mixers: parallel == step", "[mixers]") {
+  torch::manual_seed(12);
+  MixerSpec softmax, local, sru, srupp, srupp_plain;
+  local.kind = "local";
+  local.window = 5;
+  sru.kind = "sru";
+  srupp.kind = "srupp";
+  srupp_plain.kind = "srupp";
+  srupp_plain.attention = false;
+  for (const auto& spec : {softmax, local, sru, srupp, srupp_plain}) {
+    DYNAMIC_SECTION(spec.describe()) {
+      auto cfg = test::small_config(spec, 1);
+      auto mixer = make_mixer(cfg.layers[0], cfg);
+      mixer->to(torch::kFloat64);
+      mixer->eval();
+      if (spec.kind == "srupp" && spec.attention) {
+        // alpha starts at 0 (attention switched off); give it weight so the test exercises the attention path.
+        torch::NoGradGuard guard;
+        mixer->named_parameters()["alpha"].fill_(0.7);
+      }
+      check_parallel_equals_step(*mixer, cfg.d_model);
+    }
+  }
+}
+
+TEST_CASE("local attention equals softmax attention restricted to the window", "[mixers]") {
+  // Independent of the mask code: attend over x[t-w+1 .. t] with a plain softmax, one position at a time.
+  torch::manual_seed(13);
+  MixerSpec local;
+  local.kind = "local";
+  local.window = 4;
+  auto cfg = test::small_config(local, 1);
+  SoftmaxAttention mixer(cfg, 4);
+  mixer.to(torch::kFloat64);
+  auto x = inputs(11, cfg.d_model);
+  auto y = mixer.forward(x);
+  auto parts = mixer.qkv(x).view({2, 11, 3, cfg.n_heads, cfg.head_dim});
+  for (int64_t t = 0; t < 11; ++t) {
+    const int64_t lo = std::max<int64_t>(0, t - 3);
+    auto q = parts.select(1, t).select(1, 0);                  // [B, H, hd]
+    auto k = parts.narrow(1, lo, t - lo + 1).select(2, 1);     // [B, n, H, hd]
+    auto v = parts.narrow(1, lo, t - lo + 1).select(2, 2);
+    auto w = torch::softmax((k * q.unsqueeze(1)).sum(-1) / std::sqrt(double(cfg.head_dim)), 1);  // [B, n, H]
+    auto out = (w.unsqueeze(-1) * v).sum(1).reshape({2, -1});
+    CHECK(max_abs_diff(y.select(1, t), mixer.o(out)) < 1e-12);
+  }
+}

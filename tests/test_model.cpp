@@ -1,0 +1,165 @@
+// The whole decoder: parallel == step for hybrid stacks, parameter counts and state sizes against the
+// configuration-only formulas, layer plans, and rejection of combinations that make no sense.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "models/gpt.h"
+#include "models/mixers.h"
+#include "tests/test_util.h"
+
+using namespace fwlab;
+using fwlab::test::max_abs_diff;
+
+namespace {
+
+MixerSpec fw(const char* rule, const char* map, const char* norm, int64_t m) {
+  MixerSpec s;
+  s.kind = "fast_weight";
+  s.rule = rule;
+  s.feature_map = map;
+  s.norm = norm;
+  s.m = m;
+  return s;
+}
+
+MixerSpec kind(const char* k) {
+  MixerSpec s;
+  s.kind = k;
+  return s;
+}
+
+ModelConfig hybrid_config() {
+  auto cfg = test::small_config(MixerSpec{}, 7);
+  cfg.layers = {kind("softmax"), fw("decay", "identity", "none", 4), fw("delta", "relu", "attn", 4),
+                kind("local"),   fw("gated", "elu1", "attn", 8),   kind("sru"), kind("srupp")};
+  cfg.layers[3].window = 3;
+  return cfg;
+}
+
+std::string config_error(const ModelConfig& cfg) {
+  try {
+    validate(cfg);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("GPT with a hybrid layer stack: parallel logits == step-by-step logits", "[model]") {
+  torch::manual_seed(21);
+  GPT model(hybrid_config());
+  model->to(torch::kFloat64);
+  model->eval();
+  auto idx = torch::randint(0, 50, {2, 20}, torch::kLong);
+  auto logits = model->forward(idx);
+  GenerationState state;
+  for (int64_t t = 0; t < 20; ++t) {
+    auto step_logits = model->step(idx.select(1, t), state);
+    INFO("position " << t);
+    CHECK(max_abs_diff(step_logits, logits.select(1, t)) < 1e-9);
+  }
+}
+
+TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
+  std::vector<ModelConfig> configs = {hybrid_config(), test::small_config(fw("decay", "relu", "none", 16), 3),
+                                      test::small_config(fw("add", "rfa", "attn", 6), 2),
+                                      test::small_config(fw("delta", "dpfp", "none", 32), 2)};
+  configs[3].layers[0].dpfp_nu = 2;
+  configs[3].layers[1].dpfp_nu = 2;
+  auto t2r = test::small_config(fw("add", "relu", "attn", 4), 8);
+  apply_plan(t2r, LayerPlan{fw("add", "relu", "attn", 4), 4});
+  configs.push_back(t2r);
+  for (const auto& cfg : configs) {
+    GPT model(cfg);
+    int64_t by_hand = 0;  // independent of both: numel of every registered parameter
+    for (const auto& p : model->parameters()) by_hand += p.numel();
+    CHECK(model->num_parameters() == by_hand);
+    CHECK(count_parameters(cfg) == by_hand);
+  }
+}
+
+TEST_CASE("recurrent state size: reported elements equal the tensors generation carries", "[model]") {
+  torch::manual_seed(22);
+  auto cfg = hybrid_config();
+  GPT model(cfg);
+  model->eval();
+  GenerationState state;
+  torch::NoGradGuard guard;
+  for (int64_t t = 0; t < 6; ++t) model->step(torch::randint(0, 50, {1}, torch::kLong), state);
+  int64_t carried = 0;
+  for (const auto& layer : state.layers)
+    for (const auto& t : {layer.S, layer.c, layer.k, layer.v}) carried += t.defined() ? t.numel() : 0;
+  // delta with attention normalization carries z separately; the others keep it inside S.
+  for (const auto& layer : state.layers) carried += layer.z.defined() ? layer.z.numel() : 0;
+  // local attention's cache is bounded by its window (3 < 6 tokens), so it is at capacity here.
+  CHECK(state_size(cfg).elements_at(6) == carried);
+  auto fixed = state_size(test::small_config(fw("decay", "identity", "none", 4), 4));
+  CHECK(fixed.per_token == 0);
+  CHECK(fixed.fixed == 4 * 2 * 8 * 4);  // layers * heads * head_dim * m
+}
+
+TEST_CASE("layer plans: T2R 75% keeps every 4th layer from the top; SRU++ attention every k", "[model]") {
+  auto cfg = test::small_config(MixerSpec{}, 8);
+  apply_plan(cfg, LayerPlan{fw("add", "relu", "attn", 4), 4});
+  std::vector<std::string> kinds;
+  for (const auto& l : cfg.layers) kinds.push_back(l.kind);
+  CHECK(kinds == std::vector<std::string>{"softmax", "fast_weight", "fast_weight", "fast_weight", "softmax",
+                                          "fast_weight", "fast_weight", "fast_weight"});
+  LayerPlan srupp{kind("srupp")};
+  for (int64_t k : {1, 2, 5, 8, 0}) {
+    srupp.attention_every = k;
+    apply_plan(cfg, srupp);
+    std::vector<int64_t> with_attention;
+    for (int64_t i = 0; i < 8; ++i)
+      if (cfg.layers[static_cast<size_t>(i)].attention) with_attention.push_back(i);
+    std::vector<int64_t> expected;
+    for (int64_t i = 0; i < 8 && k > 0; ++i)
+      if ((i + 1) % k == 0) expected.push_back(i);
+    INFO("k = " << k);
+    CHECK(with_attention == expected);
+  }
+}
+
+TEST_CASE("combinations that make no sense are rejected with the field named", "[model]") {
+  CHECK(config_error(test::small_config(fw("decay", "relu", "attn", 4))) ==
+        "layers[0].norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
+  CHECK(config_error(test::small_config(fw("add", "elu1", "none", 4))) ==
+        "layers[0].m: feature map 'elu1' keeps the head dimension: m must be head_dim = 8, got 4");
+  CHECK(config_error(test::small_config(fw("add", "dpfp", "none", 4))) ==
+        "layers[0].m: feature map 'dpfp' with nu = 1 has size 2 * nu * head_dim = 16, got m = 4");
+  CHECK(config_error(test::small_config(fw("add", "rfa", "none", 5))) ==
+        "layers[0].m: feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got 5");
+  CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==
+        "layers[0].rule: 'hebb' is not one of add, delta, gated, decay");
+  CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) == "layers[0].norm: 'sum' is not one of attn, none");
+  CHECK(config_error(test::small_config(fw("add", "relu", "none", 0))) == "layers[0].m: must be positive, got 0");
+  CHECK_THROWS_WITH(GPT(test::small_config(fw("decay", "identity", "attn", 4))),
+                    Catch::Contains("layers[0].norm") && Catch::Contains("decay"));
+}
+
+TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys and wrong types", "[model]") {
+  auto cfg = hybrid_config();
+  CHECK(model_config_from_json(to_json(cfg)) == cfg);
+  auto j = nlohmann::json::parse(R"({"vocab": 50, "n_layers": 4, "mixer": {"kind": "fast_weight", "rule": "decay",
+      "feature_map": "identity", "norm": "none", "m": 4}, "keep_softmax_every": 2})");
+  auto planned = model_config_from_json(j);
+  CHECK(planned.layers[0].kind == "softmax");
+  CHECK(planned.layers[1].rule == "decay");
+  CHECK(planned.layers[2].kind == "softmax");
+  auto error_of = [](const char* text) {
+    try {
+      model_config_from_json(nlohmann::json::parse(text));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(R"({"d_modle": 8})") == "d_modle: unknown key");
+  CHECK(error_of(R"({"mixer": {"kind": "fast_weight", "rule": "add", "m": "four"}})") ==
+        "mixer.m: must be an integer, got \"four\"");
+  CHECK(error_of(R"({"layers": [{"kind": "softmax"}, {"kind": "attention"}], "n_layers": 2})") ==
+        "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp");
+}
