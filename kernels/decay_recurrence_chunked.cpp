@@ -49,7 +49,7 @@ RecurrenceResult decay_recurrence_chunked(const torch::Tensor& q, const torch::T
   torch::Tensor y_intra;
   if (has_a && !scalar_a) {
     auto decay = (A.unsqueeze(4) - A.unsqueeze(3)).masked_fill(future.unsqueeze(-1), neg_inf).exp();  // [.., t, s, D]
-    y_intra = torch::matmul(P.unsqueeze(-2), decay * vc.unsqueeze(3)).squeeze(-2);
+    y_intra = (P.unsqueeze(-1) * decay * vc.unsqueeze(3)).sum(-2);
   } else if (has_a) {
     auto a = A.squeeze(-1);
     auto decay = (a.unsqueeze(-1) - a.unsqueeze(-2)).masked_fill(future, neg_inf).exp();  // [.., t, s]
@@ -58,29 +58,28 @@ RecurrenceResult decay_recurrence_chunked(const torch::Tensor& q, const torch::T
     y_intra = torch::matmul(P, vc);
   }
 
-  // Inter-chunk: queries read the state at the chunk start, decayed to their position; each chunk adds its
-  // keys/values decayed to the chunk end. Chunk contributions are formed in one batched matmul.
+  // Inter-chunk: each chunk adds its keys/values decayed to the chunk end; queries read the state at their
+  // chunk's start, decayed to their position. Only the elementwise scan over chunk states is sequential; the
+  // writes and the reads are one batched matmul each.
   const auto q_read = has_b ? qc * Bc.exp() : qc;
   const auto k_write = has_b ? kc * (Bc.narrow(3, C - 1, 1) - Bc).exp() : kc;
   const auto v_write = has_a ? vc * (A.narrow(3, C - 1, 1) - A).exp() : vc;
   const auto writes = torch::matmul(v_write.transpose(-1, -2), k_write);  // [B, H, N, D, M]
-  const auto a_out = has_a ? A.exp() : torch::Tensor();
   const auto a_total = has_a ? A.select(3, C - 1).exp().unsqueeze(-1) : torch::Tensor();  // [B, H, N, D|1, 1]
   const auto b_total = has_b ? Bc.select(3, C - 1).exp().unsqueeze(-2) : torch::Tensor();  // [B, H, N, 1, M]
 
   torch::Tensor S = state0.defined() ? state0 : torch::zeros({B, H, D, M}, v.options());
-  std::vector<torch::Tensor> y_inter;
-  y_inter.reserve(static_cast<size_t>(N));
+  std::vector<torch::Tensor> starts;  // state at the start of each chunk
+  starts.reserve(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {
-    auto y_n = torch::matmul(q_read.select(2, n), S.transpose(-1, -2));  // [B, H, C, D]
-    if (has_a) y_n = y_n * a_out.select(2, n);
-    y_inter.push_back(y_n);
-    auto carried = S;
-    if (has_a) carried = carried * a_total.select(2, n);
-    if (has_b) carried = carried * b_total.select(2, n);
-    S = carried + writes.select(2, n);
+    starts.push_back(S);
+    if (has_a) S = S * a_total.select(2, n);
+    if (has_b) S = S * b_total.select(2, n);
+    S = S + writes.select(2, n);
   }
-  auto y = (y_intra + torch::stack(y_inter, 2)).reshape({B, H, N * C, D});
+  auto y_inter = torch::matmul(q_read, torch::stack(starts, 2).transpose(-1, -2));  // [B, H, N, C, D]
+  if (has_a) y_inter = y_inter * A.exp();
+  auto y = (y_intra + y_inter).reshape({B, H, N * C, D});
   if (pad) y = y.narrow(2, 0, T);
   return {y, S};
 }

@@ -63,7 +63,7 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
   require_one_of(s.feature_map, kFeatureMaps, p + "feature_map");
   require_one_of(s.norm, kNorms, p + "norm");
   require_positive(s.m, p + "m");
-  require_positive(s.chunk, p + "chunk");
+  if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
   if (s.rule == "decay" && s.norm == "attn")
     throw ConfigError(p + "norm",
                       "'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");

@@ -31,7 +31,7 @@ struct MixerSpec {
   int64_t window = 32;                 // local: attention window (tokens, the current one included)
   bool attention = true;               // srupp: whether this layer has attention
   int64_t attn_dim = 0;                // srupp: attention size d' (0: d_model / 4, as in SRU++)
-  int64_t chunk = 16;                  // fast_weight: chunk length of the parallel (training) form
+  int64_t chunk = 0;                   // fast_weight: chunk length of the parallel form (0: chosen per rule)
 
   bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
