@@ -2,18 +2,17 @@
 # precompiled header (built once by fwlab_pch) and one set of flags, so the header is parsed once per build.
 #
 # Hot loops (raw-pointer kernels) need OpenMP for at::parallel_for and relaxed FP associativity to vectorise
-# reductions; the flags are global to the torch targets because a reused PCH requires identical flags.
+# reductions; the flags are global to the torch targets because a reused PCH requires identical flags (which is
+# also why no torch target sets POSITION_INDEPENDENT_CODE: executables would get -fPIE and lose the PCH).
 set(FWLAB_TORCH_FLAGS -fopenmp -fno-math-errno -fno-trapping-math)
 
 add_library(fwlab_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cpp)
 target_link_libraries(fwlab_pch PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX)
 target_compile_options(fwlab_pch PUBLIC ${FWLAB_TORCH_FLAGS})
 target_precompile_headers(fwlab_pch PUBLIC <torch/torch.h>)
-set_target_properties(fwlab_pch PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 function(fwlab_torch_target target)
   target_link_libraries(${target} PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX)
   target_compile_options(${target} PRIVATE ${FWLAB_TORCH_FLAGS})
   target_precompile_headers(${target} REUSE_FROM fwlab_pch)
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endfunction()
