@@ -1,0 +1,99 @@
+#include "worker/corpus.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fwlab {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(fmt::format("{}: cannot open", path));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string strip_brown_tags(const std::string& tagged) {
+  std::string out;
+  std::istringstream lines(tagged);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream tokens(line);
+    std::string token, sentence;
+    while (tokens >> token) {
+      const auto slash = token.rfind('/');
+      if (!sentence.empty()) sentence += ' ';
+      sentence += slash == std::string::npos ? token : token.substr(0, slash);
+    }
+    if (!sentence.empty()) out += sentence + '\n';
+  }
+  return out;
+}
+
+TextSplits load_brown(const std::string& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() == 4 && name[0] == 'c' && std::islower(static_cast<unsigned char>(name[1])) &&
+        std::isdigit(static_cast<unsigned char>(name[2])) && std::isdigit(static_cast<unsigned char>(name[3])))
+      files.push_back(entry.path());
+  }
+  if (ec) throw DataError(fmt::format("{}: cannot list the Brown corpus directory: {} (run scripts/fetch_data.sh)", dir, ec.message()));
+  if (files.empty()) throw DataError(fmt::format("{}: no Brown corpus files (ca01 ... cr09) found", dir));
+  std::sort(files.begin(), files.end());
+  TextSplits s;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto text = strip_brown_tags(read_file(files[i].string()));
+    (i % 20 == 18 ? s.valid : i % 20 == 19 ? s.test : s.train) += text;
+  }
+  return s;
+}
+
+TextSplits load_wikitext(const std::string& dir) {
+  TextSplits s;
+  s.train = read_file((fs::path(dir) / "wiki.train.raw").string());
+  s.valid = read_file((fs::path(dir) / "wiki.valid.raw").string());
+  s.test = read_file((fs::path(dir) / "wiki.test.raw").string());
+  return s;
+}
+
+TextSplits load_enwik8(const std::string& path) {
+  auto bytes = read_file(path);
+  constexpr size_t kStandard = 100'000'000, kTrain = 90'000'000, kValid = 5'000'000;
+  size_t n_train = kTrain, n_valid = kValid;
+  if (bytes.size() != kStandard) {
+    n_train = bytes.size() * 90 / 100;
+    n_valid = bytes.size() * 5 / 100;
+  }
+  if (n_valid == 0) throw DataError(fmt::format("{}: {} bytes is too small to split 90/5/5", path, bytes.size()));
+  TextSplits s;
+  s.train = bytes.substr(0, n_train);
+  s.valid = bytes.substr(n_train, n_valid);
+  s.test = bytes.substr(n_train + n_valid);
+  return s;
+}
+
+TokenSplits load_uint16_tokens(const std::string& dir, int64_t vocab) {
+  auto load = [&](const char* name) {
+    const auto path = (fs::path(dir) / name).string();
+    auto bytes = read_file(path);
+    if (bytes.size() % 2) throw DataError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path, bytes.size()));
+    std::vector<int32_t> ids(bytes.size() / 2);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<unsigned char>(bytes[2 * i]) | (static_cast<unsigned char>(bytes[2 * i + 1]) << 8);
+      if (ids[i] >= vocab)
+        throw DataError(fmt::format("{}: token {} at byte offset {} is outside the vocabulary of {}", path, ids[i], 2 * i, vocab));
+    }
+    return ids;
+  };
+  return {load("train.bin"), load("valid.bin"), load("test.bin")};
+}
+
+}  // namespace fwlab

@@ -1,0 +1,70 @@
+// Generation benchmark (Mao Fig. 1; T2R's speed claims): time and memory per generated token as a function of
+// the sequence length already generated, with the step form (KV cache for softmax, fixed state otherwise).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "worker/trainer.h"
+
+namespace fwlab {
+
+namespace {
+
+int64_t state_bytes(const GenerationState& st) {
+  int64_t n = 0;
+  for (const auto& l : st.layers)
+    for (const auto& t : {l.S, l.z, l.c, l.k, l.v}) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  return n;
+}
+
+}  // namespace
+
+int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
+  const torch::Device device(spec.device);
+  GPT model = build_model(spec, &log);
+  model->to(device);
+  model->eval();
+  log.write(start_event(spec, nlohmann::json(), model));
+  write_status(job_dir, {{"status", "running"}, {"pid", static_cast<int64_t>(getpid())}});
+  torch::NoGradGuard guard;
+  const int64_t B = spec.bench.batch, vocab = model->config().vocab;
+  auto sorted = spec.bench.seq_lens;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t L : sorted) {
+    std::vector<double> per_token_ms;
+    int64_t bytes = 0;
+    for (int64_t rep = 0; rep < spec.bench.repeats; ++rep) {
+      GenerationState st;
+      auto tok = torch::randint(0, vocab, {B}, torch::TensorOptions().dtype(torch::kLong).device(device));
+      for (int64_t t = 0; t < L; ++t) tok = model->step(tok, st).argmax(-1);  // reach length L (not timed)
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t t = 0; t < spec.bench.tokens; ++t) tok = model->step(tok, st).argmax(-1);
+      if (device.is_cuda()) tok.cpu();  // wait for the device before reading the clock
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      per_token_ms.push_back(ms / static_cast<double>(spec.bench.tokens));
+      bytes = state_bytes(st);
+    }
+    std::sort(per_token_ms.begin(), per_token_ms.end());
+    const double median = per_token_ms[per_token_ms.size() / 2];
+    for (const auto& [key, value] :
+         std::vector<std::pair<const char*, double>>{{"gen_ms_per_token", median},
+                                                     {"gen_ms_per_token_min", per_token_ms.front()},
+                                                     {"gen_ms_per_token_max", per_token_ms.back()},
+                                                     {"gen_state_bytes", static_cast<double>(bytes)},
+                                                     {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
+      log.write({{"type", "metric"}, {"step", L}, {"key", key}, {"value", value}});
+    if (::isatty(STDERR_FILENO))
+      fmt::print(stderr, "length {:>6}: {:.3f} ms/token (min {:.3f}, max {:.3f}), state {} bytes\n", L, median,
+                 per_token_ms.front(), per_token_ms.back(), bytes);
+  }
+  nlohmann::json end = {{"type", "end"}, {"status", "finished"}, {"exit_code", 0}};
+  log.write(end);
+  end.erase("type");
+  end["time"] = unix_time();
+  write_status(job_dir, end);
+  return kExitFinished;
+}
+
+}  // namespace fwlab

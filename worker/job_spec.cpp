@@ -1,0 +1,247 @@
+#include "worker/job_spec.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace fwlab {
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Reads one JSON object, remembering which keys were used so that the rest can be reported as unknown.
+class Reader {
+ public:
+  Reader(const nlohmann::json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
+    if (!j_.is_object()) throw SpecError(prefix_.empty() ? "job" : prefix_.substr(0, prefix_.size() - 1), "must be an object");
+  }
+
+  template <typename T>
+  void get(const std::string& key, T& out) {
+    known_.insert(key);
+    if (!j_.contains(key)) return;
+    const auto& v = j_.at(key);
+    const auto field = prefix_ + key;
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw SpecError(field, fmt::format("must be a string, got {}", v.dump()));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) throw SpecError(field, fmt::format("must be true or false, got {}", v.dump()));
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      if (!v.is_array()) throw SpecError(field, fmt::format("must be a list of integers, got {}", v.dump()));
+      for (const auto& e : v)
+        if (!e.is_number_integer()) throw SpecError(field, fmt::format("must be a list of integers, got {}", v.dump()));
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) throw SpecError(field, fmt::format("must be an integer, got {}", v.dump()));
+      if (std::is_unsigned_v<T> && v.get<int64_t>() < 0) throw SpecError(field, fmt::format("must be >= 0, got {}", v.dump()));
+    } else {
+      if (!v.is_number()) throw SpecError(field, fmt::format("must be a number, got {}", v.dump()));
+    }
+    out = v.get<T>();
+  }
+
+  Reader sub(const std::string& key) {
+    known_.insert(key);
+    static const nlohmann::json empty = nlohmann::json::object();
+    return Reader(j_.contains(key) ? j_.at(key) : empty, prefix_ + key + ".");
+  }
+
+  const nlohmann::json* raw(const std::string& key) {
+    known_.insert(key);
+    return j_.contains(key) ? &j_.at(key) : nullptr;
+  }
+
+  void reject_unknown() const {
+    for (const auto& [key, value] : j_.items()) {
+      if (known_.count(key)) continue;
+      std::string best;
+      size_t best_d = 3;  // suggest only close spellings
+      for (const auto& k : known_)
+        if (auto d = edit_distance(key, k); d < best_d) best_d = d, best = k;
+      throw SpecError(prefix_ + key, best.empty() ? "unknown key" : fmt::format("unknown key (did you mean '{}'?)", best));
+    }
+  }
+
+  std::string field(const std::string& key) const { return prefix_ + key; }
+
+ private:
+  const nlohmann::json& j_;
+  std::string prefix_;
+  std::set<std::string> known_;
+};
+
+void require(bool ok, const std::string& field, const std::string& message) {
+  if (!ok) throw SpecError(field, message);
+}
+
+void one_of(const std::string& v, std::initializer_list<const char*> allowed, const std::string& field) {
+  for (const char* a : allowed)
+    if (v == a) return;
+  std::string list;
+  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  throw SpecError(field, fmt::format("'{}' is not one of {}", v, list));
+}
+
+}  // namespace
+
+JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
+  JobSpec s;
+  Reader r(j, "");
+  r.get("kind", s.kind);
+  one_of(s.kind, {"train", "generation-bench"}, "kind");
+  r.get("seed", s.seed);
+  r.get("threads", s.threads);
+  require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
+  r.get("device", s.device);
+  require(s.device == "cpu" || s.device.rfind("cuda", 0) == 0, "device", fmt::format("'{}' is not cpu, cuda or cuda:N", s.device));
+  r.get("init_checkpoint", s.init_checkpoint);
+  if (const auto* m = r.raw("model")) {
+    require(m->is_object(), "model", "must be an object (a model configuration)");
+    s.model = *m;
+  }
+
+  auto d = r.sub("data");
+  d.get("source", s.data.source);
+  one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar"}, "data.source");
+  d.get("path", s.data.path);
+  d.get("tokenizer", s.data.tokenizer);
+  one_of(s.data.tokenizer, {"byte", "gpt2"}, "data.tokenizer");
+  d.get("bpe_dir", s.data.bpe_dir);
+  auto mq = d.sub("mqar");
+  mq.get("vocab", s.data.mqar.vocab);
+  mq.get("seq_len", s.data.mqar.seq_len);
+  mq.get("pairs", s.data.mqar.pairs);
+  mq.get("power_a", s.data.mqar.power_a);
+  mq.reject_unknown();
+  d.reject_unknown();
+  if (s.data.path.empty() && s.data.source == "brown") s.data.path = repo_root + "/data/brown";
+  if (s.data.bpe_dir.empty()) s.data.bpe_dir = repo_root + "/data/gpt2-bpe";
+  require(!s.data.path.empty() || s.data.source == "mqar", "data.path", fmt::format("is required for source '{}'", s.data.source));
+  if (s.data.source == "mqar") {
+    try {
+      validate_mqar(s.data.mqar);
+    } catch (const std::invalid_argument& e) {
+      throw SpecError("data", e.what());
+    }
+  }
+
+  auto o = r.sub("optim");
+  o.get("lr", s.optim.lr);
+  o.get("min_lr", s.optim.min_lr);
+  o.get("weight_decay", s.optim.weight_decay);
+  o.get("beta1", s.optim.beta1);
+  o.get("beta2", s.optim.beta2);
+  o.get("eps", s.optim.eps);
+  o.get("grad_clip", s.optim.grad_clip);
+  o.get("warmup_steps", s.optim.warmup_steps);
+  o.reject_unknown();
+  require(s.optim.lr > 0, "optim.lr", fmt::format("must be positive, got {}", s.optim.lr));
+  require(s.optim.min_lr >= 0 && s.optim.min_lr <= s.optim.lr, "optim.min_lr", fmt::format("must be in [0, lr], got {}", s.optim.min_lr));
+  require(s.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0");
+  require(s.optim.beta1 >= 0 && s.optim.beta1 < 1, "optim.beta1", "must be in [0, 1)");
+  require(s.optim.beta2 >= 0 && s.optim.beta2 < 1, "optim.beta2", "must be in [0, 1)");
+  require(s.optim.eps > 0, "optim.eps", "must be positive");
+  require(s.optim.grad_clip >= 0, "optim.grad_clip", "must be >= 0 (0: off)");
+  require(s.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0");
+
+  auto t = r.sub("train");
+  t.get("steps", s.train.steps);
+  t.get("batch_size", s.train.batch_size);
+  t.get("seq_len", s.train.seq_len);
+  t.get("grad_accum", s.train.grad_accum);
+  t.get("log_every", s.train.log_every);
+  t.get("checkpoint_every", s.train.checkpoint_every);
+  t.reject_unknown();
+  require(s.train.steps >= 0, "train.steps", fmt::format("must be >= 0, got {}", s.train.steps));
+  require(s.train.batch_size > 0, "train.batch_size", fmt::format("must be positive, got {}", s.train.batch_size));
+  require(s.train.seq_len > 0, "train.seq_len", fmt::format("must be positive, got {}", s.train.seq_len));
+  require(s.train.grad_accum > 0, "train.grad_accum", "must be positive");
+  require(s.train.log_every > 0, "train.log_every", "must be positive");
+  require(s.train.checkpoint_every >= 0, "train.checkpoint_every", "must be >= 0");
+
+  auto e = r.sub("eval");
+  e.get("every", s.eval.every);
+  e.get("max_tokens", s.eval.max_tokens);
+  e.get("last_half", s.eval.last_half);
+  e.get("test", s.eval.test);
+  e.get("mqar_batches", s.eval.mqar_batches);
+  e.reject_unknown();
+  require(s.eval.every >= 0, "eval.every", "must be >= 0 (0: only at the end)");
+  require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
+  require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
+
+  auto dv = r.sub("divergence");
+  dv.get("spike_factor", s.divergence.spike_factor);
+  dv.get("spike_steps", s.divergence.spike_steps);
+  dv.get("max_state", s.divergence.max_state);
+  dv.reject_unknown();
+  require(s.divergence.spike_factor > 1, "divergence.spike_factor", fmt::format("must be > 1, got {}", s.divergence.spike_factor));
+  require(s.divergence.spike_steps > 0, "divergence.spike_steps", "must be positive");
+  require(s.divergence.max_state > 0, "divergence.max_state", "must be positive");
+
+  auto b = r.sub("bench");
+  b.get("seq_lens", s.bench.seq_lens);
+  b.get("repeats", s.bench.repeats);
+  b.get("tokens", s.bench.tokens);
+  b.get("batch", s.bench.batch);
+  b.reject_unknown();
+  require(!s.bench.seq_lens.empty(), "bench.seq_lens", "must not be empty");
+  for (auto L : s.bench.seq_lens) require(L > 0, "bench.seq_lens", fmt::format("lengths must be positive, got {}", L));
+  require(s.bench.repeats > 0, "bench.repeats", "must be positive");
+  require(s.bench.tokens > 0, "bench.tokens", "must be positive");
+  require(s.bench.batch > 0, "bench.batch", "must be positive");
+
+  auto g = r.sub("debug");
+  g.get("nan_param_at_step", s.debug.nan_param_at_step);
+  g.get("nan_param", s.debug.nan_param);
+  g.get("nan_grad_at_step", s.debug.nan_grad_at_step);
+  g.get("exit_at_step", s.debug.exit_at_step);
+  g.reject_unknown();
+  r.reject_unknown();
+
+  // The model configuration is checked here too (unless it depends on a source checkpoint read at run time).
+  if (s.init_checkpoint.empty()) {
+    try {
+      auto cfg = model_config_from_json(s.model);
+      if (s.data.source == "mqar")
+        require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
+      else if (s.data.source != "tokens")
+        require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
+                fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
+      const int64_t len = s.kind == "train" ? (s.data.source == "mqar" ? s.data.mqar.seq_len : s.train.seq_len)
+                                            : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) + s.bench.tokens;
+      require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
+    } catch (const ConfigError& err) {
+      if (err.field().rfind("model", 0) == 0) throw;
+      throw SpecError("model." + err.field(), std::string(err.what()).substr(err.field().size() + 2));
+    }
+  }
+  return s;
+}
+
+JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root) {
+  const auto path = (std::filesystem::path(job_dir) / "job.json").string();
+  std::ifstream in(path);
+  if (!in) throw SpecError("job.json", fmt::format("cannot open {}", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw SpecError("job.json", fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+  return parse_job_spec(j, repo_root);
+}
+
+}  // namespace fwlab

@@ -1,0 +1,96 @@
+// job.json: everything one fwlab-worker run needs. Torch-free, so the orchestrator can build and check specs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model_config.h"
+#include "worker/mqar.h"
+
+namespace fwlab {
+
+// A spec error names the key path at fault ("optim.lr: must be positive, got -1").
+using SpecError = ConfigError;
+
+struct DataSpec {
+  std::string source = "brown";  // brown | wikitext103 | enwik8 | tokens | mqar
+  std::string path;              // directory or file; default for brown: <repo>/data/brown
+  std::string tokenizer = "byte";  // byte | gpt2 (ignored by tokens and mqar)
+  std::string bpe_dir;           // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
+  MqarSpec mqar;
+};
+
+struct OptimSpec {
+  double lr = 6e-4;
+  double min_lr = 0.0;  // end of the cosine
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;  // 0: off
+  int64_t warmup_steps = 0;
+};
+
+struct TrainSpec {
+  int64_t steps = 100;
+  int64_t batch_size = 16;
+  int64_t seq_len = 256;
+  int64_t grad_accum = 1;
+  int64_t log_every = 10;
+  int64_t checkpoint_every = 0;  // 0: at every evaluation
+};
+
+struct EvalSpec {
+  int64_t every = 100;       // validation every N steps (and at the end); 0: only at the end
+  int64_t max_tokens = 0;    // cap on the tokens scored per evaluation (0: the whole split)
+  bool last_half = false;    // T2R's protocol: windows overlap by half, only the last half is scored
+  bool test = true;          // evaluate the best checkpoint on test at the end
+  int64_t mqar_batches = 8;  // mqar: batches of fresh examples per evaluation
+};
+
+struct DivergenceSpec {
+  double spike_factor = 3.0;  // loss above factor x running minimum ...
+  int64_t spike_steps = 5;    // ... for this many consecutive steps
+  double max_state = 1e6;     // |state| element above this: state_overflow (recurrent mixers)
+};
+
+struct BenchSpec {
+  std::vector<int64_t> seq_lens = {64, 128, 256};
+  int64_t repeats = 5;   // timed runs per length; median and spread are recorded
+  int64_t tokens = 16;   // tokens generated (and timed) after reaching each length
+  int64_t batch = 1;
+};
+
+// Test hooks that make failures reproducible.
+struct DebugSpec {
+  int64_t nan_param_at_step = -1;  // before this step's forward, fill `nan_param` with NaN
+  std::string nan_param;
+  int64_t nan_grad_at_step = -1;   // after this step's backward, put a NaN in the first gradient
+  int64_t exit_at_step = -1;       // stop abruptly (as if killed) after this step
+};
+
+struct JobSpec {
+  std::string kind = "train";  // train | generation-bench
+  uint64_t seed = 0;
+  int64_t threads = 0;          // 0: hardware concurrency
+  std::string device = "cpu";   // cpu | cuda | cuda:N
+  // The model: from scratch, or converted from `init_checkpoint` (swap-then-finetune). With a source checkpoint,
+  // `model` overrides the source's configuration (typically only the mixer plan).
+  nlohmann::json model = nlohmann::json::object();
+  std::string init_checkpoint;
+  DataSpec data;
+  OptimSpec optim;
+  TrainSpec train;
+  EvalSpec eval;
+  DivergenceSpec divergence;
+  BenchSpec bench;
+  DebugSpec debug;
+};
+
+// Parses and checks a spec; unknown keys, wrong types and out-of-range values throw SpecError naming the key.
+// `repo_root` resolves the default data paths.
+JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root);
+JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
+
+}  // namespace fwlab

@@ -1,0 +1,106 @@
+// fwlab-worker: runs one job described by JOB_DIR/job.json and records what happened in JOB_DIR.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "models/safetensors_header.h"
+#include "worker/corpus.h"
+#include "worker/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace fwlab;
+
+namespace {
+
+const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  finished (also: the job had already finished; nothing is run again)\n"
+    "  1  crashed (an unexpected error; the record says which)\n"
+    "  2  bad spec (the message names the key at fault); nothing is run\n"
+    "  3  diverged (a result: the record holds the step, cause and value)\n"
+    "  4  interrupted by SIGINT / SIGTERM (resumable from the last checkpoint)\n";
+
+std::string spec_path(const std::string& job_dir) { return (fs::path(job_dir) / "job.json").string(); }
+
+void on_signal(int) { request_stop(); }
+
+bool already_finished(const std::string& job_dir) {
+  std::ifstream in(fs::path(job_dir) / "status.json");
+  if (!in) return false;
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.value("status", "") == "finished";
+}
+
+int run(const std::string& job_dir) {
+  JobSpec spec;
+  try {
+    spec = read_job_spec(job_dir, FWLAB_SOURCE_DIR);
+  } catch (const SpecError& e) {
+    fmt::print(stderr, "fwlab-worker: {}: {}\n", spec_path(job_dir), e.what());
+    return kExitBadSpec;
+  }
+  if (already_finished(job_dir)) {
+    fmt::print(stderr, "fwlab-worker: {} already finished; nothing to do\n", job_dir);
+    return kExitFinished;
+  }
+  torch::set_num_threads(static_cast<int>(spec.threads > 0 ? spec.threads : std::thread::hardware_concurrency()));
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  EventLog log((fs::path(job_dir) / "events.jsonl").string());
+  auto fail = [&](const char* cause, const std::string& message, int code) {
+    fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);
+    log.write({{"type", "end"}, {"status", "failed"}, {"cause", cause}, {"reason", message}, {"exit_code", code}});
+    write_status(job_dir, {{"status", "failed"}, {"cause", cause}, {"reason", message}, {"exit_code", code}, {"time", unix_time()}});
+    return code;
+  };
+  try {
+    return spec.kind == "train" ? run_training(spec, job_dir, log) : run_generation_bench(spec, job_dir, log);
+  } catch (const SpecError& e) {  // found only once files were read (source checkpoint, corpus vocabulary)
+    return fail("bad_spec", fmt::format("{}: {}", spec_path(job_dir), e.what()), kExitBadSpec);
+  } catch (const DataError& e) {
+    return fail("bad_data", e.what(), kExitBadSpec);
+  } catch (const safetensors::FormatError& e) {
+    return fail("bad_checkpoint", e.what(), kExitBadSpec);
+  } catch (const std::exception& e) {
+    return fail("crash", e.what(), kExitCrashed);
+  }
+}
+
+int validate(const std::string& job_dir) {
+  try {
+    auto spec = read_job_spec(job_dir, FWLAB_SOURCE_DIR);
+    if (!spec.init_checkpoint.empty() && !fs::exists(spec.init_checkpoint))
+      throw SpecError("init_checkpoint", fmt::format("{} does not exist", spec.init_checkpoint));
+    fmt::print("{}: ok ({} job)\n", spec_path(job_dir), spec.kind);
+    return 0;
+  } catch (const SpecError& e) {
+    fmt::print(stderr, "fwlab-worker: {}: {}\n", spec_path(job_dir), e.what());
+    return kExitBadSpec;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json.\n"
+               "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  std::string job_dir;
+  auto* run_cmd = app.add_subcommand("run", "run the job (resumes from JOB_DIR/resume.safetensors if present)");
+  run_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
+  auto* validate_cmd = app.add_subcommand("validate", "check JOB_DIR/job.json without running it");
+  validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitBadSpec;
+  }
+  if (*validate_cmd) return validate(job_dir);
+  return run(job_dir);
+}

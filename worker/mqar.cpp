@@ -1,0 +1,71 @@
+#include "worker/mqar.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+namespace fwlab {
+
+void validate_mqar(const MqarSpec& s) {
+  if (s.vocab < 8) throw std::invalid_argument(fmt::format("mqar.vocab: must be >= 8, got {}", s.vocab));
+  if (s.pairs < 1) throw std::invalid_argument(fmt::format("mqar.pairs: must be >= 1, got {}", s.pairs));
+  if (s.pairs > s.vocab / 2 - 1)
+    throw std::invalid_argument(fmt::format("mqar.pairs: {} distinct keys do not fit in [1, vocab/2) = [1, {})", s.pairs, s.vocab / 2));
+  // The sequence (L + 1 tokens) holds the 2n-token context and n query slots of two tokens each.
+  if ((s.seq_len + 1 - 2 * s.pairs) / 2 < s.pairs)
+    throw std::invalid_argument(fmt::format("mqar.seq_len: {} is too short for {} pairs and their queries (needs >= {})",
+                                            s.seq_len, s.pairs, 4 * s.pairs - 1));
+  if (!(s.power_a > 0.0 && s.power_a <= 1.0)) throw std::invalid_argument(fmt::format("mqar.power_a: must be in (0, 1], got {}", s.power_a));
+}
+
+MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
+  validate_mqar(s);
+  std::mt19937_64 rng(seed);
+  const int64_t L = s.seq_len, n = s.pairs, half = s.vocab / 2;
+  const int64_t region = L + 1 - 2 * n, slots = region / 2;
+  std::vector<double> slot_weight(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < slots; ++i) slot_weight[static_cast<size_t>(i)] = std::pow(static_cast<double>(i + 1), s.power_a - 1.0);
+
+  MqarBatch b;
+  b.batch = batch;
+  b.len = L;
+  b.inputs.resize(static_cast<size_t>(batch * L));
+  b.targets.assign(static_cast<size_t>(batch * L), -1);
+  std::vector<int32_t> keys(static_cast<size_t>(half - 1));
+  for (int64_t r = 0; r < batch; ++r) {
+    std::iota(keys.begin(), keys.end(), 1);
+    std::shuffle(keys.begin(), keys.end(), rng);  // the first n are this row's keys, without replacement
+    std::uniform_int_distribution<int32_t> value(static_cast<int32_t>(half), static_cast<int32_t>(s.vocab - 1));
+    std::uniform_int_distribution<int32_t> noise(1, static_cast<int32_t>(s.vocab - 1));
+    std::vector<int32_t> seq(static_cast<size_t>(L + 1));
+    std::vector<int32_t> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      values[static_cast<size_t>(i)] = value(rng);
+      seq[static_cast<size_t>(2 * i)] = keys[static_cast<size_t>(i)];
+      seq[static_cast<size_t>(2 * i + 1)] = values[static_cast<size_t>(i)];
+    }
+    for (int64_t p = 2 * n; p <= L; ++p) seq[static_cast<size_t>(p)] = noise(rng);  // non-query filler
+    // n distinct query slots, drawn one by one with probability ~ (slot + 1)^(a - 1) among those left.
+    auto weights = slot_weight;
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);  // which key is asked in which slot
+    for (int64_t q = 0; q < n; ++q) {
+      std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+      const int64_t slot = pick(rng);
+      weights[static_cast<size_t>(slot)] = 0.0;
+      const int64_t pos = 2 * n + 2 * slot, which = order[static_cast<size_t>(q)];
+      seq[static_cast<size_t>(pos)] = keys[static_cast<size_t>(which)];
+      seq[static_cast<size_t>(pos + 1)] = values[static_cast<size_t>(which)];
+      b.targets[static_cast<size_t>(r * L + pos)] = values[static_cast<size_t>(which)];
+    }
+    for (int64_t p = 0; p < L; ++p) b.inputs[static_cast<size_t>(r * L + p)] = seq[static_cast<size_t>(p)];
+  }
+  return b;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,447 @@
+#include "worker/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <limits>
+
+#include "models/checkpoint.h"
+#include "models/convert.h"
+#include "worker/corpus.h"
+#include "worker/dataset.h"
+#include "worker/optimizer.h"
+
+namespace fwlab {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+namespace fs = std::filesystem;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct TrainState {
+  int64_t step = 0;  // next step to run
+  double best_valid = std::numeric_limits<double>::infinity();
+  int64_t best_step = -1;
+  double running_min = std::numeric_limits<double>::infinity();
+  int64_t spike_run = 0;
+  double last_finite_loss = kNaN;
+
+  nlohmann::json to_json() const {
+    return {{"step", step}, {"best_valid", json_number(best_valid)}, {"best_step", best_step},
+            {"running_min", json_number(running_min)}, {"spike_run", spike_run},
+            {"last_finite_loss", json_number(last_finite_loss)}};
+  }
+  static double number(const nlohmann::json& v) {
+    if (v.is_number()) return v.get<double>();
+    const auto s = v.get<std::string>();
+    return s == "nan" ? kNaN : s == "-inf" ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+  static TrainState from_json(const nlohmann::json& j) {
+    TrainState s;
+    s.step = j.at("step").get<int64_t>();
+    s.best_valid = number(j.at("best_valid"));
+    s.best_step = j.at("best_step").get<int64_t>();
+    s.running_min = number(j.at("running_min"));
+    s.spike_run = j.at("spike_run").get<int64_t>();
+    s.last_finite_loss = number(j.at("last_finite_loss"));
+    return s;
+  }
+};
+
+torch::Device job_device(const JobSpec& spec) { return torch::Device(spec.device); }
+
+bool is_recurrent(const ModelConfig& cfg) {
+  return std::any_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.is_recurrent(); });
+}
+
+torch::Tensor to_tensor(const std::vector<int32_t>& ids, int64_t rows, int64_t cols, torch::Device device) {
+  return torch::from_blob(const_cast<int32_t*>(ids.data()), {rows, cols}, torch::kInt32).to(device, torch::kLong);
+}
+
+// Language-model batch: windows of T + 1 tokens split into inputs and next-token targets.
+std::pair<torch::Tensor, torch::Tensor> lm_batch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, uint64_t seed,
+                                                 torch::Device device) {
+  auto w = to_tensor(sample_windows(tokens, B, T + 1, seed), B, T + 1, device);
+  return {w.narrow(1, 0, T), w.narrow(1, 1, T)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> mqar_batch(const MqarSpec& m, int64_t B, uint64_t seed, torch::Device device) {
+  auto b = make_mqar_batch(m, B, seed);
+  return {to_tensor(b.inputs, B, b.len, device), to_tensor(b.targets, B, b.len, device)};
+}
+
+torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+// Name of the first place in the network whose output is not finite, by re-running the batch without gradients.
+nlohmann::json first_nonfinite_layer(GPT& model, const torch::Tensor& x) {
+  torch::NoGradGuard guard;
+  std::vector<torch::Tensor> outs;
+  auto logits = model->forward(x, &outs);
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!torch::isfinite(outs[i]).all().item<bool>()) return i == 0 ? "embedding" : fmt::format("blocks.{}", i - 1);
+  if (!torch::isfinite(logits).all().item<bool>()) return "output";
+  return nullptr;
+}
+
+struct EvalResult {
+  double loss = kNaN;
+  int64_t tokens = 0;
+  double accuracy = kNaN;  // mqar
+};
+
+EvalResult evaluate_lm(GPT& model, const std::vector<int32_t>& tokens, const JobSpec& spec, torch::Device device) {
+  const int64_t T = spec.train.seq_len, B = spec.train.batch_size;
+  auto windows = eval_windows(static_cast<int64_t>(tokens.size()), T, spec.eval.last_half, spec.eval.max_tokens);
+  if (windows.empty()) throw DataError(fmt::format("an evaluation split of {} tokens holds no window of {}", tokens.size(), T + 1));
+  torch::NoGradGuard guard;
+  model->eval();
+  double nll = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < windows.size(); i += static_cast<size_t>(B)) {
+    const size_t n = std::min(windows.size() - i, static_cast<size_t>(B));
+    std::vector<int32_t> ids(n * static_cast<size_t>(T + 1));
+    auto mask = torch::zeros({static_cast<int64_t>(n), T}, torch::kBool);
+    for (size_t r = 0; r < n; ++r) {
+      const auto& w = windows[i + r];
+      std::copy(tokens.begin() + w.start, tokens.begin() + w.start + T + 1, ids.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(T + 1)));
+      mask[static_cast<int64_t>(r)].narrow(0, w.score_from, T - w.score_from).fill_(true);
+    }
+    auto all = to_tensor(ids, static_cast<int64_t>(n), T + 1, device);
+    auto logits = model->forward(all.narrow(1, 0, T));
+    auto losses = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), all.narrow(1, 1, T).reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto m = mask.reshape({-1}).to(device);
+    nll += losses.masked_select(m).to(torch::kFloat64).sum().item<double>();
+    count += m.sum().item<int64_t>();
+  }
+  model->train();
+  return {nll / static_cast<double>(count), count};
+}
+
+EvalResult evaluate_mqar(GPT& model, const JobSpec& spec, torch::Device device, uint64_t stream) {
+  torch::NoGradGuard guard;
+  model->eval();
+  double nll = 0.0;
+  int64_t count = 0, correct = 0;
+  for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
+    auto [x, y] = mqar_batch(spec.data.mqar, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
+    auto logits = model->forward(x);
+    auto flat = logits.reshape({-1, logits.size(-1)});
+    auto t = y.reshape({-1});
+    auto asked = t >= 0;
+    auto losses = torch::nn::functional::cross_entropy(flat, t.clamp_min(0), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    nll += losses.masked_select(asked).to(torch::kFloat64).sum().item<double>();
+    correct += (flat.argmax(-1) == t).logical_and(asked).sum().item<int64_t>();
+    count += asked.sum().item<int64_t>();
+  }
+  model->train();
+  return {nll / static_cast<double>(count), count, static_cast<double>(correct) / static_cast<double>(count)};
+}
+
+nlohmann::json eval_event(const char* split, int64_t step, const EvalResult& r, bool byte_level) {
+  nlohmann::json e = {{"type", "eval"}, {"split", split}, {"step", step}, {"loss", json_number(r.loss)},
+                      {"tokens", r.tokens}};
+  if (std::isnan(r.accuracy)) {
+    e["ppl"] = json_number(std::exp(r.loss));
+    if (byte_level) e["bpc"] = json_number(r.loss / std::log(2.0));
+  } else {
+    e["accuracy"] = r.accuracy;
+  }
+  return e;
+}
+
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0), start_(clock::now()) {}
+  void update(int64_t step, double loss, double tokens_per_s, int64_t first_step) {
+    if (!tty_) return;
+    const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+    const double per_step = elapsed / static_cast<double>(std::max<int64_t>(1, step + 1 - first_step));
+    const double eta = per_step * static_cast<double>(total_ - step - 1);
+    fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {:.0f}s   ", step + 1, total_, loss, tokens_per_s, eta);
+    if (step + 1 == total_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  int64_t total_;
+  bool tty_;
+  clock::time_point start_;
+};
+
+std::string resume_path(const std::string& job_dir) { return (fs::path(job_dir) / "resume.safetensors").string(); }
+std::string best_path(const std::string& job_dir) { return (fs::path(job_dir) / "best.safetensors").string(); }
+
+void save_resume(const std::string& job_dir, const GPT& model, const AdamW& opt, const TrainState& st) {
+  NamedTensors all;
+  for (auto& [name, t] : model_tensors(model)) all.emplace_back("model." + name, t);
+  for (auto& [name, t] : opt.state()) all.emplace_back("optim." + name, t);
+  all.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+  save_tensors(resume_path(job_dir), all,
+               {{kModelConfigKey, to_json(model->config()).dump()},
+                {"fwlab.train_state", st.to_json().dump()},
+                {"fwlab.optimizer_steps", std::to_string(opt.steps())}});
+}
+
+TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
+  safetensors::Header header;
+  auto tensors = load_tensors(resume_path(job_dir), &header);
+  NamedTensors model_part, optim_part;
+  torch::Tensor rng;
+  for (auto& [name, t] : tensors) {
+    if (name.rfind("model.", 0) == 0) model_part.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0) optim_part.emplace_back(name.substr(6), t);
+    else if (name == "rng.cpu") rng = t;
+  }
+  load_into(model, model_part, resume_path(job_dir));
+  opt.load_state(optim_part, std::stoll(header.metadata.at("fwlab.optimizer_steps")));
+  if (rng.defined()) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(rng);
+  }
+  return TrainState::from_json(nlohmann::json::parse(header.metadata.at("fwlab.train_state")));
+}
+
+}  // namespace
+
+void request_stop() { g_stop = true; }
+
+nlohmann::json json_number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+GPT build_model(const JobSpec& spec, EventLog* log) {
+  torch::manual_seed(spec.seed);
+  if (spec.init_checkpoint.empty()) return GPT(model_config_from_json(spec.model));
+  auto source = load_model(spec.init_checkpoint);
+  if (spec.model.empty()) return source;
+  // The job's model keys override the source configuration; a new mixer plan replaces the source's layers.
+  auto merged = to_json(source->config());
+  if (spec.model.contains("mixer") || spec.model.contains("layers")) merged.erase("layers");
+  for (const auto& [key, value] : spec.model.items()) merged[key] = value;
+  ModelConfig target;
+  try {
+    target = model_config_from_json(merged);
+  } catch (const ConfigError& e) {
+    throw SpecError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
+  }
+  auto conv = convert_model(source, target, spec.seed);
+  if (log)
+    log->write({{"type", "conversion"}, {"source", spec.init_checkpoint}, {"copied", conv.report.copied},
+                {"created", conv.report.created}, {"rescaled", conv.report.rescaled}});
+  return conv.model;
+}
+
+nlohmann::json start_event(const JobSpec& spec, const nlohmann::json& raw_spec, const GPT& model) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const auto size = model->state_size();
+  const int64_t elem = model->wte->weight.element_size();
+  return {{"type", "start"},
+          {"kind", spec.kind},
+          {"spec", raw_spec},
+          {"model", to_json(model->config())},
+          {"params", model->num_parameters()},
+          {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
+                          {"elements_at_context", size.elements_at(model->config().context)},
+                          {"bytes_at_context", size.elements_at(model->config().context) * elem}}},
+          {"host", host},
+          {"pid", static_cast<int64_t>(getpid())},
+          {"threads", torch::get_num_threads()},
+          {"device", spec.device},
+          {"versions", {{"fwlab", FWLAB_VERSION}, {"git", FWLAB_GIT_COMMIT}, {"torch", TORCH_VERSION}}}};
+}
+
+int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
+  const auto device = job_device(spec);
+  const bool resuming = fs::exists(resume_path(job_dir));
+  GPT model = build_model(spec, resuming ? nullptr : &log);
+  model->to(device);
+  model->train();
+  const auto& cfg = model->config();
+  const bool mqar = spec.data.source == "mqar";
+  LmCorpus corpus;
+  if (!mqar) {
+    corpus = load_corpus(spec.data, cfg.vocab);
+    if (corpus.vocab > cfg.vocab)
+      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
+  }
+  const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
+  if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
+
+  AdamW opt(model_tensors(model), spec.optim);
+  TrainState st;
+  if (resuming) st = load_resume(job_dir, model, opt);
+
+  auto start = start_event(spec, nlohmann::json(), model);
+  start.erase("spec");
+  start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
+  if (!mqar)
+    start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
+                     {"valid_tokens", corpus.valid.size()}, {"test_tokens", corpus.test.size()}};
+  log.write(start);
+  write_status(job_dir, {{"status", "running"}, {"step", st.step}, {"pid", static_cast<int64_t>(getpid())}});
+
+  auto finish = [&](const char* status, int code, nlohmann::json extra) {
+    nlohmann::json end = {{"type", "end"}, {"status", status}, {"step", st.step}, {"exit_code", code}};
+    end.update(extra);
+    log.write(end);
+    end.erase("type");
+    end["best_valid_loss"] = json_number(st.best_valid);
+    end["best_step"] = st.best_step;
+    end["time"] = unix_time();
+    write_status(job_dir, end);
+    return code;
+  };
+  // `where`: the first layer whose output is not finite (first_nonfinite_layer) or whose state is over the limit
+  // (state_layer), when it can be found cheaply.
+  auto diverge = [&](const char* cause, double value, double lr, nlohmann::json where) {
+    nlohmann::json e = {{"type", "divergence"}, {"step", st.step}, {"cause", cause}, {"value", json_number(value)},
+                        {"last_finite_loss", json_number(st.last_finite_loss)}, {"lr", lr},
+                        {"first_nonfinite_layer", nullptr}};
+    e.update(where);
+    log.write(e);
+    return finish("diverged", kExitDiverged, {{"cause", cause}, {"reason", fmt::format("{} at step {}", cause, st.step)}});
+  };
+  auto run_eval = [&](const char* split) {
+    if (mqar) return evaluate_mqar(model, spec, device, split[0] == 'v' ? 0xE7A1 : 0x7E57);
+    return evaluate_lm(model, split[0] == 'v' ? corpus.valid : corpus.test, spec, device);
+  };
+
+  const bool recurrent = is_recurrent(cfg);
+  const int64_t tokens_per_step = spec.train.batch_size * T * spec.train.grad_accum;
+  Progress progress(spec.train.steps);
+  const int64_t first_step = st.step;
+  double interval_loss = 0.0, interval_ms = 0.0;
+  int64_t interval_steps = 0;
+  const int64_t eval_every = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
+  const int64_t ckpt_every = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every;
+
+  for (; st.step < spec.train.steps; ++st.step) {
+    if (g_stop) return finish("interrupted", kExitInterrupted, {{"reason", "stopped by signal"}});
+    const auto t0 = std::chrono::steady_clock::now();
+    const double lr = learning_rate(spec.optim, st.step, spec.train.steps);
+    if (spec.debug.nan_param_at_step == st.step) {
+      torch::NoGradGuard guard;
+      auto params = model->named_parameters();
+      if (!params.contains(spec.debug.nan_param))
+        throw SpecError("debug.nan_param", fmt::format("the model has no parameter '{}'", spec.debug.nan_param));
+      params[spec.debug.nan_param].fill_(kNaN);
+    }
+    opt.zero_grad();
+    double step_loss = 0.0;
+    double state_max = 0.0;
+    for (int64_t micro = 0; micro < spec.train.grad_accum; ++micro) {
+      const uint64_t seed = mix_seed(spec.seed, static_cast<uint64_t>(st.step) + 1, static_cast<uint64_t>(micro));
+      auto [x, y] = mqar ? mqar_batch(spec.data.mqar, spec.train.batch_size, seed, device)
+                         : lm_batch(corpus.train, spec.train.batch_size, T, seed, device);
+      auto loss = lm_loss(model->forward(x), y) / static_cast<double>(spec.train.grad_accum);
+      const double value = loss.item<double>() * static_cast<double>(spec.train.grad_accum);
+      if (!std::isfinite(value))
+        return diverge("nonfinite_loss", value, lr, {{"first_nonfinite_layer", first_nonfinite_layer(model, x)}});
+      if (recurrent) {
+        state_max = std::max(state_max, model->max_state_abs());
+        if (!(state_max <= spec.divergence.max_state)) {
+          nlohmann::json layer = nullptr;  // the first recurrent layer over the limit
+          for (size_t i = 0; i < model->blocks().size() && layer.is_null(); ++i)
+            if (!(model->mixer(i).last_state_max_abs() <= spec.divergence.max_state)) layer = fmt::format("blocks.{}", i);
+          return diverge("state_overflow", state_max, lr, {{"state_layer", layer}});
+        }
+      }
+      loss.backward();
+      step_loss += value / static_cast<double>(spec.train.grad_accum);
+    }
+    if (spec.debug.nan_grad_at_step == st.step) {
+      torch::NoGradGuard guard;
+      for (auto& p : model->parameters())
+        if (p.grad().defined()) {
+          p.mutable_grad().view({-1})[0] = kNaN;
+          break;
+        }
+    }
+    auto params = model->parameters();
+    const double grad_norm = spec.optim.grad_clip > 0
+                                 ? torch::nn::utils::clip_grad_norm_(params, spec.optim.grad_clip)
+                                 : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+    if (!std::isfinite(grad_norm)) return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
+    opt.step(lr);
+
+    // Loss spike: above factor x the running minimum for spike_steps consecutive steps.
+    st.running_min = std::min(st.running_min, step_loss);
+    st.spike_run = step_loss > spec.divergence.spike_factor * st.running_min ? st.spike_run + 1 : 0;
+    if (st.spike_run >= spec.divergence.spike_steps) return diverge("loss_spike", step_loss, lr, nlohmann::json::object());
+    st.last_finite_loss = step_loss;
+
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    interval_loss += step_loss;
+    interval_ms += ms;
+    ++interval_steps;
+    progress.update(st.step, step_loss, static_cast<double>(tokens_per_step) / (ms / 1000.0), first_step);
+    const bool last = st.step + 1 == spec.train.steps;
+    if ((st.step + 1) % spec.train.log_every == 0 || last) {
+      const double mean_ms = interval_ms / static_cast<double>(interval_steps);
+      const std::vector<std::pair<const char*, double>> metrics = {
+          {"train_loss", interval_loss / static_cast<double>(interval_steps)}, {"lr", lr}, {"grad_norm", grad_norm},
+          {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_ms / 1000.0)},
+          {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
+      for (const auto& [key, value] : metrics)
+        log.write({{"type", "metric"}, {"step", st.step + 1}, {"key", key}, {"value", json_number(value)}});
+      if (recurrent) log.write({{"type", "metric"}, {"step", st.step + 1}, {"key", "state_max_abs"}, {"value", state_max}});
+      interval_loss = interval_ms = 0.0;
+      interval_steps = 0;
+    }
+    const bool do_eval = (st.step + 1) % eval_every == 0 || last;
+    if (do_eval) {
+      auto r = run_eval("valid");
+      log.write(eval_event("valid", st.step + 1, r, corpus.byte_level));
+      if (r.loss < st.best_valid) {
+        st.best_valid = r.loss;
+        st.best_step = st.step + 1;
+        save_model(best_path(job_dir), model, {{"fwlab.step", std::to_string(st.step + 1)}});
+        log.write({{"type", "checkpoint"}, {"kind", "best"}, {"step", st.step + 1}, {"path", "best.safetensors"},
+                   {"valid_loss", r.loss}});
+      }
+    }
+    if (((st.step + 1) % ckpt_every == 0 || do_eval) && !last) {
+      const int64_t next = st.step + 1;
+      TrainState saved = st;
+      saved.step = next;
+      save_resume(job_dir, model, opt, saved);
+      log.write({{"type", "checkpoint"}, {"kind", "resume"}, {"step", next}, {"path", "resume.safetensors"}});
+    }
+    if (spec.debug.exit_at_step == st.step) std::raise(SIGKILL);  // a crash at a known point, for the tests
+  }
+
+  if (spec.eval.test && st.best_step >= 0) {
+    auto best = load_model(best_path(job_dir));
+    best->to(device);
+    auto r = mqar ? evaluate_mqar(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
+    auto e = eval_event("test", st.best_step, r, corpus.byte_level);
+    e["checkpoint"] = "best";
+    log.write(e);
+  }
+  fs::remove(resume_path(job_dir));  // a finished job is never resumed
+  return finish("finished", kExitFinished, {{"final_train_loss", json_number(st.last_finite_loss)}});
+}
+
+}  // namespace fwlab

@@ -1,0 +1,31 @@
+// One job of fwlab-worker: training / fine-tuning with evaluation, divergence detection and resumable
+// checkpoints, or the generation benchmark. Everything that happens goes into the job's EventLog.
+#pragma once
+
+#include <string>
+
+#include "models/gpt.h"
+#include "worker/events.h"
+#include "worker/job_spec.h"
+
+namespace fwlab {
+
+// Exit codes of fwlab-worker (documented in worker/README.md).
+enum ExitCode : int { kExitFinished = 0, kExitCrashed = 1, kExitBadSpec = 2, kExitDiverged = 3, kExitInterrupted = 4 };
+
+// Set from the SIGINT / SIGTERM handler; the loops stop at the next step boundary.
+void request_stop();
+
+// Builds the job's model: from its configuration (seeded), or converted from spec.init_checkpoint with
+// spec.model overriding the source configuration. With `log`, the conversion report is recorded.
+GPT build_model(const JobSpec& spec, EventLog* log);
+
+int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
+int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);
+
+// Common fields of the "start" event: host, versions, configuration, sizes.
+nlohmann::json start_event(const JobSpec& spec, const nlohmann::json& raw_spec, const GPT& model);
+nlohmann::json json_number(double v);  // NaN and infinities as strings, which JSON cannot hold as numbers
+int64_t peak_rss_bytes();
+
+}  // namespace fwlab
