@@ -1,23 +1,6 @@
 #include "tests/test_util.h"
 
-#include <unistd.h>
-
-#include <atomic>
-
 namespace fwlab::test {
-
-TempDir::TempDir(const std::string& tag) {
-  static std::atomic<int> counter{0};
-  path_ = std::filesystem::temp_directory_path() /
-          ("fwlab-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers, int64_t head_dim) {
   ModelConfig cfg;

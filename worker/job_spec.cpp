@@ -132,8 +132,10 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   if (s.data.source == "mqar") {
     try {
       validate_mqar(s.data.mqar);
-    } catch (const std::invalid_argument& e) {
-      throw SpecError("data", e.what());
+    } catch (const std::invalid_argument& e) {  // "mqar.<key>: message"
+      const std::string what = e.what();
+      const auto colon = what.find(": ");
+      throw SpecError("data." + what.substr(0, colon), what.substr(colon + 2));
     }
   }
 

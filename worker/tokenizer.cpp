@@ -32,32 +32,57 @@ namespace {
 
 constexpr char32_t kReplacement = 0xFFFD;
 
+// The WHATWG UTF-8 decoder (what JavaScript's TextDecoder and node's file reading do): each maximal invalid
+// subsequence becomes one U+FFFD, so ids match the npm encoder even on malformed input.
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    char32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    bool ok = len > 0 && i + static_cast<size_t>(len) <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      ok = (cc >> 6) == 2;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and out-of-range values are invalid, as for a JavaScript TextDecoder.
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-               (cp >= 0xD800 && cp <= 0xDFFF)))
-      ok = false;
-    if (ok) {
-      out.push_back(cp);
-      i += static_cast<size_t>(len);
-    } else {
-      out.push_back(kReplacement);
+  char32_t cp = 0;
+  int needed = 0, seen = 0;
+  unsigned lower = 0x80, upper = 0xBF;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned b = static_cast<unsigned char>(s[i]);
+    if (needed == 0) {
       ++i;
+      if (b <= 0x7F) {
+        out.push_back(b);
+      } else if (b >= 0xC2 && b <= 0xDF) {
+        needed = 1;
+        cp = b & 0x1F;
+      } else if (b >= 0xE0 && b <= 0xEF) {
+        if (b == 0xE0) lower = 0xA0;
+        if (b == 0xED) upper = 0x9F;
+        needed = 2;
+        cp = b & 0x0F;
+      } else if (b >= 0xF0 && b <= 0xF4) {
+        if (b == 0xF0) lower = 0x90;
+        if (b == 0xF4) upper = 0x8F;
+        needed = 3;
+        cp = b & 0x07;
+      } else {
+        out.push_back(kReplacement);
+      }
+      continue;
+    }
+    if (b < lower || b > upper) {  // the byte starts over; the sequence so far is one error
+      cp = 0;
+      needed = seen = 0;
+      lower = 0x80;
+      upper = 0xBF;
+      out.push_back(kReplacement);
+      continue;
+    }
+    ++i;
+    lower = 0x80;
+    upper = 0xBF;
+    cp = (cp << 6) | (b & 0x3F);
+    if (++seen == needed) {
+      out.push_back(cp);
+      cp = 0;
+      needed = seen = 0;
     }
   }
+  if (needed != 0) out.push_back(kReplacement);
   return out;
 }
 

@@ -40,7 +40,7 @@ class Gpt2Bpe : public Tokenizer {
   std::string name() const override { return "gpt2"; }
 
   // GPT-2's pre-tokenizer (the regex 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  // with JavaScript's \s), as UTF-8 pieces. Invalid UTF-8 decodes to U+FFFD, as a JavaScript string would.
+  // with JavaScript's \s), as UTF-8 pieces. Invalid UTF-8 decodes to U+FFFD as JavaScript's TextDecoder does.
   static std::vector<std::string> pretokenize(std::string_view text);
 
  private:

@@ -1,0 +1,149 @@
+// Corpora in every format users bring, on small files the tests make; MQAR; evaluation windows.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "tests/test_support.h"
+#include "worker/corpus.h"
+#include "worker/dataset.h"
+#include "worker/mqar.h"
+
+using namespace fwlab;
+namespace fs = std::filesystem;
+
+TEST_CASE("Brown: tags stripped back to running text", "[data]") {
+  const std::string tagged =
+      "\n\n\tThe/at Fulton/np-tl County/nn-tl said/vbd ``/`` no/at evidence/nn ''/'' ./.\n\n\n"
+      "\tAtlanta's/np$ 1/2/cd term-end/nn presentments/nns\n";
+  CHECK(strip_brown_tags(tagged) == "The Fulton County said `` no evidence '' .\nAtlanta's 1/2 term-end presentments\n");
+}
+
+TEST_CASE("Brown: deterministic split by file, 450 / 25 / 25", "[data]") {
+  test::TempDir dir("brown");
+  for (int i = 0; i < 40; ++i) test::spit(dir.file(fmt::format("c{}{:02d}", "abc"[i % 3], i)), fmt::format("\tfile/nn {}/cd\n", i));
+  test::spit(dir.file("README"), "not a corpus file");
+  auto s = load_brown(dir.path().string());
+  // Sorted names: ca00, ca03, ..., cb01, ...; index 18 -> valid, 19 -> test, 38 -> valid, 39 -> test.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    if (e.path().filename() != "README") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  auto number_of = [&](size_t i) { return std::to_string(std::stoi(names[i].substr(2))); };
+  CHECK(s.valid == "file " + number_of(18) + "\nfile " + number_of(38) + "\n");
+  CHECK(s.test == "file " + number_of(19) + "\nfile " + number_of(39) + "\n");
+  CHECK(std::count(s.train.begin(), s.train.end(), '\n') == 36);
+
+  auto real = load_brown(FWLAB_SOURCE_DIR "/data/brown");  // the shipped corpus: 500 files
+  CHECK(real.train.size() > 8 * (real.valid.size() + real.test.size()));  // 450 of 500 files
+  CHECK(real.valid.find("/nn") == std::string::npos);
+  CHECK_THROWS_WITH(load_brown(dir.file("missing")), Catch::Contains("cannot list the Brown corpus directory"));
+}
+
+TEST_CASE("WikiText-103 raw layout", "[data]") {
+  test::TempDir dir("wikitext");
+  test::spit(dir.file("wiki.train.raw"), " = Valkyria = \n train text \n");
+  test::spit(dir.file("wiki.valid.raw"), " valid text \n");
+  test::spit(dir.file("wiki.test.raw"), " test text \n");
+  auto s = load_wikitext(dir.path().string());
+  CHECK(s.train == " = Valkyria = \n train text \n");
+  CHECK(s.valid == " valid text \n");
+  CHECK(s.test == " test text \n");
+  fs::remove(dir.file("wiki.test.raw"));
+  CHECK_THROWS_WITH(load_wikitext(dir.path().string()), Catch::EndsWith("wiki.test.raw: cannot open"));
+}
+
+TEST_CASE("enwik8: raw bytes split 90 / 5 / 5", "[data]") {
+  test::TempDir dir("enwik8");
+  std::string bytes(2000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 % 256);
+  test::spit(dir.file("enwik8"), bytes);
+  auto s = load_enwik8(dir.file("enwik8"));
+  CHECK(s.train == bytes.substr(0, 1800));
+  CHECK(s.valid == bytes.substr(1800, 100));
+  CHECK(s.test == bytes.substr(1900));
+}
+
+TEST_CASE("pre-tokenised uint16 files", "[data]") {
+  test::TempDir dir("tokens");
+  auto write = [&](const char* name, std::vector<uint16_t> ids) {
+    std::string b;
+    for (auto id : ids) b += {static_cast<char>(id & 0xff), static_cast<char>(id >> 8)};
+    test::spit(dir.file(name), b);
+  };
+  write("train.bin", {1, 2, 300, 50256});
+  write("valid.bin", {7});
+  write("test.bin", {8, 9});
+  auto t = load_uint16_tokens(dir.path().string(), 50257);
+  CHECK(t.train == std::vector<int32_t>{1, 2, 300, 50256});
+  CHECK(t.test == std::vector<int32_t>{8, 9});
+  CHECK_THROWS_WITH(load_uint16_tokens(dir.path().string(), 300), Catch::Contains("train.bin: token 300 at byte offset 4 is outside the vocabulary of 300"));
+  test::spit(dir.file("valid.bin"), "abc");
+  CHECK_THROWS_WITH(load_uint16_tokens(dir.path().string(), 50257), Catch::Contains("valid.bin: 3 bytes is not a whole number of uint16 tokens"));
+}
+
+TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
+  MqarSpec spec{64, 128, 8, 0.01};
+  auto b = make_mqar_batch(spec, 32, 7);
+  REQUIRE(b.inputs.size() == 32u * 128u);
+  std::vector<int64_t> query_positions;
+  for (int64_t r = 0; r < 32; ++r) {
+    const int32_t* x = &b.inputs[static_cast<size_t>(r * 128)];
+    const int32_t* y = &b.targets[static_cast<size_t>(r * 128)];
+    std::map<int32_t, int32_t> kv;
+    std::set<int32_t> keys;
+    for (int i = 0; i < 8; ++i) {
+      CHECK(x[2 * i] >= 1);
+      CHECK(x[2 * i] < 32);
+      CHECK(x[2 * i + 1] >= 32);
+      kv[x[2 * i]] = x[2 * i + 1];
+      keys.insert(x[2 * i]);
+    }
+    CHECK(keys.size() == 8);  // keys drawn without replacement
+    int asked = 0;
+    for (int64_t p = 0; p < 128; ++p) {
+      if (y[p] < 0) continue;
+      ++asked;
+      REQUIRE(kv.count(x[p]));
+      CHECK(y[p] == kv[x[p]]);  // the label of a query is its key's value
+      CHECK(p >= 16);
+      if (p + 1 < 128) CHECK(x[p + 1] == y[p]);  // the answer follows in the sequence
+      query_positions.push_back(p - 16);
+    }
+    CHECK(asked == 8);  // every key asked exactly once
+  }
+  // Power law: queries cluster near the pairs.
+  auto near = std::count_if(query_positions.begin(), query_positions.end(), [](int64_t g) { return g < 56; });
+  CHECK(near > static_cast<long>(query_positions.size() / 2 + query_positions.size() / 10));
+  CHECK(make_mqar_batch(spec, 4, 7).inputs == make_mqar_batch(spec, 4, 7).inputs);
+  CHECK(make_mqar_batch(spec, 4, 7).inputs != make_mqar_batch(spec, 4, 8).inputs);
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{64, 20, 8, 0.01}, 1, 1), Catch::StartsWith("mqar.seq_len: 20 is too short for 8 pairs"));
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{16, 64, 8, 0.01}, 1, 1), Catch::StartsWith("mqar.pairs: 8 distinct keys do not fit"));
+}
+
+TEST_CASE("evaluation windows: non-overlapping, or T2R's last half", "[data]") {
+  auto plain = eval_windows(100, 16, false, 0);
+  REQUIRE(plain.size() == 6);  // starts 0, 16, ..., 80; a window needs 17 tokens
+  CHECK(plain[5].start == 80);
+  CHECK(plain[5].score_from == 0);
+  auto half = eval_windows(100, 16, true, 0);
+  // Each target token is scored exactly once: targets are tokens start+1+j for j >= score_from.
+  std::vector<int> seen(100, 0);
+  for (const auto& w : half)
+    for (int64_t j = w.score_from; j < 16; ++j) ++seen[static_cast<size_t>(w.start + 1 + j)];
+  CHECK(std::all_of(seen.begin() + 1, seen.begin() + 97, [](int c) { return c == 1; }));
+  CHECK(half[1].score_from == 8);
+  CHECK(eval_windows(1000, 16, false, 40).size() == 3);  // capped once 48 >= 40 targets are scored
+}
+
+TEST_CASE("training windows are a pure function of the seed", "[data]") {
+  std::vector<int32_t> tokens(1000);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  auto a = sample_windows(tokens, 4, 9, mix_seed(1, 5));
+  CHECK(a == sample_windows(tokens, 4, 9, mix_seed(1, 5)));
+  CHECK(a != sample_windows(tokens, 4, 9, mix_seed(1, 6)));
+  for (int r = 0; r < 4; ++r)
+    for (int j = 1; j < 9; ++j) CHECK(a[static_cast<size_t>(r * 9 + j)] == a[static_cast<size_t>(r * 9)] + j);  // contiguous
+}

@@ -1,0 +1,264 @@
+// fwlab-worker end to end, as the orchestrator runs it: a process per job, judged by its exit code and record.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+#include "worker/events.h"
+
+using namespace fwlab;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny softmax model on the Brown corpus, byte level: a few seconds per run.
+json tiny_job() {
+  return json::parse(R"({
+    "seed": 5, "threads": 1,
+    "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "head_dim": 16, "context": 32, "dropout": 0.1},
+    "optim": {"lr": 3e-3, "warmup_steps": 3},
+    "train": {"steps": 24, "batch_size": 4, "seq_len": 32, "log_every": 4, "checkpoint_every": 8},
+    "eval": {"every": 8, "max_tokens": 1024}
+  })");
+}
+
+struct Job {
+  test::TempDir dir{"job"};
+  std::string path() const { return dir.path().string(); }
+  void write(const json& spec) const { test::spit(dir.file("job.json"), spec.dump(2)); }
+  test::CommandResult run(const char* verb = "run") const { return test::run_command(fmt::format("{} {} {}", FWLAB_WORKER, verb, path())); }
+  std::vector<json> events() const { return read_events(dir.file("events.jsonl")).events; }
+  std::vector<json> of_type(const std::string& type) const {
+    std::vector<json> out;
+    for (auto& e : events())
+      if (e["type"] == type) out.push_back(e);
+    return out;
+  }
+  json status() const { return json::parse(test::slurp(dir.file("status.json"))); }
+  // The record minus what legitimately differs between runs (times, pid).
+  std::vector<std::string> curve() const {
+    std::vector<std::string> out;
+    for (auto e : events())
+      if (e["type"] == "eval" || (e["type"] == "metric" && (e["key"] == "train_loss" || e["key"] == "grad_norm")))
+        out.push_back(fmt::format("{} {} {}", e["step"].dump(), e.value("key", e.value("split", "")),
+                                  e.contains("value") ? e["value"].dump() : e["loss"].dump()));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worker]") {
+  Job a, b;
+  a.write(tiny_job());
+  b.write(tiny_job());
+  REQUIRE(a.run().exit_code == 0);
+  REQUIRE(b.run().exit_code == 0);
+  CHECK(a.curve().size() == 6 + 3 + 1 + 6);  // 6 train_loss, 6 grad_norm, 3 valid evals, 1 test eval
+  CHECK(a.curve() == b.curve());
+  CHECK(a.status()["status"] == "finished");
+  CHECK(a.status()["final_train_loss"] == b.status()["final_train_loss"]);
+  auto start = a.of_type("start").at(0);
+  CHECK(start["params"].get<int64_t>() > 0);
+  CHECK(start["state_size"]["per_token_elements"] == 2 * 2 * 2 * 16);  // softmax KV cache: layers * 2 * H * hd
+  CHECK(!start["versions"]["torch"].get<std::string>().empty());
+  CHECK(!a.of_type("metric").empty());
+  CHECK(fs::exists(a.dir.file("best.safetensors")));
+  CHECK(!fs::exists(a.dir.file("resume.safetensors")));  // a finished job is never resumed
+  // Running a finished job again does nothing.
+  auto again = a.run();
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("already finished"));
+}
+
+TEST_CASE("worker: killed half-way and resumed, it ends exactly as an uninterrupted run", "[worker]") {
+  Job whole, killed;
+  whole.write(tiny_job());
+  REQUIRE(whole.run().exit_code == 0);
+  auto spec = tiny_job();
+  spec["debug"] = {{"exit_at_step", 13}};  // SIGKILL after step 13; the last checkpoint is at step 8
+  killed.write(spec);
+  const int killed_code = killed.run().exit_code;
+  CHECK((killed_code == -1 || killed_code == 128 + 9));  // SIGKILL, as seen directly or through the shell
+  CHECK(killed.status()["status"] == "running");
+  CHECK(fs::exists(killed.dir.file("resume.safetensors")));
+  // The kill may also tear a line: simulate the worst case.
+  {
+    auto text = test::slurp(killed.dir.file("events.jsonl"));
+    test::spit(killed.dir.file("events.jsonl"), text + R"({"type": "metric", "st)");
+  }
+  spec.erase("debug");
+  killed.write(spec);
+  auto resumed = killed.run();
+  REQUIRE(resumed.exit_code == 0);
+  auto starts = killed.of_type("start");
+  REQUIRE(starts.size() == 2);
+  CHECK(starts[1]["resumed_from_step"] == 8);
+  CHECK(killed.status()["final_train_loss"] == whole.status()["final_train_loss"]);
+  CHECK(killed.of_type("eval").back()["loss"] == whole.of_type("eval").back()["loss"]);
+  CHECK(read_events(killed.dir.file("events.jsonl")).bad_lines == 0);
+}
+
+TEST_CASE("worker: every divergence cause is classified and recorded", "[worker]") {
+  struct Case {
+    const char* cause;
+    json patch;
+    const char* layer_key;
+    json layer;
+  };
+  const std::vector<Case> cases = {
+      {"nonfinite_loss", {{"debug", {{"nan_param_at_step", 3}, {"nan_param", "blocks.1.fc.weight"}}}}, "first_nonfinite_layer", "blocks.1"},
+      {"nonfinite_grad", {{"debug", {{"nan_grad_at_step", 2}}}}, "first_nonfinite_layer", nullptr},
+      {"loss_spike", {{"optim", {{"lr", 10.0}}}}, "first_nonfinite_layer", nullptr},
+      {"state_overflow",
+       {{"model", {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "none"}, {"m", 4}}}}},
+        {"divergence", {{"max_state", 1e-3}}}},
+       "state_layer", "blocks.0"},
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.cause) {
+      Job job;
+      auto spec = tiny_job();
+      spec.merge_patch(c.patch);
+      job.write(spec);
+      auto r = job.run();
+      INFO(r.output);
+      CHECK(r.exit_code == 3);
+      auto div = job.of_type("divergence");
+      REQUIRE(div.size() == 1);
+      CHECK(div[0]["cause"] == c.cause);
+      CHECK(div[0][c.layer_key] == c.layer);
+      CHECK(div[0].contains("last_finite_loss"));
+      CHECK(div[0].contains("value"));
+      CHECK(div[0]["lr"].is_number());
+      CHECK(job.status()["status"] == "diverged");
+      CHECK(job.status()["cause"] == c.cause);
+      CHECK(job.of_type("end").at(0)["status"] == "diverged");
+    }
+  }
+}
+
+TEST_CASE("worker: bad specs exit 2 naming the key, and run nothing", "[worker]") {
+  Job job;
+  auto spec = tiny_job();
+  spec["optim"]["lr"] = "fast";
+  job.write(spec);
+  auto v = job.run("validate");
+  CHECK(v.exit_code == 2);
+  CHECK_THAT(v.output, Catch::Contains("job.json: optim.lr: must be a number, got \"fast\""));
+  auto r = job.run();
+  CHECK(r.exit_code == 2);
+  CHECK(!fs::exists(job.dir.file("events.jsonl")));
+  spec["optim"]["lr"] = 1e-3;
+  spec["init_checkpoint"] = job.dir.file("missing.safetensors");
+  job.write(spec);
+  CHECK_THAT(job.run("validate").output, Catch::Contains("init_checkpoint: " + job.dir.file("missing.safetensors") + " does not exist"));
+  spec.erase("init_checkpoint");
+  job.write(spec);
+  CHECK(job.run("validate").exit_code == 0);
+  CHECK(test::run_command(fmt::format("{} --help", FWLAB_WORKER)).output.find("3  diverged") != std::string::npos);
+}
+
+TEST_CASE("worker: swap-then-finetune from another job's checkpoint records the conversion", "[worker]") {
+  Job pretrain, finetune;
+  pretrain.write(tiny_job());
+  REQUIRE(pretrain.run().exit_code == 0);
+  auto spec = tiny_job();
+  spec.erase("model");
+  spec["init_checkpoint"] = pretrain.dir.file("best.safetensors");
+  spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  spec["train"]["steps"] = 8;
+  finetune.write(spec);
+  auto r = finetune.run();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto conv = finetune.of_type("conversion").at(0);
+  CHECK(conv["copied"].size() > 10);
+  CHECK(std::find(conv["created"].begin(), conv["created"].end(), "blocks.0.mixer.decay_z.bias") != conv["created"].end());
+  CHECK(conv["rescaled"].size() == 4);
+  auto start = finetune.of_type("start").at(0);
+  CHECK(start["model"]["layers"][1]["rule"] == "decay");
+  CHECK(start["state_size"]["per_token_elements"] == 0);
+  CHECK(finetune.of_type("eval").size() == 2);  // valid at step 8, test of the best checkpoint
+}
+
+TEST_CASE("worker: generation benchmark records time and memory per token by length", "[worker]") {
+  for (const char* mixer : {"softmax", "decay"}) {
+    DYNAMIC_SECTION(mixer) {
+      Job job;
+      json spec = {{"kind", "generation-bench"}, {"seed", 1}, {"threads", 1},
+                   {"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"head_dim", 16}, {"context", 80}}},
+                   {"bench", {{"seq_lens", {16, 64}}, {"repeats", 3}, {"tokens", 4}}}};
+      if (std::string(mixer) == "decay")
+        spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}};
+      job.write(spec);
+      auto r = job.run();
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      std::map<std::string, std::map<int, double>> m;
+      for (auto& e : job.of_type("metric")) m[e["key"]][e["step"].get<int>()] = e["value"].get<double>();
+      CHECK(m["gen_ms_per_token"].size() == 2);
+      CHECK(m["gen_ms_per_token"][64] > 0);
+      CHECK(m["gen_ms_per_token_min"][16] <= m["gen_ms_per_token"][16]);
+      CHECK(m["gen_ms_per_token_max"][16] >= m["gen_ms_per_token"][16]);
+      // The state after L + 4 tokens: a growing KV cache for softmax, a fixed S for decay (float32).
+      if (std::string(mixer) == "softmax") {
+        CHECK(m["gen_state_bytes"][16] == 2 * 2 * 2 * 16 * 20 * 4);
+        CHECK(m["gen_state_bytes"][64] == 2 * 2 * 2 * 16 * 68 * 4);
+      } else {
+        CHECK(m["gen_state_bytes"][16] == 2 * 2 * 16 * 4 * 4);
+        CHECK(m["gen_state_bytes"][64] == m["gen_state_bytes"][16]);
+      }
+    }
+  }
+}
+
+TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre-tokenised, enwik8, MQAR)", "[worker]") {
+  test::TempDir data("formats");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
+  for (const char* split : {"train", "valid", "test"}) test::spit(data.file(fmt::format("wiki.{}.raw", split)), text);
+  test::spit(data.file("enwik8"), text + text + text);
+  std::string ids;
+  for (int i = 0; i < 3000; ++i) ids += {static_cast<char>(i % 97), 0};
+  for (const char* split : {"train.bin", "valid.bin", "test.bin"}) test::spit(data.file(split), ids);
+
+  struct Case {
+    const char* name;
+    json data;
+    json model_patch;
+  };
+  const std::vector<Case> cases = {
+      {"wikitext103 + gpt2", {{"source", "wikitext103"}, {"path", data.path().string()}, {"tokenizer", "gpt2"}}, {{"vocab", 50257}}},
+      {"tokens", {{"source", "tokens"}, {"path", data.path().string()}}, {{"vocab", 100}}},
+      {"enwik8", {{"source", "enwik8"}, {"path", data.file("enwik8")}}, json::object()},
+      {"mqar", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 32}, {"pairs", 4}}}}, {{"vocab", 64}}},
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      Job job;
+      auto spec = tiny_job();
+      spec["data"] = c.data;
+      spec["model"].merge_patch(c.model_patch);
+      spec["train"]["steps"] = 8;
+      job.write(spec);
+      auto r = job.run();
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      auto evals = job.of_type("eval");
+      REQUIRE(evals.size() == 2);
+      CHECK(evals[0]["loss"].is_number());
+      if (std::string(c.name) == "mqar") {
+        CHECK(evals[0]["accuracy"].get<double>() >= 0.0);
+        CHECK(evals[0]["tokens"] == 8 * 4 * 4);  // 8 batches x 4 rows x 4 queries
+      } else if (std::string(c.name) == "enwik8") {
+        CHECK(evals[0].contains("bpc"));  // byte level: bits per character
+      } else {
+        CHECK(!evals[0].contains("bpc"));
+      }
+    }
+  }
+}
