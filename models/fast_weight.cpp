@@ -64,7 +64,7 @@ FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg)
     uniform_gate_init(decay_z->bias);
     uniform_gate_init(decay_f->bias);
   }
-  resid_drop = register_module("resid_drop", torch::nn::Dropout(cfg.dropout));
+  resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
   apply_value_rescale();
 }
 

@@ -23,7 +23,7 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg) {
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
   fc = register_module("fc", torch::nn::Linear(d, cfg.ff_dim()));
   proj = register_module("proj", torch::nn::Linear(cfg.ff_dim(), d));
-  drop = register_module("drop", torch::nn::Dropout(cfg.dropout));
+  drop = register_module("drop", Dropout(cfg.dropout));
   init_gpt2_linear(fc);
   init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
 }
@@ -49,7 +49,7 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
     wte->weight.normal_(0.0, 0.02);
     wpe->weight.normal_(0.0, 0.02);
   }
-  drop = register_module("drop", torch::nn::Dropout(cfg.dropout));
+  drop = register_module("drop", Dropout(cfg.dropout));
   auto list = register_module("blocks", torch::nn::ModuleList());
   for (const auto& spec : cfg.layers) {
     blocks_.push_back(std::make_shared<Block>(spec, cfg));

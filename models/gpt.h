@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "models/dropout.h"
 #include "models/mixer.h"
 #include "models/model_config.h"
 
@@ -18,7 +19,7 @@ class Block : public torch::nn::Module {
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   std::shared_ptr<Mixer> mixer;
   torch::nn::Linear fc{nullptr}, proj{nullptr};
-  torch::nn::Dropout drop{nullptr};
+  Dropout drop{nullptr};
 
  private:
   torch::Tensor mlp(const torch::Tensor& x);
@@ -50,7 +51,7 @@ class GPTImpl : public torch::nn::Module {
   double max_state_abs() const;
 
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
-  torch::nn::Dropout drop{nullptr};
+  Dropout drop{nullptr};
   torch::nn::LayerNorm ln_f{nullptr};
 
  private:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "models/feature_maps.h"
+#include "models/dropout.h"
 #include "models/mixer.h"
 
 namespace fwlab {
@@ -15,7 +16,7 @@ class SoftmaxAttention : public Mixer {
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
 
   torch::nn::Linear qkv{nullptr}, o{nullptr};
-  torch::nn::Dropout attn_drop{nullptr}, resid_drop{nullptr};
+  Dropout attn_drop{nullptr}, resid_drop{nullptr};
 
  private:
   int64_t n_heads_, head_dim_, window_;
@@ -45,7 +46,7 @@ class FastWeight : public Mixer {
   torch::nn::Linear gate{nullptr};                  // gated: g, delta: beta (one scalar per head)
   torch::nn::Linear decay_z{nullptr}, decay_f{nullptr};  // decay: value-side and key-side gates
   torch::nn::Linear folded_qk{nullptr};
-  torch::nn::Dropout resid_drop{nullptr};
+  Dropout resid_drop{nullptr};
 
  private:
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
@@ -64,7 +65,7 @@ class Sru : public Mixer {
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};  // srupp: Q = W1 x, [K, V] = W2 Q, U = W3 (...)
   torch::nn::LayerNorm ln{nullptr};
   torch::Tensor alpha, v_f, v_r, b_f, b_r;
-  torch::nn::Dropout resid_drop{nullptr};
+  Dropout resid_drop{nullptr};
 
  private:
   torch::Tensor run(const torch::Tensor& x, MixerState* state);

@@ -21,8 +21,8 @@ SoftmaxAttention::SoftmaxAttention(const ModelConfig& cfg, int64_t window)
   const int64_t inner = cfg.n_heads * cfg.head_dim;
   qkv = register_module("qkv", torch::nn::Linear(cfg.d_model, 3 * inner));
   o = register_module("o", torch::nn::Linear(inner, cfg.d_model));
-  attn_drop = register_module("attn_drop", torch::nn::Dropout(cfg.dropout));
-  resid_drop = register_module("resid_drop", torch::nn::Dropout(cfg.dropout));
+  attn_drop = register_module("attn_drop", Dropout(cfg.dropout));
+  resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
   init_gpt2_linear(qkv);
   init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
 }

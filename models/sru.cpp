@@ -38,7 +38,7 @@ Sru::Sru(const MixerSpec& s, const ModelConfig& cfg)
   v_r = register_parameter("v_r", torch::empty({d}).uniform_(-1.0, 1.0));
   b_f = register_parameter("b_f", torch::zeros({d}));
   b_r = register_parameter("b_r", torch::full({d}, kHighwayBias));
-  resid_drop = register_module("resid_drop", torch::nn::Dropout(cfg.dropout));
+  resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
 }
 
 torch::Tensor Sru::attend(const torch::Tensor& q, MixerState* state) {
