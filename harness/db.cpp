@@ -1,0 +1,161 @@
+#include "harness/db.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace fwlab {
+
+namespace {
+
+const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS sweeps(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, experiment TEXT NOT NULL, file TEXT, profile TEXT, command TEXT,
+  host TEXT, pid INTEGER, started REAL, finished REAL, status TEXT);
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY, experiment TEXT, stage TEXT, coords TEXT, config TEXT, depends_on TEXT,
+  status TEXT NOT NULL, cause TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, exit_code INTEGER,
+  created REAL, started REAL, finished REAL, host TEXT, dir TEXT, owner_pid INTEGER,
+  params INTEGER, state_elements INTEGER, events_offset INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS cells(
+  experiment TEXT NOT NULL, profile TEXT NOT NULL, stage TEXT NOT NULL, coords TEXT NOT NULL, job_id TEXT,
+  applicable INTEGER NOT NULL, PRIMARY KEY(experiment, profile, stage, coords));
+CREATE TABLE IF NOT EXISTS sweep_jobs(sweep_id INTEGER NOT NULL, job_id TEXT NOT NULL, PRIMARY KEY(sweep_id, job_id));
+CREATE TABLE IF NOT EXISTS events(
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT, time REAL, body TEXT, PRIMARY KEY(job_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS metrics(
+  job_id TEXT NOT NULL, key TEXT NOT NULL, step INTEGER NOT NULL, value REAL, time REAL,
+  PRIMARY KEY(job_id, key, step)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS evals(
+  job_id TEXT NOT NULL, split TEXT NOT NULL, step INTEGER NOT NULL, checkpoint TEXT NOT NULL DEFAULT '',
+  loss REAL, ppl REAL, bpc REAL, accuracy REAL, tokens INTEGER, time REAL,
+  PRIMARY KEY(job_id, split, step, checkpoint)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS divergences(
+  job_id TEXT PRIMARY KEY, step INTEGER, cause TEXT, value TEXT, last_finite_loss REAL, lr REAL,
+  first_nonfinite_layer TEXT, state_layer TEXT);
+CREATE INDEX IF NOT EXISTS jobs_by_experiment ON jobs(experiment, stage);
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs(status);
+CREATE INDEX IF NOT EXISTS cells_by_job ON cells(job_id);
+)SQL";
+
+}  // namespace
+
+Db::Db(const std::string& path, bool read_only) : path_(path) {
+  if (!read_only) {
+    auto parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+  }
+  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw DbError(fmt::format("{}: cannot open the results database: {}", path, msg));
+  }
+  sqlite3_busy_timeout(db_, 30000);
+  if (!read_only) {
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec(kSchema);
+  }
+}
+
+Db::~Db() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+void Db::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw DbError(fmt::format("{}: {}", path_, msg));
+  }
+}
+
+Statement Db::prepare(const std::string& sql) { return Statement(db_, sql); }
+
+void Db::transaction(const std::function<void()>& body) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    body();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+Statement::Statement(sqlite3* db, const std::string& sql) : db_(db) {
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+    throw DbError(fmt::format("SQL error: {}", sqlite3_errmsg(db)));
+}
+
+Statement::~Statement() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Statement& Statement::bind(int i, const std::string& v) {
+  sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::bind(int i, int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::bind(int i, double v) {
+  if (std::isfinite(v)) sqlite3_bind_double(stmt_, i, v);
+  else sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+Statement& Statement::bind(int i, const nlohmann::json& v) {
+  if (v.is_null()) return bind_null(i);
+  if (v.is_number_integer()) return bind(i, v.get<int64_t>());
+  if (v.is_number()) return bind(i, v.get<double>());
+  if (v.is_boolean()) return bind(i, static_cast<int64_t>(v.get<bool>()));
+  if (v.is_string()) return bind(i, v.get<std::string>());
+  return bind(i, v.dump());
+}
+Statement& Statement::bind_null(int i) {
+  sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  throw DbError(fmt::format("SQL error: {}", sqlite3_errmsg(db_)));
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int Statement::columns() const { return sqlite3_column_count(stmt_); }
+std::string Statement::name(int c) const { return sqlite3_column_name(stmt_, c); }
+bool Statement::is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+int64_t Statement::integer(int c) const { return sqlite3_column_int64(stmt_, c); }
+double Statement::real(int c) const { return sqlite3_column_double(stmt_, c); }
+std::string Statement::text(int c) const {
+  const auto* p = sqlite3_column_text(stmt_, c);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, c))) : "";
+}
+nlohmann::json Statement::value(int c) const {
+  switch (sqlite3_column_type(stmt_, c)) {
+    case SQLITE_INTEGER: return integer(c);
+    case SQLITE_FLOAT: return real(c);
+    case SQLITE_NULL: return nullptr;
+    default: return text(c);
+  }
+}
+
+}  // namespace fwlab

@@ -1,0 +1,406 @@
+#include "harness/experiment.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <toml++/toml.h>
+
+namespace fwlab {
+
+std::string SourcePos::str() const { return fmt::format("{}:{}:{}", file, line, column); }
+
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"mixer", "model.mixer.kind"},        {"rule", "model.mixer.rule"},
+      {"feature_map", "model.mixer.feature_map"}, {"norm", "model.mixer.norm"},
+      {"m", "model.mixer.m"},               {"window", "model.mixer.window"},
+      {"dpfp_nu", "model.mixer.dpfp_nu"},   {"chunk", "model.mixer.chunk"},
+      {"attention_every", "model.attention_every"}, {"keep_softmax_every", "model.keep_softmax_every"},
+      {"vocab", "model.vocab"},             {"d_model", "model.d_model"},
+      {"n_layers", "model.n_layers"},       {"n_heads", "model.n_heads"},
+      {"head_dim", "model.head_dim"},       {"context", "model.context"},
+      {"dropout", "model.dropout"},         {"lr", "optim.lr"},
+      {"min_lr", "optim.min_lr"},           {"warmup_steps", "optim.warmup_steps"},
+      {"weight_decay", "optim.weight_decay"}, {"grad_clip", "optim.grad_clip"},
+      {"steps", "train.steps"},             {"batch_size", "train.batch_size"},
+      {"seq_len", "train.seq_len"},         {"eval_every", "eval.every"},
+      {"data", "data.source"},              {"tokenizer", "data.tokenizer"},
+      {"seed", "seed"},                     {"kind", "kind"},
+      {"seq_lens", "bench.seq_lens"},
+  };
+  return aliases;
+}
+
+namespace {
+
+const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
+const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device"};
+const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
+                                            "exclude", "cell", "profile", "table"};
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& c : candidates)
+    if (auto d = edit_distance(key, c); d < best_d) best_d = d, best = c;
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string file) : file_(std::move(file)) {}
+
+  SourcePos pos(const toml::node& n) const {
+    const auto& b = n.source().begin;
+    return {file_, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column)};
+  }
+
+  [[noreturn]] void fail(const toml::node& n, const std::string& key, const std::string& message) const {
+    throw ExperimentError(fmt::format("{}: {}: {}", pos(n).str(), key, message));
+  }
+
+  nlohmann::json to_json(const toml::node& n, const std::string& key) const {
+    if (auto v = n.as_integer()) return v->get();
+    if (auto v = n.as_floating_point()) return v->get();
+    if (auto v = n.as_boolean()) return v->get();
+    if (auto v = n.as_string()) return v->get();
+    if (auto a = n.as_array()) {
+      auto out = nlohmann::json::array();
+      for (const auto& e : *a) out.push_back(to_json(e, key));
+      return out;
+    }
+    if (auto t = n.as_table()) {
+      auto out = nlohmann::json::object();
+      for (const auto& [k, v] : *t) out[std::string(k.str())] = to_json(v, key + "." + std::string(k.str()));
+      return out;
+    }
+    fail(n, key, "dates and times are not job values");
+  }
+
+  // Flattens a table of job settings: nested job sections, dotted keys and short aliases.
+  void flatten(const toml::table& t, const std::string& prefix, const std::string& where, Settings& out,
+               const std::set<std::string>& skip = {}) const {
+    for (const auto& [k, node] : t) {
+      const std::string key(k.str());
+      if (prefix.empty() && skip.count(key)) continue;
+      const std::string shown = where + "." + key;
+      std::string path;
+      if (!prefix.empty()) {
+        path = prefix + "." + key;
+      } else if (key_aliases().count(key)) {
+        path = key_aliases().at(key);
+      } else if (kJobSections.count(key) || kJobScalars.count(key)) {
+        path = key;
+      } else if (auto dot = key.find('.'); dot != std::string::npos && kJobSections.count(key.substr(0, dot))) {
+        path = key;
+      } else {
+        std::vector<std::string> known(kJobSections.begin(), kJobSections.end());
+        known.insert(known.end(), kJobScalars.begin(), kJobScalars.end());
+        for (const auto& [a, target] : key_aliases()) known.push_back(a);
+        known.insert(known.end(), skip.begin(), skip.end());
+        fail(node, shown, "unknown key" + did_you_mean(key, known));
+      }
+      if (node.is_table() && kJobSections.count(path.substr(0, path.find('.')))) {
+        // model.mixer stays an object only when given whole; nested tables flatten further.
+        flatten(*node.as_table(), path, shown, out);
+        continue;
+      }
+      out[path] = Setting{to_json(node, shown), pos(node), shown.substr(shown.find('.') + 1)};
+    }
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+// Applies `[profile.NAME]`: each key is a dotted path into the document whose value it replaces.
+void apply_profile(toml::table& doc, const std::string& profile, const Parser& p) {
+  auto* profiles = doc["profile"].as_table();
+  std::vector<std::string> names;
+  if (profiles)
+    for (const auto& [k, v] : *profiles) names.emplace_back(k.str());
+  if (profile.empty()) return;
+  auto* chosen = profiles ? (*profiles)[profile].as_table() : nullptr;
+  if (!chosen) {
+    std::string list = names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
+    throw ExperimentError(fmt::format("{}:1:1: --profile {}: no such profile (defined: {}){}", p.file(), profile, list,
+                                      did_you_mean(profile, names)));
+  }
+  for (const auto& [k, value] : *chosen) {
+    const std::string path(k.str());
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+      auto dot = path.find('.', start);
+      parts.push_back(path.substr(start, dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    const std::string shown = fmt::format("profile.{}.\"{}\"", profile, path);
+    if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table"}.count(parts[0]))
+      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid or preset");
+    toml::table* t = &doc;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      auto* next = (*t)[parts[i]].as_table();
+      if (!next) {
+        if ((parts[0] == "stage" && i == 1) || (parts[0] == "preset" && i <= 2))
+          p.fail(value, shown, fmt::format("'{}' is not defined in the file", fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+        t->insert_or_assign(parts[i], toml::table{});
+        next = (*t)[parts[i]].as_table();
+      }
+      t = next;
+    }
+    t->insert_or_assign(parts.back(), value);
+  }
+}
+
+std::vector<std::string> string_list(const toml::node& n, const std::string& key, const Parser& p) {
+  std::vector<std::string> out;
+  const auto* a = n.as_array();
+  if (!a) p.fail(n, key, "must be a list of names");
+  for (const auto& e : *a) {
+    if (!e.is_string()) p.fail(e, key, "must be a list of names");
+    out.push_back(*e.value<std::string>());
+  }
+  return out;
+}
+
+CellRule read_rule(const toml::table& t, const std::string& where, const Experiment& ex, const Parser& p, bool extra) {
+  CellRule r;
+  r.pos = p.pos(t);
+  std::set<std::string> axis_names;
+  for (const auto& a : ex.axes) axis_names.insert(a.name);
+  Settings rest;
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (key == "stage") {
+      if (!v.is_string()) p.fail(v, where + ".stage", "must be a stage name");
+      r.stage = *v.value<std::string>();
+      continue;
+    }
+    if (axis_names.count(key)) {
+      r.match[key] = p.to_json(v, where + "." + key);
+      continue;
+    }
+    if (!extra) {
+      std::vector<std::string> known(axis_names.begin(), axis_names.end());
+      known.push_back("stage");
+      p.fail(v, where + "." + key, "is not an axis of the grid" + did_you_mean(key, known));
+    }
+  }
+  if (extra) p.flatten(t, "", where, r.settings, [&] {
+    auto s = axis_names;
+    s.insert("stage");
+    return s;
+  }());
+  if (!extra && r.match.empty()) p.fail(t, where, "names no axis value; it would match every cell");
+  return r;
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const std::string& profile) {
+  Parser p(path);
+  toml::table doc;
+  try {
+    doc = toml::parse_file(std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw ExperimentError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description()));
+  }
+  apply_profile(doc, profile, p);
+
+  Experiment ex;
+  ex.file = path;
+  for (const auto& [k, v] : doc) {
+    const std::string key(k.str());
+    if (!kTopSections.count(key))
+      p.fail(v, key, "unknown section" + did_you_mean(key, std::vector<std::string>(kTopSections.begin(), kTopSections.end())));
+  }
+  if (auto* profiles = doc["profile"].as_table())
+    for (const auto& [k, v] : *profiles) ex.profiles.emplace_back(k.str());
+
+  auto* meta = doc["experiment"].as_table();
+  if (!meta) throw ExperimentError(fmt::format("{}:1:1: experiment: missing [experiment] section with a name", path));
+  for (const auto& [k, v] : *meta) {
+    const std::string key(k.str());
+    if (key != "name" && key != "description") p.fail(v, "experiment." + key, "unknown key" + did_you_mean(key, {"name", "description"}));
+    if (!v.is_string()) p.fail(v, "experiment." + key, "must be a string");
+  }
+  ex.name = meta->get("name") ? *meta->get("name")->value<std::string>() : "";
+  if (ex.name.empty() || ex.name.find_first_of("/ \t") != std::string::npos)
+    p.fail(*meta, "experiment.name", "must be a non-empty name without spaces or slashes");
+  if (auto d = meta->get("description")) ex.description = *d->value<std::string>();
+
+  if (auto* d = doc["defaults"].as_table()) p.flatten(*d, "", "defaults", ex.defaults);
+
+  // Grid axes, then presets, so that stages and rules can be checked against them.
+  if (auto* g = doc["grid"].as_table()) {
+    for (const auto& [k, v] : *g) {
+      Axis a;
+      a.name = std::string(k.str());
+      a.pos = p.pos(v);
+      const auto* arr = v.as_array();
+      if (!arr || arr->empty()) p.fail(v, "grid." + a.name, "must be a non-empty list of values");
+      for (const auto& e : *arr) a.values.push_back(p.to_json(e, "grid." + a.name));
+      std::set<std::string> seen;
+      for (const auto& val : a.values)
+        if (!seen.insert(val.dump()).second) p.fail(v, "grid." + a.name, fmt::format("value {} appears twice", val.dump()));
+      ex.axes.push_back(std::move(a));
+    }
+  } else if (doc.contains("grid")) {
+    p.fail(*doc.get("grid"), "grid", "must be a table of axis = [values]");
+  }
+  if (auto* pr = doc["preset"].as_table()) {
+    for (const auto& [axis_key, by_value] : *pr) {
+      const std::string axis(axis_key.str());
+      auto it = std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == axis; });
+      if (it == ex.axes.end()) {
+        std::vector<std::string> names;
+        for (const auto& a : ex.axes) names.push_back(a.name);
+        p.fail(by_value, "preset." + axis, "is not an axis of the grid" + did_you_mean(axis, names));
+      }
+      if (!by_value.is_table()) p.fail(by_value, "preset." + axis, "must hold one table per value");
+      for (const auto& [value_key, settings] : *by_value.as_table()) {
+        const std::string value(value_key.str());
+        if (!settings.is_table()) p.fail(settings, fmt::format("preset.{}.{}", axis, value), "must be a table of settings");
+        p.flatten(*settings.as_table(), "", fmt::format("preset.{}.{}", axis, value), ex.presets[axis][value]);
+      }
+    }
+  }
+  for (auto& a : ex.axes) {
+    const bool has_presets = ex.presets.count(a.name) > 0;
+    for (const auto& v : a.values) {
+      const bool named = v.is_string() && has_presets && ex.presets[a.name].count(v.get<std::string>());
+      if (named) continue;
+      if (has_presets && v.is_string()) {
+        std::vector<std::string> names;
+        for (const auto& [n, s] : ex.presets[a.name]) names.push_back(n);
+        throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name,
+                                          v.get<std::string>(), did_you_mean(v.get<std::string>(), names)));
+      }
+      if (key_aliases().count(a.name)) a.key = key_aliases().at(a.name);
+      else if (kJobScalars.count(a.name)) a.key = a.name;
+      else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot))) a.key = a.name;
+      else {
+        std::vector<std::string> known;
+        for (const auto& [al, t] : key_aliases()) known.push_back(al);
+        throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}",
+                                          a.pos.str(), a.name, a.name, a.name, did_you_mean(a.name, known)));
+      }
+    }
+  }
+
+  auto* stages = doc["stage"].as_table();
+  if (!stages || stages->empty()) throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
+  std::vector<Stage> unordered;
+  for (const auto& [k, v] : *stages) {
+    Stage s;
+    s.name = std::string(k.str());
+    s.pos = p.pos(v);
+    const std::string where = "stage." + s.name;
+    if (!v.is_table()) p.fail(v, where, "must be a table");
+    const auto& t = *v.as_table();
+    if (auto f = t.get("from")) {
+      if (!f->is_string()) p.fail(*f, where + ".from", "must be the name of another stage");
+      s.from = *f->value<std::string>();
+      if (!stages->contains(s.from)) {
+        std::vector<std::string> names;
+        for (const auto& [n, x] : *stages) names.emplace_back(n.str());
+        p.fail(*f, where + ".from", fmt::format("stage '{}' does not exist{}", s.from, did_you_mean(s.from, names)));
+      }
+    }
+    if (auto a = t.get("axes")) {
+      s.axes = string_list(*a, where + ".axes", p);
+      s.axes_given = true;
+      for (const auto& name : s.axes)
+        if (std::none_of(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == name; }))
+          p.fail(*a, where + ".axes", fmt::format("'{}' is not an axis of the grid", name));
+    } else {
+      for (const auto& x : ex.axes) s.axes.push_back(x.name);
+    }
+    if (auto to = t.get("timeout")) {
+      if (!to->is_number() || to->value<double>().value_or(-1) <= 0) p.fail(*to, where + ".timeout", "must be a positive number of seconds");
+      s.timeout_s = *to->value<double>();
+    }
+    p.flatten(t, "", where, s.settings, {"from", "axes", "timeout"});
+    unordered.push_back(std::move(s));
+  }
+  // Dependency order; a cycle is an error naming one of its stages.
+  std::set<std::string> placed;
+  while (ex.stages.size() < unordered.size()) {
+    bool progress = false;
+    for (const auto& s : unordered) {
+      if (placed.count(s.name) || (!s.from.empty() && !placed.count(s.from))) continue;
+      ex.stages.push_back(s);
+      placed.insert(s.name);
+      progress = true;
+    }
+    if (!progress) {
+      for (const auto& s : unordered)
+        if (!placed.count(s.name)) {
+          std::string chain = s.name;
+          std::string at = s.from;
+          std::set<std::string> seen{s.name};
+          while (!at.empty() && !seen.count(at)) {
+            chain += " -> " + at;
+            seen.insert(at);
+            at = std::find_if(unordered.begin(), unordered.end(), [&](const Stage& x) { return x.name == at; })->from;
+          }
+          chain += " -> " + at;
+          throw ExperimentError(fmt::format("{}: stage.{}.from: dependency cycle {}", s.pos.str(), s.name, chain));
+        }
+    }
+  }
+  for (const auto& s : ex.stages)
+    if (!s.from.empty()) {
+      const auto& parent = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& x) { return x.name == s.from; });
+      for (const auto& a : parent.axes)
+        if (std::find(s.axes.begin(), s.axes.end(), a) == s.axes.end())
+          throw ExperimentError(fmt::format("{}: stage.{}.axes: stage '{}' it starts from varies '{}', so this stage must too",
+                                            s.pos.str(), s.name, parent.name, a));
+    }
+
+  auto rules = [&](const char* section, std::vector<CellRule>& out, bool extra) {
+    if (!doc.contains(section)) return;
+    auto* arr = doc[section].as_array();
+    if (!arr) p.fail(*doc.get(section), section, fmt::format("must be written [[{}]]", section));
+    for (size_t i = 0; i < arr->size(); ++i) {
+      auto* t = arr->get(i)->as_table();
+      if (!t) p.fail(*arr->get(i), section, fmt::format("must be written [[{}]]", section));
+      auto r = read_rule(*t, fmt::format("{}[{}]", section, i), ex, p, extra);
+      if (!r.stage.empty() && !stages->contains(r.stage)) p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
+      for (const auto& [axis, value] : r.match) {
+        const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
+        if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
+          p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
+      }
+      out.push_back(std::move(r));
+    }
+  };
+  rules("not_applicable", ex.not_applicable, false);
+  rules("exclude", ex.exclude, false);
+  rules("cell", ex.extra_cells, true);
+  for (size_t i = 0; i < ex.extra_cells.size(); ++i)
+    if (ex.extra_cells[i].stage.empty())
+      throw ExperimentError(fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
+
+  if (auto* t = doc["table"].as_table()) ex.table = p.to_json(*t, "table");
+  return ex;
+}
+
+}  // namespace fwlab

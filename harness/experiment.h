@@ -1,0 +1,76 @@
+// Experiment files (experiments/*.toml): defaults, stages, a grid of axes, presets, rules, profiles; expanded
+// into jobs. The format is documented in harness/README.md. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fwlab {
+
+// A problem in an experiment file: names file:line:column and the key. Exit code 2.
+class ExperimentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SourcePos {
+  std::string file;
+  int64_t line = 0, column = 0;
+  std::string str() const;  // "file:line:column"
+};
+
+// One value set on a job key, with where it came from.
+struct Setting {
+  nlohmann::json value;
+  SourcePos pos;
+  std::string written_as;  // the key as the file wrote it (e.g. "rule" for model.mixer.rule)
+};
+using Settings = std::map<std::string, Setting>;  // job key path (dotted) -> setting
+
+struct Stage {
+  std::string name;
+  std::string from;                  // stage whose job this one starts from ("" = from scratch)
+  std::vector<std::string> axes;     // grid axes that vary this stage
+  bool axes_given = false;
+  Settings settings;
+  double timeout_s = 0;              // per-job timeout (0: none)
+  SourcePos pos;
+};
+
+struct Axis {
+  std::string name;
+  std::vector<nlohmann::json> values;
+  std::string key;  // job key set by scalar values ("" when every value is a preset)
+  SourcePos pos;
+};
+
+struct CellRule {  // not_applicable / exclude / cell entries: axis values (+ settings for extra cells)
+  std::map<std::string, nlohmann::json> match;
+  std::string stage;
+  Settings settings;
+  SourcePos pos;
+};
+
+struct Experiment {
+  std::string name, description, file;
+  Settings defaults;
+  std::vector<Stage> stages;  // in dependency order (a stage after the one it starts from)
+  std::vector<Axis> axes;
+  std::map<std::string, std::map<std::string, Settings>> presets;  // axis -> value name -> settings
+  std::vector<CellRule> not_applicable, exclude, extra_cells;
+  std::vector<std::string> profiles;
+  nlohmann::json table = nlohmann::json::object();  // [table] section, for the analysis commands
+};
+
+// Parses `path` with profile `profile` ("" for none) applied. Throws ExperimentError.
+Experiment load_experiment(const std::string& path, const std::string& profile);
+
+// The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).
+const std::map<std::string, std::string>& key_aliases();
+
+}  // namespace fwlab

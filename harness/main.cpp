@@ -1,0 +1,346 @@
+// fwlab: experiment files -> jobs -> fwlab-worker processes -> SQLite, and questions about the results.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness/db.h"
+#include "harness/executor.h"
+#include "harness/experiment.h"
+#include "harness/ingest.h"
+#include "harness/plan.h"
+#include "worker/events.h"
+
+namespace fs = std::filesystem;
+using namespace fwlab;
+
+namespace {
+
+const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  done: every job finished (diverged jobs are results too)\n"
+    "  1  some jobs failed, crashed, timed out or were blocked (the database says which)\n"
+    "  2  bad input: the experiment file or an argument (the message names file:line:column and key)\n"
+    "  130  interrupted (SIGINT/SIGTERM); running jobs were stopped and marked interrupted\n";
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string default_worker() {
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  auto candidate = self.parent_path().parent_path() / "worker" / "fwlab-worker";
+  return fs::exists(candidate) ? candidate.string() : "fwlab-worker";
+}
+
+std::string fmt_elements(int64_t n) {
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", static_cast<double>(n) / 1e6);
+  if (n >= 10'000) return fmt::format("{:.1f}k", static_cast<double>(n) / 1e3);
+  return std::to_string(n);
+}
+
+struct Common {
+  std::string db_path = "results/fwlab.db";
+};
+
+int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int threads, const Common& c,
+              const std::string& runs, bool dry_run, bool retry_failed, bool retry_diverged, double timeout, int retries,
+              const std::string& worker) {
+  Experiment ex;
+  std::vector<PlannedJob> planned;
+  try {
+    ex = load_experiment(file, profile);
+    planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kVersion);
+  } catch (const ExperimentError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  }
+  if (dry_run) {
+    std::map<std::string, std::string> known;
+    if (fs::exists(c.db_path)) {
+      Db db(c.db_path, true);
+      auto q = db.prepare("SELECT id, status FROM jobs");
+      while (q.step()) known[q.text(0)] = q.text(1);
+    }
+    fmt::print("{} ({} profile): {} cells\n", ex.name, profile.empty() ? "no" : profile, planned.size());
+    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
+    for (const auto& j : planned) {
+      const auto status = !j.applicable ? "n/a" : known.count(j.id) ? known[j.id] : "new";
+      const auto state = j.applicable ? fmt::format("{} ({}B)", fmt_elements(j.state.elements_at(j.context)),
+                                                    fmt_elements(j.state.elements_at(j.context) * 4))
+                                      : "-";
+      fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-",
+                 status, j.applicable ? fmt_elements(j.params) : "-", state);
+    }
+    return 0;
+  }
+  ExecOptions opt;
+  opt.worker = worker.empty() ? default_worker() : worker;
+  opt.runs_dir = runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : runs;
+  if (fs::path(c.db_path).parent_path().empty() && runs.empty()) opt.runs_dir = "runs";
+  opt.experiment = ex.name;
+  opt.profile = profile;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  opt.jobs = std::max(1, jobs);
+  opt.threads_per_job = threads > 0 ? threads : std::max(1, cores / opt.jobs);
+  opt.timeout_s = timeout;
+  opt.retries = retries;
+  opt.retry_failed = retry_failed;
+  opt.retry_diverged = retry_diverged;
+  opt.progress = ::isatty(STDOUT_FILENO) != 0;
+  fs::create_directories(opt.runs_dir);
+  Db db(c.db_path);
+  auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status) VALUES(?,?,?,?,?,?,?, 'running')");
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  ins.bind(1, ex.name).bind(2, file).bind(3, profile).bind(4, fmt::format("sweep {} --profile {} --jobs {}", file, profile, opt.jobs))
+      .bind(5, std::string(host)).bind(6, static_cast<int64_t>(getpid())).bind(7, unix_time());
+  ins.run();
+  const int64_t sweep_id = sqlite3_last_insert_rowid(db.handle());
+  install_signal_handlers();
+  auto s = run_sweep(db, sweep_id, planned, opt);
+  const char* status = s.interrupted_by_signal ? "interrupted" : (s.failed + s.crashed + s.timeout + s.blocked) ? "failed" : "finished";
+  auto upd = db.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
+  upd.bind(1, unix_time()).bind(2, std::string(status)).bind(3, sweep_id);
+  upd.run();
+  fmt::print("{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} interrupted, {} already done, {} n/a\n",
+             ex.name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.interrupted, s.skipped, s.na);
+  if (s.interrupted_by_signal) return 130;
+  return std::string(status) == "finished" ? 0 : 1;
+}
+
+int cmd_status(const std::string& file, const std::string& profile, const Common& c) {
+  if (!fs::exists(c.db_path)) {
+    fmt::print(stderr, "fwlab: --db {}: no results database yet (run a sweep first)\n", c.db_path);
+    return 2;
+  }
+  std::string experiment;
+  if (!file.empty()) {
+    try {
+      experiment = load_experiment(file, profile).name;
+    } catch (const ExperimentError& e) {
+      fmt::print(stderr, "fwlab: {}\n", e.what());
+      return 2;
+    }
+  }
+  Db db(c.db_path, true);
+  auto q = db.prepare(
+      "SELECT c.experiment, c.profile, COALESCE(j.status, 'n/a'), COUNT(*), "
+      "AVG(CASE WHEN j.status IN ('finished','diverged') THEN j.finished - j.started END) "
+      "FROM cells c LEFT JOIN jobs j ON j.id = c.job_id WHERE (? = '' OR c.experiment = ?) "
+      "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");
+  q.bind(1, experiment).bind(2, experiment);
+  std::map<std::pair<std::string, std::string>, std::map<std::string, int64_t>> counts;
+  std::map<std::pair<std::string, std::string>, double> mean_s;
+  while (q.step()) {
+    counts[{q.text(0), q.text(1)}][q.text(2)] = q.integer(3);
+    if (!q.is_null(4)) mean_s[{q.text(0), q.text(1)}] = q.real(4);
+  }
+  if (counts.empty()) fmt::print("no sweeps{}\n", experiment.empty() ? "" : " of " + experiment);
+  for (const auto& [key, by_status] : counts) {
+    int64_t total = 0, left = 0;
+    std::string parts;
+    for (const auto& [st, n] : by_status) {
+      total += n;
+      if (st == "pending" || st == "running" || st == "interrupted") left += n;
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, st);
+    }
+    std::string eta = left == 0 ? "done" : mean_s.count(key) ? fmt::format("ETA ~{:.0f} s (serial)", mean_s[key] * static_cast<double>(left)) : "ETA unknown";
+    fmt::print("{} [{}]: {} cells: {}; {}\n", key.first, key.second.empty() ? "no profile" : key.second, total, parts, eta);
+  }
+  return 0;
+}
+
+int cmd_query(const std::string& sql, const std::string& format, const Common& c) {
+  if (!fs::exists(c.db_path)) {
+    fmt::print(stderr, "fwlab: --db {}: no results database\n", c.db_path);
+    return 2;
+  }
+  Db db(c.db_path, true);
+  try {
+    auto q = db.prepare(sql);
+    std::vector<std::string> names;
+    for (int i = 0; i < q.columns(); ++i) names.push_back(q.name(i));
+    std::vector<std::vector<nlohmann::json>> rows;
+    while (q.step()) {
+      std::vector<nlohmann::json> row;
+      for (int i = 0; i < q.columns(); ++i) row.push_back(q.value(i));
+      rows.push_back(std::move(row));
+    }
+    auto cell = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); };
+    if (format == "json") {
+      auto out = nlohmann::json::array();
+      for (const auto& r : rows) {
+        nlohmann::json o = nlohmann::json::object();
+        for (size_t i = 0; i < names.size(); ++i) o[names[i]] = r[i];
+        out.push_back(o);
+      }
+      fmt::print("{}\n", out.dump(2));
+    } else if (format == "csv") {
+      auto quote = [](const std::string& s) {
+        if (s.find_first_of(",\"\n") == std::string::npos) return s;
+        std::string q = "\"";
+        for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        return q + "\"";
+      };
+      std::string line;
+      for (size_t i = 0; i < names.size(); ++i) line += (i ? "," : "") + quote(names[i]);
+      fmt::print("{}\n", line);
+      for (const auto& r : rows) {
+        line.clear();
+        for (size_t i = 0; i < r.size(); ++i) line += (i ? "," : "") + quote(cell(r[i]));
+        fmt::print("{}\n", line);
+      }
+    } else {
+      std::vector<size_t> width(names.size());
+      for (size_t i = 0; i < names.size(); ++i) width[i] = names[i].size();
+      for (const auto& r : rows)
+        for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], std::min<size_t>(60, cell(r[i]).size()));
+      auto print_row = [&](const std::vector<std::string>& cells) {
+        std::string line;
+        for (size_t i = 0; i < cells.size(); ++i) line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
+        fmt::print("{}\n", line);
+      };
+      print_row(names);
+      std::vector<std::string> rule;
+      for (auto w : width) rule.push_back(std::string(w, '-'));
+      print_row(rule);
+      for (const auto& r : rows) {
+        std::vector<std::string> cells;
+        for (const auto& v : r) cells.push_back(cell(v));
+        print_row(cells);
+      }
+    }
+  } catch (const DbError& e) {
+    fmt::print(stderr, "fwlab: query: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+int cmd_show(const std::string& prefix, const Common& c) {
+  if (!fs::exists(c.db_path)) {
+    fmt::print(stderr, "fwlab: --db {}: no results database\n", c.db_path);
+    return 2;
+  }
+  Db db(c.db_path, true);
+  auto q = db.prepare("SELECT id, experiment, stage, coords, status, cause, reason, attempts, exit_code, dir, config, params, "
+                      "state_elements, started, finished, host FROM jobs WHERE id LIKE ? || '%'");
+  q.bind(1, prefix);
+  std::vector<nlohmann::json> found;
+  while (q.step()) {
+    nlohmann::json j;
+    for (int i = 0; i < q.columns(); ++i) j[q.name(i)] = q.value(i);
+    found.push_back(j);
+  }
+  if (found.empty()) {
+    fmt::print(stderr, "fwlab: show {}: no job with that id or prefix\n", prefix);
+    return 2;
+  }
+  if (found.size() > 1) {
+    fmt::print(stderr, "fwlab: show {}: ambiguous prefix, {} jobs match\n", prefix, found.size());
+    return 2;
+  }
+  const auto& j = found[0];
+  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  fmt::print("job {}\n  experiment {}  stage {}  cell {}\n  status {}  cause {}  attempts {}  exit code {}\n  reason {}\n  params {}  state elements {}  host {}\n  dir {}\n",
+             str(j["id"]), str(j["experiment"]), str(j["stage"]), coords_label(nlohmann::json::parse(str(j["coords"]))),
+             str(j["status"]), str(j["cause"]), str(j["attempts"]), str(j["exit_code"]), str(j["reason"]), str(j["params"]),
+             str(j["state_elements"]), str(j["host"]), str(j["dir"]));
+  fmt::print("  config {}\n", str(j["config"]));
+  auto m = db.prepare("SELECT key, COUNT(*), MIN(step), MAX(step) FROM metrics WHERE job_id = ? GROUP BY key ORDER BY key");
+  m.bind(1, str(j["id"]));
+  fmt::print("curves:\n");
+  while (m.step()) {
+    auto first = db.prepare("SELECT value FROM metrics WHERE job_id = ? AND key = ? ORDER BY step LIMIT 1");
+    first.bind(1, str(j["id"])).bind(2, m.text(0));
+    first.step();
+    auto last = db.prepare("SELECT value FROM metrics WHERE job_id = ? AND key = ? ORDER BY step DESC LIMIT 1");
+    last.bind(1, str(j["id"])).bind(2, m.text(0));
+    last.step();
+    fmt::print("  {:<16} {} points, steps {}..{}: {} -> {}\n", m.text(0), m.integer(1), m.integer(2), m.integer(3), str(first.value(0)),
+               str(last.value(0)));
+  }
+  auto e = db.prepare("SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split DESC, step");
+  e.bind(1, str(j["id"]));
+  fmt::print("evaluations:\n");
+  while (e.step())
+    fmt::print("  {:<5} step {:>6} {:<4} loss {} ppl {} bpc {} acc {}\n", e.text(0), e.integer(1), e.text(2), str(e.value(3)),
+               str(e.value(4)), str(e.value(5)), str(e.value(6)));
+  auto d = db.prepare("SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE job_id = ?");
+  d.bind(1, str(j["id"]));
+  while (d.step())
+    fmt::print("divergence: step {} cause {} value {} last finite loss {} lr {} layer {}\n", d.integer(0), d.text(1), d.text(2),
+               str(d.value(3)), str(d.value(4)), d.is_null(5) ? d.text(6) : d.text(5));
+  std::ifstream log(fs::path(str(j["dir"])) / "worker.log");
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(log, line)) {
+    tail.push_back(line);
+    if (tail.size() > 10) tail.pop_front();
+  }
+  fmt::print("log tail:\n");
+  for (const auto& l : tail) fmt::print("  | {}\n", l);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fwlab: run experiment grids of fast-weight models and ask the results database questions"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  Common common;
+  auto add_db = [&](CLI::App* sub) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); };
+
+  std::string file, profile, runs, worker, sql, format = "table", job;
+  int jobs = 1, threads = 0, retries = 1;
+  double timeout = 0;
+  bool dry_run = false, retry_failed = false, retry_diverged = false;
+  auto* sweep = app.add_subcommand("sweep", "expand an experiment file into jobs and run them");
+  sweep->add_option("FILE", file, "experiment file (experiments/*.toml)")->required()->check(CLI::ExistingFile);
+  sweep->add_option("--profile", profile, "profile of the file: smoke, quick, paper, ...");
+  sweep->add_option("--jobs,-j", jobs, "workers at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  sweep->add_option("--threads", threads, "threads per job (default: cores / jobs)")->check(CLI::Range(1, 1024));
+  sweep->add_option("--runs", runs, "job directories (default: runs/ beside the database)");
+  sweep->add_option("--timeout", timeout, "per-job timeout in seconds (0: none; a stage's timeout wins)")->check(CLI::NonNegativeNumber);
+  sweep->add_option("--retries", retries, "extra attempts after a crash or timeout")->capture_default_str()->check(CLI::Range(0, 100));
+  sweep->add_option("--worker", worker, "fwlab-worker executable");
+  sweep->add_flag("--dry-run", dry_run, "print the expanded grid with status, parameters and state size; run nothing");
+  sweep->add_flag("--retry-failed", retry_failed, "run again jobs that failed (bad spec or data)");
+  sweep->add_flag("--retry-diverged", retry_diverged, "run again jobs that diverged");
+  add_db(sweep);
+
+  auto* status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
+  status->add_option("FILE", file, "only this experiment file")->check(CLI::ExistingFile);
+  status->add_option("--profile", profile, "profile of the file");
+  add_db(status);
+
+  auto* query = app.add_subcommand("query", "run a read-only SQL query on the results database");
+  query->add_option("SQL", sql, "the query")->required();
+  query->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
+  add_db(query);
+
+  auto* show = app.add_subcommand("show", "one job: config, status, cause, curves, log tail");
+  show->add_option("JOB", job, "job id or a unique prefix")->required();
+  add_db(show);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (*sweep) return cmd_sweep(file, profile, jobs, threads, common, runs, dry_run, retry_failed, retry_diverged, timeout, retries, worker);
+    if (*status) return cmd_status(file, profile, common);
+    if (*query) return cmd_query(sql, format, common);
+    return cmd_show(job, common);
+  } catch (const DbError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 1;
+  }
+}

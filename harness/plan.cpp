@@ -1,0 +1,213 @@
+#include "harness/plan.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "worker/job_spec.h"
+
+namespace fwlab {
+
+namespace fs = std::filesystem;
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+std::string coords_label(const nlohmann::json& coords) {
+  std::string out;
+  for (const auto& [k, v] : coords.items()) out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  return out.empty() ? "-" : out;
+}
+
+std::string data_identity(const nlohmann::json& data, const std::string& repo_root) {
+  const std::string source = data.value("source", "brown");
+  if (source == "mqar") return "mqar";  // generated: the spec's mqar keys are part of the config already
+  std::string path = data.value("path", "");
+  if (path.empty() && source == "brown") path = repo_root + "/data/brown";
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
+  } else if (fs::exists(path, ec)) {
+    files.push_back(path);
+  }
+  std::sort(files.begin(), files.end());
+  std::string fingerprint = source;
+  constexpr uintmax_t kHashLimit = 64u << 20;  // hash contents up to 64 MiB in all; beyond, names/sizes/mtimes
+  uintmax_t total = 0;
+  for (const auto& f : files) total += fs::file_size(f, ec);
+  for (const auto& f : files) {
+    fingerprint += "|" + f.filename().string() + ":" + std::to_string(fs::file_size(f, ec));
+    if (total <= kHashLimit) {
+      std::ifstream in(f, std::ios::binary);
+      fingerprint += ":" + sha256_hex(std::string((std::istreambuf_iterator<char>(in)), {}));
+    } else {
+      fingerprint += ":" + std::to_string(fs::last_write_time(f, ec).time_since_epoch().count());
+    }
+  }
+  return sha256_hex(fingerprint).substr(0, 16);
+}
+
+namespace {
+
+void set_path(nlohmann::json& j, const std::string& dotted, const nlohmann::json& value) {
+  nlohmann::json* at = &j;
+  size_t start = 0;
+  for (;;) {
+    const auto dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      (*at)[part] = value;
+      return;
+    }
+    if (!(*at)[part].is_object()) (*at)[part] = nlohmann::json::object();
+    at = &(*at)[part];
+    start = dot + 1;
+  }
+}
+
+bool matches(const CellRule& r, const std::string& stage, const nlohmann::json& coords) {
+  if (!r.stage.empty() && r.stage != stage) return false;
+  for (const auto& [axis, value] : r.match)
+    if (!coords.contains(axis) || coords[axis] != value) return false;
+  return true;
+}
+
+// The setting a job-spec error is about: the exact key, the mixer key behind a resolved layer, or a prefix.
+const Setting* setting_for(const Settings& s, const std::string& field) {
+  std::string key = field;
+  if (key.rfind("model.layers[", 0) == 0) key = "model.mixer." + key.substr(key.find("].") + 2);
+  for (;;) {
+    if (auto it = s.find(key); it != s.end()) return &it->second;
+    const auto dot = key.rfind('.');
+    if (dot == std::string::npos) return nullptr;
+    key = key.substr(0, dot);
+  }
+}
+
+[[noreturn]] void spec_failure(const ConfigError& e, const Settings& s, const Stage& stage, const nlohmann::json& coords) {
+  const std::string message = std::string(e.what()).substr(e.field().empty() ? 0 : e.field().size() + 2);
+  const auto* at = setting_for(s, e.field());
+  const auto where = at ? at->pos.str() : stage.pos.str();
+  const auto key = at ? at->written_as : "stage." + stage.name;
+  throw ExperimentError(fmt::format("{}: {}: {} (job key {}, stage {}, cell {})", where, key, message, e.field(), stage.name,
+                                    coords_label(coords)));
+}
+
+}  // namespace
+
+std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version) {
+  std::vector<PlannedJob> jobs;
+  std::map<std::string, std::map<std::string, size_t>> by_stage;  // stage -> coords dump -> index in jobs
+  std::map<std::string, std::string> data_ids;
+  for (const auto& stage : ex.stages) {
+    // Cells: the cartesian product of the stage's axes, then the extra cells of this stage.
+    std::vector<std::pair<nlohmann::json, const CellRule*>> cells = {{nlohmann::json::object(), nullptr}};
+    for (const auto& name : stage.axes) {
+      const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
+      std::vector<std::pair<nlohmann::json, const CellRule*>> next;
+      for (const auto& [c, r] : cells)
+        for (const auto& v : axis.values) {
+          auto coords = c;
+          coords[name] = v;
+          next.emplace_back(coords, nullptr);
+        }
+      cells = std::move(next);
+    }
+    for (const auto& extra : ex.extra_cells) {
+      if (extra.stage != stage.name) continue;
+      nlohmann::json coords = nlohmann::json::object();
+      for (const auto& name : stage.axes) {
+        if (!extra.match.count(name))
+          throw ExperimentError(fmt::format("{}: cell: an extra cell of stage '{}' must give a value for axis '{}'", extra.pos.str(), stage.name, name));
+        coords[name] = extra.match.at(name);
+      }
+      cells.emplace_back(coords, &extra);
+    }
+
+    for (const auto& [coords, extra] : cells) {
+      if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(), [&](const CellRule& r) { return matches(r, stage.name, coords); }))
+        continue;
+      PlannedJob job;
+      job.stage = stage.name;
+      job.coords = coords;
+      job.timeout_s = stage.timeout_s;
+      job.applicable = !std::any_of(ex.not_applicable.begin(), ex.not_applicable.end(),
+                                    [&](const CellRule& r) { return matches(r, stage.name, coords); });
+      Settings all = ex.defaults;
+      for (const auto& [k, v] : stage.settings) all[k] = v;
+      for (const auto& [name, value] : coords.items()) {
+        const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
+        auto preset = ex.presets.find(name);
+        if (value.is_string() && preset != ex.presets.end() && preset->second.count(value.get<std::string>())) {
+          for (const auto& [k, v] : preset->second.at(value.get<std::string>())) all[k] = v;
+        } else {
+          all[axis.key] = Setting{value, axis.pos, "grid." + name};
+        }
+      }
+      if (extra)
+        for (const auto& [k, v] : extra->settings) all[k] = v;
+      job.spec = nlohmann::json::object();
+      for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
+
+      nlohmann::json model = job.spec.value("model", nlohmann::json::object());
+      if (!stage.from.empty()) {
+        nlohmann::json parent_coords = nlohmann::json::object();
+        const auto& parent_stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
+        for (const auto& a : parent_stage.axes) parent_coords[a] = coords[a];
+        auto it = by_stage[stage.from].find(parent_coords.dump());
+        if (it == by_stage[stage.from].end())
+          throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(), stage.name,
+                                            stage.from, coords_label(parent_coords)));
+        const auto& parent = jobs[it->second];
+        if (!parent.applicable) job.applicable = false;
+        job.depends_on = parent.id;
+        // The model the worker will build: the parent's configuration overridden by this job's model keys.
+        auto merged = to_json(model_config_from_json(parent.spec.value("model", nlohmann::json::object())));
+        if (model.contains("mixer") || model.contains("layers")) merged.erase("layers");
+        for (const auto& [k, v] : model.items()) merged[k] = v;
+        model = merged;
+      }
+      if (job.applicable) {
+        try {
+          auto check = job.spec;
+          if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
+          parse_job_spec(check, repo_root);
+          auto cfg = model_config_from_json(model);
+          job.params = count_parameters(cfg);
+          job.state = state_size(cfg);
+          job.context = cfg.context;
+        } catch (const ConfigError& e) {
+          if (e.field().rfind("model", 0) == 0 || stage.from.empty()) spec_failure(e, all, stage, coords);
+          spec_failure(ConfigError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2)), all, stage, coords);
+        }
+      }
+      // Identity: the canonical (key-sorted) configuration without run-time settings, plus the parent job,
+      // the data and the fwlab version.
+      auto canonical = job.spec;
+      canonical.erase("threads");
+      canonical.erase("device");
+      const auto data = canonical.value("data", nlohmann::json::object());
+      const auto data_key = data.dump();
+      if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
+      canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
+      job.id = sha256_hex(canonical.dump()).substr(0, 16);
+      by_stage[stage.name][coords.dump()] = jobs.size();
+      jobs.push_back(std::move(job));
+    }
+  }
+  return jobs;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,39 @@
+// Expansion of an experiment into jobs: grid cells per stage, presets, rules, dependencies, identities.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/experiment.h"
+#include "models/model_config.h"
+
+namespace fwlab {
+
+struct PlannedJob {
+  std::string stage;
+  nlohmann::json coords = nlohmann::json::object();  // axis -> value, the stage's axes only
+  bool applicable = true;                            // false: N/A, never run
+  nlohmann::json spec;                               // job.json, without init_checkpoint
+  std::string depends_on;                            // id of the job this one starts from ("" none)
+  std::string id;                                    // identity: hash of the canonical config
+  double timeout_s = 0;
+  int64_t params = 0;
+  StateSize state;
+  int64_t context = 0;
+};
+
+// Every job of the experiment, stages in dependency order. Validation errors (ExperimentError) name the
+// file:line:column of the setting at fault. `repo_root` resolves default data paths; `fwlab_version` enters
+// every identity.
+std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version);
+
+// Hex SHA-256 of a string (OpenSSL).
+std::string sha256_hex(const std::string& data);
+// Identity of a job's data: a content hash of the files it reads (size/mtime for very large files).
+std::string data_identity(const nlohmann::json& data_spec, const std::string& repo_root);
+
+// Human-readable cell label: "rule=add variant=baseline".
+std::string coords_label(const nlohmann::json& coords);
+
+}  // namespace fwlab
