@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS sweeps(
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, experiment TEXT, stage TEXT, coords TEXT, config TEXT, depends_on TEXT,
   status TEXT NOT NULL, cause TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, exit_code INTEGER,
-  created REAL, started REAL, finished REAL, host TEXT, dir TEXT, owner_pid INTEGER,
+  created REAL, started REAL, finished REAL, host TEXT, dir TEXT, owner_pid INTEGER, owner_host TEXT,
   params INTEGER, state_elements INTEGER, events_offset INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS cells(
   experiment TEXT NOT NULL, profile TEXT NOT NULL, stage TEXT NOT NULL, coords TEXT NOT NULL, job_id TEXT,

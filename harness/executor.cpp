@@ -112,7 +112,7 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
   const int gpus = gpu_count();
 
   auto status_of = [&](const std::string& id) {
-    auto q = db.prepare("SELECT status, owner_pid, host, attempts FROM jobs WHERE id = ?");
+    auto q = db.prepare("SELECT status, owner_pid, owner_host, attempts FROM jobs WHERE id = ?");
     q.bind(1, id);
     q.step();
     return std::make_tuple(q.text(0), q.is_null(1) ? int64_t{0} : q.integer(1), q.text(2), q.integer(3));
@@ -190,7 +190,8 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
     r.gpu = gpu;
     r.child = std::make_unique<bp::child>(bp::exe = opt.worker, bp::args = {"run", dir.string()},
                                           (bp::std_out & bp::std_err) > log, bp::std_in < bp::null, env);
-    auto u = db.prepare("UPDATE jobs SET status = 'running', owner_pid = ?, host = ?, started = ?, attempts = attempts + 1 WHERE id = ?");
+    // owner_*: the orchestrator that runs the job (host: where the worker says it ran, from its record).
+    auto u = db.prepare("UPDATE jobs SET status = 'running', owner_pid = ?, owner_host = ?, started = ?, attempts = attempts + 1 WHERE id = ?");
     u.bind(1, me).bind(2, host).bind(3, now()).bind(4, j.id);
     u.run();
     running.push_back(std::move(r));
@@ -203,7 +204,7 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
       auto [status, owner, owner_host, attempts] = status_of(j.id);
       if (status == "running" && owner != me && owner_host == host && pid_alive(owner)) return;
       if (status == "finished") return;
-      auto u = db.prepare("UPDATE jobs SET status = 'running', owner_pid = ?, host = ? WHERE id = ?");
+      auto u = db.prepare("UPDATE jobs SET status = 'running', owner_pid = ?, owner_host = ? WHERE id = ?");
       u.bind(1, me).bind(2, host).bind(3, j.id);
       u.run();
       ok = true;

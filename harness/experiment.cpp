@@ -118,7 +118,7 @@ class Parser {
         flatten(*node.as_table(), path, shown, out);
         continue;
       }
-      out[path] = Setting{to_json(node, shown), pos(node), shown.substr(shown.find('.') + 1)};
+      out[path] = Setting{to_json(node, shown), pos(node), shown};
     }
   }
 
@@ -316,6 +316,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
     if (!v.is_table()) p.fail(v, where, "must be a table");
     const auto& t = *v.as_table();
     if (auto f = t.get("from")) {
+      s.from_pos = p.pos(*f);
       if (!f->is_string()) p.fail(*f, where + ".from", "must be the name of another stage");
       s.from = *f->value<std::string>();
       if (!stages->contains(s.from)) {
@@ -362,7 +363,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
             at = std::find_if(unordered.begin(), unordered.end(), [&](const Stage& x) { return x.name == at; })->from;
           }
           chain += " -> " + at;
-          throw ExperimentError(fmt::format("{}: stage.{}.from: dependency cycle {}", s.pos.str(), s.name, chain));
+          throw ExperimentError(fmt::format("{}: stage.{}.from: dependency cycle {}", s.from_pos.str(), s.name, chain));
         }
     }
   }

@@ -39,7 +39,7 @@ struct Stage {
   bool axes_given = false;
   Settings settings;
   double timeout_s = 0;              // per-job timeout (0: none)
-  SourcePos pos;
+  SourcePos pos, from_pos;
 };
 
 struct Axis {

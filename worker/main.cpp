@@ -2,6 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +54,18 @@ int run(const std::string& job_dir) {
   torch::set_num_threads(static_cast<int>(spec.threads > 0 ? spec.threads : std::thread::hardware_concurrency()));
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // If the orchestrator dies (even by kill -9), stop at the next step boundary rather than run on unwatched.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // One worker per job directory: a second one (a re-run racing an orphan) waits until the first has left.
+  const int lock_fd = ::open((fs::path(job_dir) / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
+    fmt::print(stderr, "fwlab-worker: {}: cannot lock the job directory\n", job_dir);
+    return kExitCrashed;
+  }
+  if (already_finished(job_dir)) {  // the worker we waited for may have finished the job
+    fmt::print(stderr, "fwlab-worker: {} already finished; nothing to do\n", job_dir);
+    return kExitFinished;
+  }
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
   auto fail = [&](const char* cause, const std::string& message, int code) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""A stand-in for fwlab-worker in the orchestrator's reliability tests (the model is not the point there).
+
+Behaviour by the job's seed: 0 finish, 1 crash (exit 1), 2 hang, 3 diverge (exit 3), 4 killed on the first
+attempt then finish, 5 finish slowly (0.05 s per step). Writes events.jsonl and status.json as the real one.
+"""
+import ctypes, fcntl, json, os, signal, sys, time
+
+job_dir = sys.argv[2]
+ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG, as the real worker
+lock = open(os.path.join(job_dir, "lock"), "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+spec = json.load(open(os.path.join(job_dir, "job.json")))
+behaviour = spec.get("seed", 0)
+steps = spec.get("train", {}).get("steps", 5)
+path = os.path.join(job_dir, "events.jsonl")
+status_path = os.path.join(job_dir, "status.json")
+if os.path.exists(status_path) and json.load(open(status_path)).get("status") == "finished":
+    sys.exit(0)
+seq = sum(1 for _ in open(path)) if os.path.exists(path) else 0
+events = open(path, "a")
+
+
+def write(e):
+    global seq
+    e.update(seq=seq, time=time.time())
+    seq += 1
+    events.write(json.dumps(e) + "\n")
+    events.flush()
+
+
+def status(s):
+    with open(status_path + ".tmp", "w") as f:
+        json.dump(s, f)
+    os.replace(status_path + ".tmp", status_path)
+
+
+write({"type": "start", "host": "fake", "params": 1})
+status({"status": "running"})
+if behaviour == 1:
+    sys.exit(1)
+if behaviour == 2:
+    time.sleep(3600)
+if behaviour == 4 and not os.path.exists(os.path.join(job_dir, "attempted")):
+    open(os.path.join(job_dir, "attempted"), "w").close()
+    os.kill(os.getpid(), signal.SIGKILL)
+for step in range(1, steps + 1):
+    write({"type": "metric", "step": step, "key": "train_loss", "value": 1.0 / step})
+    if behaviour == 5:
+        time.sleep(0.05)
+if behaviour == 3:
+    write({"type": "divergence", "step": steps, "cause": "loss_spike", "value": 9.0, "last_finite_loss": 1.0, "lr": 0.1})
+    write({"type": "end", "status": "diverged", "exit_code": 3})
+    status({"status": "diverged", "cause": "loss_spike", "reason": f"loss_spike at step {steps}", "exit_code": 3})
+    sys.exit(3)
+write({"type": "eval", "split": "valid", "step": steps, "loss": 0.5, "tokens": 10})
+write({"type": "end", "status": "finished", "exit_code": 0})
+status({"status": "finished", "exit_code": 0})

@@ -1,0 +1,257 @@
+// The fwlab orchestrator as users run it: malformed experiment files, job outcomes with a fake worker,
+// kill -9 of the orchestrator, two sweeps on one database.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "harness/db.h"
+#include "tests/test_support.h"
+
+using namespace fwlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBase = R"([experiment]
+name = "t"
+
+[defaults]
+steps = 5
+seed = 0
+
+[stage.pretrain]
+axes = []
+mixer = "softmax"
+
+[stage.finetune]
+from = "pretrain"
+mixer = "fast_weight"
+m = 4
+
+[grid]
+rule = ["add", "decay"]
+variant = ["a", "b"]
+
+[preset.variant.a]
+norm = "none"
+
+[preset.variant.b]
+norm = "attn"
+
+[[not_applicable]]
+rule = "decay"
+variant = "b"
+)";
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
+
+int64_t count(Db& db, const std::string& sql) {
+  auto q = db.prepare(sql);
+  q.step();
+  return q.integer(0);
+}
+
+}  // namespace
+
+TEST_CASE("fwlab: malformed experiment files give one clear error naming file:line:column and key, and run nothing", "[harness]") {
+  struct Case {
+    std::string text;
+    std::string expected;  // the whole message after "fwlab: <file>:"
+    std::string profile = "";
+  };
+  const std::vector<Case> cases = {
+      {with(kBase, "steps = 5", "steps = "), "5:9: TOML syntax error: "},
+      {with(kBase, "[grid]", "[grdi]"), "17:1: grdi: unknown section (did you mean 'grid'?)"},
+      {with(kBase, "steps = 5", "stpes = 5"), "5:9: defaults.stpes: unknown key (did you mean 'steps'?)"},
+      {with(kBase, "steps = 5", "steps = \"five\""), "5:9: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)"},
+      {with(kBase, "steps = 5", "steps = 5\nlr = -1"), "6:6: defaults.lr: must be positive, got -1 (job key optim.lr, stage pretrain, cell -)"},
+      {with(kBase, "rule = \"decay\"\nvariant = \"b\"", "rule = \"add\"\nvariant = \"b\""),
+       "25:8: preset.variant.b.norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none' (job key model.layers[0].norm, stage finetune, cell rule=decay variant=b)"},
+      {with(with(kBase, "axes = []", "axes = []\nfrom = \"finetune\""), "[stage.finetune]", "[stage.finetune]"),
+       "14:8: stage.finetune.from: dependency cycle finetune -> pretrain -> finetune"},
+      {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"c\"]"), "19:11: grid.variant: preset 'c' does not exist (did you mean 'a'?)"},
+      {with(kBase, "from = \"pretrain\"", "from = \"pretrian\""), "13:8: stage.finetune.from: stage 'pretrian' does not exist (did you mean 'pretrain'?)"},
+      {with(kBase, "axes = []", "axes = [\"rul\"]"), "9:8: stage.pretrain.axes: 'rul' is not an axis of the grid"},
+      {with(kBase, "variant = \"b\"\n", "varient = \"b\"\n"), "29:11: not_applicable[0].varient: is not an axis of the grid (did you mean 'variant'?)"},
+      {with(kBase, "rule = \"decay\"\nvariant", "rule = \"hebb\"\nvariant"), "27:1: not_applicable[0].rule: \"hebb\" is not a value of axis 'rule'"},
+      {with(kBase, "rule = [\"add\", \"decay\"]", "rule = []"), "18:8: grid.rule: must be a non-empty list of values"},
+      {with(kBase, "rule = [\"add\", \"decay\"]", "rule = [\"add\", \"add\"]"), "18:8: grid.rule: value \"add\" appears twice"},
+      {kBase, "1:1: --profile fast: no such profile (defined: none)", "fast"},
+      {kBase + "\n[profile.x]\n\"stage.nope.steps\" = 1\n", "32:22: profile.x.\"stage.nope.steps\": 'stage.nope' is not defined in the file", "x"},
+      {with(kBase, "[experiment]\nname = \"t\"", ""), "1:1: experiment: missing [experiment] section with a name"},
+      {with(kBase, "name = \"t\"", "name = \"my table\""), "1:1: experiment.name: must be a non-empty name without spaces or slashes"},
+      {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"b\"]\nfoo = [1, 2]"),
+       "20:7: grid.foo: axis 'foo' sets no job key and has no [preset.foo.*] tables"},
+      {with(kBase, "[preset.variant.a]", "[preset.varaint.a]"), "21:1: preset.varaint: is not an axis of the grid (did you mean 'variant'?)"},
+      {with(kBase, "m = 4", "m = 4\ntimeout = -5"), "16:11: stage.finetune.timeout: must be a positive number of seconds"},
+      {with(kBase, "norm = \"none\"", "norm = \"none\"\nfeature_map = \"elu1\""),
+       "15:5: stage.finetune.m: feature map 'elu1' keeps the head dimension: m must be head_dim = 32, got 4 (job key model.layers[0].m, stage finetune, cell rule=add variant=a)"},
+      {with(with(kBase, "axes = []", "axes = [\"rule\"]"), "m = 4", "m = 4\naxes = [\"variant\"]"),
+       "12:1: stage.finetune.axes: stage 'pretrain' it starts from varies 'rule', so this stage must too"},
+      {with(kBase, "steps = 5", "steps = 5\n[defaults.optim]\nlrr = 1"), "7:7: defaults.optim.lrr: unknown key (did you mean 'lr'?) (job key optim.lrr, stage pretrain, cell -)"},
+      {with(kBase, "mixer = \"softmax\"", "mixer = \"sofmax\""),
+       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp (job key model.layers[0].kind, stage pretrain, cell -)"},
+  };
+  REQUIRE(cases.size() >= 20);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    DYNAMIC_SECTION("case " << i << ": " << cases[i].expected.substr(0, 60)) {
+      test::TempDir dir("badexp");
+      const auto file = dir.file("t.toml");
+      test::spit(file, cases[i].text);
+      const auto profile = cases[i].profile.empty() ? "" : " --profile " + cases[i].profile;
+      auto r = test::run_command(fwlab_cmd(fmt::format("sweep {}{} --db {} --worker /bin/false", file, profile, dir.file("db/fwlab.db"))));
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.output, Catch::StartsWith("fwlab: " + file + ":" + cases[i].expected));
+      CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);  // one message
+      CHECK(!fs::exists(dir.file("db")));                             // no database, no job directories
+    }
+  }
+}
+
+TEST_CASE("fwlab: outcomes are recorded with the right status and cause; dependants of a failed job are blocked", "[harness]") {
+  test::TempDir dir("outcomes");
+  const auto file = dir.file("o.toml");
+  // seed decides the fake worker's behaviour: 0 ok, 1 crash, 2 hang, 3 diverge, 4 killed once then ok.
+  test::spit(file, R"([experiment]
+name = "outcomes"
+[defaults]
+steps = 4
+[stage.pretrain]
+mixer = "softmax"
+[stage.finetune]
+from = "pretrain"
+mixer = "fast_weight"
+m = 4
+norm = "none"
+[grid]
+seed = [0, 1, 2, 3, 4]
+)");
+  const auto db_path = dir.file("fwlab.db");
+  auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --timeout 2 --retries 1 --jobs 2",
+                                                   file, db_path, FWLAB_SOURCE_DIR)));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("crashed (exit code 1)"));
+  CHECK_THAT(r.output, Catch::Contains("timeout (no result after 2 s)"));
+  Db db(db_path, true);
+  auto status_of = [&](const char* stage, int seed) {
+    auto q = db.prepare("SELECT status, COALESCE(cause, ''), attempts FROM jobs WHERE stage = ? AND json_extract(coords, '$.seed') = ?");
+    q.bind(1, std::string(stage)).bind(2, static_cast<int64_t>(seed));
+    REQUIRE(q.step());
+    return std::make_tuple(q.text(0), q.text(1), q.integer(2));
+  };
+  CHECK(status_of("pretrain", 0) == std::make_tuple(std::string("finished"), std::string(""), int64_t{1}));
+  CHECK(status_of("pretrain", 1) == std::make_tuple(std::string("crashed"), std::string("crash"), int64_t{2}));
+  CHECK(status_of("pretrain", 2) == std::make_tuple(std::string("timeout"), std::string("timeout"), int64_t{2}));
+  CHECK(status_of("pretrain", 3) == std::make_tuple(std::string("diverged"), std::string("loss_spike"), int64_t{1}));
+  CHECK(status_of("pretrain", 4) == std::make_tuple(std::string("finished"), std::string(""), int64_t{2}));  // retried
+  CHECK(std::get<0>(status_of("finetune", 0)) == "finished");
+  CHECK(std::get<0>(status_of("finetune", 4)) == "finished");
+  for (int seed : {1, 2, 3}) CHECK(std::get<0>(status_of("finetune", seed)) == "blocked");
+  CHECK(count(db, "SELECT COUNT(*) FROM divergences WHERE cause = 'loss_spike'") == 1);
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 5 * 4);  // 4 finished jobs and the diverged one, 4 steps each
+}
+
+TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every cell once, nothing duplicated", "[harness]") {
+  test::TempDir dir("kill9");
+  const auto file = dir.file("k.toml");
+  test::spit(file, R"([experiment]
+name = "kill"
+[defaults]
+steps = 20
+seed = 5
+[stage.pretrain]
+mixer = "softmax"
+[grid]
+lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+)");
+  const auto db_path = dir.file("fwlab.db");
+  const auto cmd = fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --jobs 2", file, db_path, FWLAB_SOURCE_DIR));
+  for (int delay_ms : {300, 900, 1500}) {
+    auto pid_file = dir.file("pid");
+    test::run_command(fmt::format("sh -c '{} >/dev/null 2>&1 & echo $! > {}; sleep {}; kill -9 $(cat {})'", cmd, pid_file,
+                                  delay_ms / 1000.0, pid_file));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // orphaned workers notice and stop
+  }
+  auto final_run = test::run_command(cmd);
+  INFO(final_run.output);
+  CHECK(final_run.exit_code == 0);
+  Db db(db_path, true);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 6);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs") == 6);
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 6 * 20);
+  CHECK(count(db, "SELECT COUNT(*) FROM (SELECT job_id, key, step FROM metrics GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)") == 0);
+  CHECK(count(db, "SELECT COUNT(*) FROM evals") == 6);
+  auto ok = db.prepare("PRAGMA integrity_check");
+  REQUIRE(ok.step());
+  CHECK(ok.text(0) == "ok");
+  auto again = test::run_command(cmd);
+  CHECK_THAT(again.output, Catch::Contains("0 finished") && Catch::Contains("6 already done"));
+}
+
+TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job run once", "[harness]") {
+  test::TempDir dir("concurrent");
+  const auto file = dir.file("c.toml");
+  test::spit(file, R"([experiment]
+name = "conc"
+[defaults]
+steps = 10
+seed = 5
+[stage.pretrain]
+mixer = "softmax"
+[grid]
+lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+)");
+  const auto db_path = dir.file("fwlab.db");
+  const auto cmd = fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --jobs 2", file, db_path, FWLAB_SOURCE_DIR));
+  auto both = test::run_command(fmt::format("sh -c '({}) > {} 2>&1 & ({}) > {} 2>&1; wait'", cmd, dir.file("a.log"), cmd, dir.file("b.log")));
+  const auto a = test::slurp(dir.file("a.log")), b = test::slurp(dir.file("b.log"));
+  INFO(a << "\n---\n" << b);
+  CHECK(a.find("database is locked") == std::string::npos);
+  CHECK(b.find("database is locked") == std::string::npos);
+  Db db(db_path, true);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 8);
+  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 8);  // nobody ran a job twice
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 8 * 10);
+  CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE status = 'finished'") == 2);
+}
+
+TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {
+  test::TempDir dir("cmds");
+  const auto file = dir.file("t.toml");
+  test::spit(file, kBase);
+  const auto db_path = dir.file("fwlab.db");
+  auto dry = test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}", file, db_path)));
+  CHECK(dry.exit_code == 0);
+  CHECK_THAT(dry.output, Catch::Contains("finetune   rule=decay variant=b") && Catch::Contains("n/a"));
+  CHECK(!fs::exists(db_path));
+  auto run = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py", file, db_path, FWLAB_SOURCE_DIR)));
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(test::run_command(fwlab_cmd(fmt::format("status --db {}", db_path))).output,
+             Catch::Contains("t [no profile]: 5 cells: 4 finished, 1 n/a; done"));
+  auto q = test::run_command(fwlab_cmd(fmt::format("query \"SELECT stage, COUNT(*) AS n FROM jobs GROUP BY stage ORDER BY stage\" --format csv --db {}", db_path)));
+  CHECK(q.output == "stage,n\nfinetune,3\npretrain,1\n");
+  auto bad = test::run_command(fwlab_cmd(fmt::format("query \"DELETE FROM jobs\" --db {}", db_path)));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("readonly"));
+  Db db(db_path, true);
+  auto id = db.prepare("SELECT id FROM jobs WHERE stage = 'pretrain'");
+  REQUIRE(id.step());
+  auto show = test::run_command(fwlab_cmd(fmt::format("show {} --db {}", id.text(0).substr(0, 6), db_path)));
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.output, Catch::Contains("status finished") && Catch::Contains("train_loss       5 points"));
+}
