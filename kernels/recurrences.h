@@ -32,7 +32,10 @@ RecurrenceResult decay_recurrence_step(const torch::Tensor& q, const torch::Tens
 
 // Delta rule (Schlag et al. 2021), k and q already sum-normalised by the caller:
 //   S_t = S_{t-1} + beta_t (v_t - S_{t-1} k_t) k_t^T,   y_t = S_t q_t
-// beta: [B, H, T, 1]. The naive loop is also the training form for now (the issue allows it).
+// beta: [B, H, T, 1]. The fused form is a raw-pointer CPU kernel with its own backward (it falls back to the
+// naive loop on other devices).
+RecurrenceResult delta_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& beta, const torch::Tensor& state0);
 RecurrenceResult delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& beta, const torch::Tensor& state0);
 RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

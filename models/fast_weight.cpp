@@ -139,7 +139,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     fq = sum_normalize(fq);
     fk = sum_normalize(fk);
     auto beta = torch::sigmoid(heads(gate(x), n_heads_));  // [B, H, T, 1]
-    r = K::delta_recurrence_naive(fq, fk, v, beta, S0);
+    r = reference ? K::delta_recurrence_naive(fq, fk, v, beta, S0) : K::delta_recurrence_fused(fq, fk, v, beta, S0);
     if (attn_norm) {  // the additive normaliser z_t = z_{t-1} + phi'(k_t)
       auto z = fk.cumsum(2);
       if (state && state->z.defined()) z = z + state->z.unsqueeze(2);
