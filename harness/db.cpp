@@ -132,7 +132,7 @@ bool Statement::step() {
 void Statement::run() {
   while (step()) {
   }
-  reset();
+  sqlite3_reset(stmt_);  // bindings stay: callers rebind every parameter (clearing them costs on hot paths)
 }
 
 void Statement::reset() {

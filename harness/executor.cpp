@@ -270,6 +270,8 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
   std::deque<const PlannedJob*> queue(todo.begin(), todo.end());
   std::vector<bool> gpu_busy(static_cast<size_t>(gpus), false);
   bool stopping = false;
+  int poll_ms = 1;
+  size_t last_state = 0;
   while (!queue.empty() || !running.empty()) {
     if (g_signals && !stopping) {
       stopping = true;
@@ -351,7 +353,11 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
       break;
     }
     draw(false);
-    std::this_thread::sleep_for(std::chrono::milliseconds(running.empty() ? 20 : 50));
+    // Poll fast right after something happened (short jobs), backing off to 50 ms while nothing does.
+    const size_t state_now = running.size() + ended * 1000 + queue.size() * 1000000;
+    poll_ms = state_now != last_state ? 1 : std::min(50, poll_ms * 2);
+    last_state = state_now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   draw(true);
   if (opt.progress) fmt::print("\n");

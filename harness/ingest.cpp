@@ -1,14 +1,101 @@
 #include "harness/ingest.h"
 
-#include <filesystem>
+#include <simdjson.h>
 
-#include "worker/events.h"
+#include <filesystem>
+#include <fstream>
 
 namespace fwlab {
 
 namespace {
 
 nlohmann::json number_or_null(const nlohmann::json& v) { return v.is_number() ? v : nlohmann::json(nullptr); }
+
+// Complete lines from `offset` on; the torn tail (no newline yet) is left for the next call.
+std::string read_complete_lines(const std::string& path, uint64_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string data((std::istreambuf_iterator<char>(in)), {});
+  const auto last_nl = data.rfind('\n');
+  data.resize(last_nl == std::string::npos ? 0 : last_nl + 1);
+  return data;
+}
+
+struct Inserts {
+  Statement event, metric, eval, divergence, start;
+  explicit Inserts(Db& db)
+      : event(db.prepare("INSERT OR IGNORE INTO events(job_id, seq, type, time, body) VALUES(?,?,?,?,?)")),
+        metric(db.prepare("INSERT OR REPLACE INTO metrics(job_id, key, step, value, time) VALUES(?,?,?,?,?)")),
+        eval(db.prepare("INSERT OR REPLACE INTO evals(job_id, split, step, checkpoint, loss, ppl, bpc, accuracy, tokens, time) "
+                        "VALUES(?,?,?,?,?,?,?,?,?,?)")),
+        divergence(db.prepare("INSERT OR REPLACE INTO divergences(job_id, step, cause, value, last_finite_loss, lr, "
+                              "first_nonfinite_layer, state_layer) VALUES(?,?,?,?,?,?,?,?)")),
+        start(db.prepare("UPDATE jobs SET host = ?, params = COALESCE(?, params) WHERE id = ?")) {}
+};
+
+// Metric lines are most of a record: they take a fast path (simdjson, fields read in place). Returns false
+// when the line is not a well-formed metric, to be handled by the general path.
+bool ingest_metric(simdjson::ondemand::parser& parser, const char* line, size_t len, size_t capacity,
+                   const std::string& job_id, Statement& ins) {
+  auto doc = parser.iterate(line, len, capacity);
+  if (doc.error()) return false;
+  std::string_view type, key;
+  int64_t step = 0;
+  double value = 0, time = 0;
+  bool have_value = false, finite = true;
+  for (auto field : doc.get_object()) {
+    std::string_view name;
+    if (field.unescaped_key().get(name)) return false;
+    if (name == "type") {
+      if (field.value().get_string().get(type)) return false;
+      if (type != "metric") return false;
+    } else if (name == "key") {
+      if (field.value().get_string().get(key)) return false;
+    } else if (name == "step") {
+      if (field.value().get_int64().get(step)) return false;
+    } else if (name == "time") {
+      if (field.value().get_double().get(time)) return false;
+    } else if (name == "value") {
+      auto v = field.value();
+      if (v.get_double().get(value) == simdjson::SUCCESS) have_value = true;
+      else finite = false;  // "nan" / "inf" strings: stored as NULL
+    }
+  }
+  if (type != "metric" || (!have_value && finite)) return false;
+  ins.bind(1, job_id).bind(2, std::string(key)).bind(3, step);
+  if (have_value) ins.bind(4, value);
+  else ins.bind_null(4);
+  ins.bind(5, time);
+  ins.run();
+  return true;
+}
+
+void ingest_other(const nlohmann::json& e, const std::string& line, const std::string& job_id, Inserts& s) {
+  const std::string type = e.value("type", "");
+  s.event.bind(1, job_id).bind(2, e.value("seq", int64_t{-1})).bind(3, type).bind(4, number_or_null(e.value("time", nlohmann::json())))
+      .bind(5, line);
+  s.event.run();
+  auto get = [&](const char* k) { return e.value(k, nlohmann::json()); };
+  if (type == "metric") {
+    s.metric.bind(1, job_id).bind(2, e.value("key", "")).bind(3, e.value("step", int64_t{0})).bind(4, number_or_null(get("value")))
+        .bind(5, number_or_null(get("time")));
+    s.metric.run();
+  } else if (type == "eval") {
+    s.eval.bind(1, job_id).bind(2, e.value("split", "")).bind(3, e.value("step", int64_t{0})).bind(4, e.value("checkpoint", ""))
+        .bind(5, number_or_null(get("loss"))).bind(6, number_or_null(get("ppl"))).bind(7, number_or_null(get("bpc")))
+        .bind(8, number_or_null(get("accuracy"))).bind(9, get("tokens")).bind(10, number_or_null(get("time")));
+    s.eval.run();
+  } else if (type == "divergence") {
+    const auto value = get("value");
+    s.divergence.bind(1, job_id).bind(2, e.value("step", int64_t{0})).bind(3, e.value("cause", ""))
+        .bind(4, value.is_string() ? value.get<std::string>() : value.dump()).bind(5, number_or_null(get("last_finite_loss")))
+        .bind(6, number_or_null(get("lr"))).bind(7, get("first_nonfinite_layer")).bind(8, get("state_layer"));
+    s.divergence.run();
+  } else if (type == "start") {
+    s.start.bind(1, e.value("host", "")).bind(2, get("params")).bind(3, job_id);
+    s.start.run();
+  }
+}
 
 }  // namespace
 
@@ -22,46 +109,26 @@ int64_t ingest_events(Db& db, const std::string& job_id, const std::string& job_
     auto q = db.prepare("SELECT events_offset FROM jobs WHERE id = ?");
     q.bind(1, job_id);
     uint64_t offset = q.step() ? static_cast<uint64_t>(q.integer(0)) : 0;
-    if (offset > size) offset = 0;  // a record started over; (job_id, seq) keys keep this idempotent
+    if (offset > size) offset = 0;  // a record started over; primary keys keep this idempotent
     if (offset == size) return;
-    auto read = read_events(path, offset);
-    auto ins_event = db.prepare("INSERT OR IGNORE INTO events(job_id, seq, type, time, body) VALUES(?,?,?,?,?)");
-    auto ins_metric = db.prepare("INSERT OR REPLACE INTO metrics(job_id, key, step, value, time) VALUES(?,?,?,?,?)");
-    auto ins_eval = db.prepare(
-        "INSERT OR REPLACE INTO evals(job_id, split, step, checkpoint, loss, ppl, bpc, accuracy, tokens, time) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?)");
-    auto ins_div = db.prepare(
-        "INSERT OR REPLACE INTO divergences(job_id, step, cause, value, last_finite_loss, lr, first_nonfinite_layer, "
-        "state_layer) VALUES(?,?,?,?,?,?,?,?)");
-    auto upd_start = db.prepare("UPDATE jobs SET host = ?, params = COALESCE(?, params) WHERE id = ?");
-    for (const auto& e : read.events) {
-      const std::string type = e.value("type", "");
-      ins_event.bind(1, job_id).bind(2, e.value("seq", int64_t{-1})).bind(3, type).bind(4, number_or_null(e.value("time", nlohmann::json()))).bind(5, e.dump());
-      ins_event.run();
-      added += sqlite3_changes(db.handle());
-      if (type == "metric") {
-        ins_metric.bind(1, job_id).bind(2, e.value("key", "")).bind(3, e.value("step", int64_t{0}))
-            .bind(4, number_or_null(e["value"])).bind(5, number_or_null(e["time"]));
-        ins_metric.run();
-      } else if (type == "eval") {
-        ins_eval.bind(1, job_id).bind(2, e.value("split", "")).bind(3, e.value("step", int64_t{0})).bind(4, e.value("checkpoint", ""))
-            .bind(5, number_or_null(e.value("loss", nlohmann::json()))).bind(6, number_or_null(e.value("ppl", nlohmann::json())))
-            .bind(7, number_or_null(e.value("bpc", nlohmann::json()))).bind(8, number_or_null(e.value("accuracy", nlohmann::json())))
-            .bind(9, e.value("tokens", nlohmann::json())).bind(10, number_or_null(e["time"]));
-        ins_eval.run();
-      } else if (type == "divergence") {
-        ins_div.bind(1, job_id).bind(2, e.value("step", int64_t{0})).bind(3, e.value("cause", ""))
-            .bind(4, e["value"].is_string() ? e["value"].get<std::string>() : e["value"].dump())
-            .bind(5, number_or_null(e.value("last_finite_loss", nlohmann::json()))).bind(6, number_or_null(e.value("lr", nlohmann::json())))
-            .bind(7, e.value("first_nonfinite_layer", nlohmann::json())).bind(8, e.value("state_layer", nlohmann::json()));
-        ins_div.run();
-      } else if (type == "start") {
-        upd_start.bind(1, e.value("host", "")).bind(2, e.value("params", nlohmann::json())).bind(3, job_id);
-        upd_start.run();
+    const simdjson::padded_string data(read_complete_lines(path, offset));
+    simdjson::ondemand::parser parser;
+    Inserts s(db);
+    size_t pos = 0;
+    while (pos < data.size()) {
+      const size_t nl = std::string_view(data).find('\n', pos);
+      const size_t len = nl - pos;
+      const bool fast = ingest_metric(parser, data.data() + pos, len, data.size() + simdjson::SIMDJSON_PADDING - pos, job_id, s.metric);
+      if (!fast) {
+        std::string line(data.data() + pos, len);
+        auto e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_object()) ingest_other(e, line, job_id, s);  // a damaged complete line is skipped
       }
+      ++added;
+      pos = nl + 1;
     }
     auto upd = db.prepare("UPDATE jobs SET events_offset = ? WHERE id = ?");
-    upd.bind(1, static_cast<int64_t>(read.end_offset)).bind(2, job_id);
+    upd.bind(1, static_cast<int64_t>(offset + data.size())).bind(2, job_id);
     upd.run();
   });
   return added;

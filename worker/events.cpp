@@ -32,8 +32,12 @@ EventsRead read_events(const std::string& path, uint64_t offset) {
     }
     auto j = nlohmann::json::parse(data.begin() + static_cast<std::ptrdiff_t>(pos),
                                    data.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
-    if (j.is_object()) out.events.push_back(std::move(j));
-    else ++out.bad_lines;
+    if (j.is_object()) {
+      out.events.push_back(std::move(j));
+      out.lines.emplace_back(data, pos, nl - pos);
+    } else {
+      ++out.bad_lines;
+    }
     pos = nl + 1;
     out.end_offset = offset + pos;
   }

@@ -32,6 +32,7 @@ class EventLog {
 
 struct EventsRead {
   std::vector<nlohmann::json> events;
+  std::vector<std::string> lines;  // the text of each event, as written
   uint64_t end_offset = 0;   // byte offset just past the last complete line read
   bool torn_tail = false;    // bytes after end_offset form an incomplete line
   int64_t bad_lines = 0;     // complete lines that are not JSON objects (skipped)
