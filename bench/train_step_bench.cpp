@@ -18,7 +18,8 @@ using namespace fwlab;
 
 namespace {
 
-MixerSpec mixer_named(const std::string& name) {
+MixerSpec mixer_named(const std::string& full_name) {
+  const std::string name = full_name.substr(0, full_name.find('-'));  // "<mixer>-naive": the reference kernels
   MixerSpec s;
   if (name == "softmax") return s;
   if (name == "local") {
@@ -29,9 +30,9 @@ MixerSpec mixer_named(const std::string& name) {
     s.kind = name;
     return s;
   }
-  // "<rule>" or "<rule>-naive": the fast-weight rule with Mao's phi-off configuration at m = 4
+  // a fast-weight rule with Mao's phi-off configuration at m = 4
   s.kind = "fast_weight";
-  s.rule = name.substr(0, name.find('-'));
+  s.rule = name;
   s.feature_map = "identity";
   s.norm = "none";
   s.m = 4;

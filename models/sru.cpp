@@ -68,8 +68,10 @@ torch::Tensor Sru::run(const torch::Tensor& x, MixerState* state) {
     auto q = w1(x);
     u = spec.attention ? w3(ln(q + alpha * attend(q, state))) : w3(q);
   }
-  auto r = kernels::sru_recurrence_naive(u.view({B, T, 3, d_model_}), x, v_f, v_r, b_f, b_r,
-                                         state ? state->c : torch::Tensor());
+  const auto c0 = state ? state->c : torch::Tensor();
+  const auto U = u.view({B, T, 3, d_model_});
+  auto r = reference_kernels_ ? kernels::sru_recurrence_naive(U, x, v_f, v_r, b_f, b_r, c0)
+                              : kernels::sru_recurrence_fused(U, x, v_f, v_r, b_f, b_r, c0);
   if (state) state->c = r.state;
   record_state(r.state);
   return resid_drop(r.y);

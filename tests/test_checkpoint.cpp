@@ -2,7 +2,6 @@
 // model's logits, which reads the same files.
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -11,33 +10,14 @@
 #include "tests/test_util.h"
 
 using namespace fwlab;
+using fwlab::test::fw;
 using fwlab::test::max_abs_diff;
 
 namespace {
 
-MixerSpec fw(const char* rule, const char* map, const char* norm, int64_t m) {
-  MixerSpec s;
-  s.kind = "fast_weight";
-  s.rule = rule;
-  s.feature_map = map;
-  s.norm = norm;
-  s.m = m;
-  return s;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // Rewrites the JSON header of a safetensors file (keeping the data section) after `edit` changed it.
 void edit_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
-  auto bytes = read_file(path);
+  auto bytes = test::slurp(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   auto header = nlohmann::json::parse(bytes.substr(8, n));
@@ -45,7 +25,7 @@ void edit_header(const std::string& path, const std::function<void(nlohmann::jso
   auto text = header.dump();
   std::string len(8, '\0');
   for (int i = 0; i < 8; ++i) len[static_cast<size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  write_file(path, len + text + bytes.substr(8 + n));
+  test::spit(path, len + text + bytes.substr(8 + n));
 }
 
 std::string load_error(const std::string& path) {
@@ -93,42 +73,42 @@ TEST_CASE("damaged or mismatched checkpoints give a clear error naming the tenso
   test::TempDir dir("ckpt-bad");
   const auto good = dir.file("good.safetensors");
   save_model(good, small_model());
-  const auto bytes = read_file(good);
+  const auto bytes = test::slurp(good);
   const auto path = dir.file("bad.safetensors");
 
   SECTION("truncated data section") {
-    write_file(path, bytes.substr(0, bytes.size() - 100));
+    test::spit(path, bytes.substr(0, bytes.size() - 100));
     CHECK_THAT(load_error(path), Catch::Contains("end past the data section") && Catch::Contains("file truncated?"));
   }
   SECTION("shorter than the length prefix") {
-    write_file(path, bytes.substr(0, 5));
+    test::spit(path, bytes.substr(0, 5));
     CHECK_THAT(load_error(path), Catch::Contains("too short for the 8-byte header length"));
   }
   SECTION("header longer than the file") {
     auto damaged = bytes;
     damaged[5] = '\x01';  // header length now ~2^40
-    write_file(path, damaged);
+    test::spit(path, damaged);
     CHECK_THAT(load_error(path), Catch::Contains("header length") && Catch::Contains("exceeds the"));
   }
   SECTION("corrupted header JSON") {
     auto damaged = bytes;
     damaged[8] = '[';
     damaged[9] = '!';
-    write_file(path, damaged);
+    test::spit(path, damaged);
     CHECK_THAT(load_error(path), Catch::Contains("header is not valid JSON"));
   }
   SECTION("unknown dtype") {
-    write_file(path, bytes);
+    test::spit(path, bytes);
     edit_header(path, [](auto& h) { h["ln_f.bias"]["dtype"] = "F8_E4M3"; });
     CHECK_THAT(load_error(path), Catch::Contains("tensor 'ln_f.bias': unknown dtype 'F8_E4M3'"));
   }
   SECTION("shape inconsistent with the byte range") {
-    write_file(path, bytes);
+    test::spit(path, bytes);
     edit_header(path, [](auto& h) { h["wpe.weight"]["shape"] = {64, 17}; });
     CHECK_THAT(load_error(path), Catch::Contains("tensor 'wpe.weight': data_offsets") && Catch::Contains("needs 4352"));
   }
   SECTION("overlapping tensors") {
-    write_file(path, bytes);
+    test::spit(path, bytes);
     edit_header(path, [](auto& h) { h["ln_f.bias"]["data_offsets"] = h["ln_f.weight"]["data_offsets"]; });
     CHECK_THAT(load_error(path), Catch::Contains("overlap at byte offset"));
   }
@@ -198,14 +178,9 @@ TEST_CASE("independent check: Python PyTorch recomputes the logits from the chec
     save_tensors(dir.file(name + ".io.safetensors"), {{"input_ids", idx}, {"logits", logits}});
     args += " " + dir.file(name + ".safetensors") + " " + dir.file(name + ".io.safetensors");
   }
-  const std::string cmd = "/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/check_logits.py" + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof buf, pipe)) output += buf;
-  const int status = pclose(pipe);
+  auto r = test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/check_logits.py" + args);
+  const auto& output = r.output;
   INFO(output);
-  CHECK(status == 0);
+  CHECK(r.exit_code == 0);
   for (const auto& [name, model] : models) CHECK_THAT(output, Catch::Contains("ok " + dir.file(name + ".safetensors")));
 }

@@ -8,19 +8,10 @@
 #include "tests/test_util.h"
 
 using namespace fwlab;
+using fwlab::test::fw;
 using fwlab::test::max_abs_diff;
 
 namespace {
-
-MixerSpec fw(const char* rule, const char* map, const char* norm, int64_t m) {
-  MixerSpec s;
-  s.kind = "fast_weight";
-  s.rule = rule;
-  s.feature_map = map;
-  s.norm = norm;
-  s.m = m;
-  return s;
-}
 
 GPT trained_softmax(int64_t layers = 4) {
   torch::manual_seed(31);

@@ -167,3 +167,33 @@ TEST_CASE("delta recurrence: fused CPU kernel == naive loop (outputs, state, gra
     }
   }
 }
+
+TEST_CASE("SRU recurrence: fused CPU kernel == naive loop (outputs, state, gradients), float64", "[kernels]") {
+  torch::manual_seed(6);
+  auto opt = torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true);
+  for (bool with_state : {false, true}) {
+    DYNAMIC_SECTION((with_state ? "initial state" : "zero state")) {
+      const int64_t B = 3, T = 11, D = 6;
+      auto u = torch::randn({B, T, 3, D}, opt), x = torch::randn({B, T, D}, opt);
+      auto v_f = torch::randn({D}, opt), v_r = torch::randn({D}, opt), b_f = torch::randn({D}, opt), b_r = torch::randn({D}, opt);
+      auto c0 = with_state ? torch::randn({B, D}, opt) : torch::Tensor();
+      std::vector<torch::Tensor> wrt = {u, x, v_f, v_r, b_f, b_r};
+      if (with_state) wrt.push_back(c0);
+      auto gh = torch::randn({B, T, D}, torch::kFloat64), gc = torch::randn({B, D}, torch::kFloat64);
+      auto run = [&](bool fused) {
+        auto r = fused ? K::sru_recurrence_fused(u, x, v_f, v_r, b_f, b_r, c0) : K::sru_recurrence_naive(u, x, v_f, v_r, b_f, b_r, c0);
+        auto g = torch::autograd::grad({(r.y * gh).sum() + (r.state * gc).sum()}, wrt);
+        return std::make_tuple(r.y, r.state, g);
+      };
+      auto [h1, c1, g1] = run(true);
+      auto [h2, c2, g2] = run(false);
+      CHECK(max_abs_diff(h1, h2) < 1e-12);
+      CHECK(max_abs_diff(c1, c2) < 1e-12);
+      const char* names[] = {"u", "x", "v_f", "v_r", "b_f", "b_r", "c0"};
+      for (size_t i = 0; i < g1.size(); ++i) {
+        INFO("gradient of " << names[i]);
+        CHECK(max_abs_diff(g1[i], g2[i]) < 1e-10);
+      }
+    }
+  }
+}

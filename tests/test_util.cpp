@@ -2,6 +2,16 @@
 
 namespace fwlab::test {
 
+MixerSpec fw(const char* rule, const char* feature_map, const char* norm, int64_t m) {
+  MixerSpec s;
+  s.kind = "fast_weight";
+  s.rule = rule;
+  s.feature_map = feature_map;
+  s.norm = norm;
+  s.m = m;
+  return s;
+}
+
 ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers, int64_t head_dim) {
   ModelConfig cfg;
   cfg.vocab = 50;
