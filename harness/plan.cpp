@@ -48,12 +48,12 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
   uintmax_t total = 0;
   for (const auto& f : files) total += fs::file_size(f, ec);
   for (const auto& f : files) {
-    fingerprint += "|" + f.filename().string() + ":" + std::to_string(fs::file_size(f, ec));
+    fingerprint += fmt::format("|{}:{}", f.filename().string(), fs::file_size(f, ec));
     if (total <= kHashLimit) {
       std::ifstream in(f, std::ios::binary);
-      fingerprint += ":" + sha256_hex(std::string((std::istreambuf_iterator<char>(in)), {}));
+      fingerprint += fmt::format(":{}", sha256_hex(std::string((std::istreambuf_iterator<char>(in)), {})));
     } else {
-      fingerprint += ":" + std::to_string(fs::last_write_time(f, ec).time_since_epoch().count());
+      fingerprint += fmt::format(":{}", fs::last_write_time(f, ec).time_since_epoch().count());
     }
   }
   return sha256_hex(fingerprint).substr(0, 16);
