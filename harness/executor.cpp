@@ -126,7 +126,6 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
 
   // Decide what each applicable job needs; jobs whose results stand are skipped.
   std::vector<const PlannedJob*> todo;
-  std::set<std::string> attempts_this_sweep;
   for (const auto& j : jobs) {
     if (!j.applicable) {
       ++summary.na;

@@ -91,13 +91,8 @@ const int registered = [] {
     for (const char* map : {"relu", "elu1", "identity", "dpfp", "rfa"})
       for (const char* norm : {"attn", "none"})
         for (int64_t m : {4, 16}) {
-          MixerSpec spec;
-          spec.kind = "fast_weight";
-          spec.rule = rule;
-          spec.feature_map = map;
-          spec.norm = norm;
-          spec.m = m;
-          if (spec.rule == std::string("decay") && spec.norm == std::string("attn")) continue;  // N/A, rejected
+          if (std::string(rule) == "decay" && std::string(norm) == "attn") continue;  // N/A, rejected
+          const auto spec = test::fw(rule, map, norm, m);
           names.push_back(fmt::format("fast_weight {}/{}/{}/m={}", rule, map, norm, m));
           Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
         }
