@@ -63,6 +63,7 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   CHECK(a.status()["final_train_loss"] == b.status()["final_train_loss"]);
   auto start = a.of_type("start").at(0);
   CHECK(start["params"].get<int64_t>() > 0);
+  CHECK(start["spec"]["seed"] == 5);  // the job.json as run
   CHECK(start["state_size"]["per_token_elements"] == 2 * 2 * 2 * 16);  // softmax KV cache: layers * 2 * H * hd
   CHECK(!start["versions"]["torch"].get<std::string>().empty());
   CHECK(!a.of_type("metric").empty());

@@ -26,7 +26,7 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
   GPT model = build_model(spec, &log);
   model->to(device);
   model->eval();
-  log.write(start_event(spec, nlohmann::json(), model));
+  log.write(start_event(spec, job_dir, model));
   write_status(job_dir, {{"status", "running"}, {"pid", static_cast<int64_t>(getpid())}});
   torch::NoGradGuard guard;
   const int64_t B = spec.bench.batch, vocab = model->config().vocab;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "models/checkpoint.h"
@@ -252,14 +253,16 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   return conv.model;
 }
 
-nlohmann::json start_event(const JobSpec& spec, const nlohmann::json& raw_spec, const GPT& model) {
+nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
+  std::ifstream job_file(fs::path(job_dir) / "job.json");
+  const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const auto size = model->state_size();
   const int64_t elem = model->wte->weight.element_size();
   return {{"type", "start"},
           {"kind", spec.kind},
-          {"spec", raw_spec},
+          {"spec", job_json},  // job.json as run; `model` below is the resolved model configuration
           {"model", to_json(model->config())},
           {"params", model->num_parameters()},
           {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
@@ -293,8 +296,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   TrainState st;
   if (resuming) st = load_resume(job_dir, model, opt);
 
-  auto start = start_event(spec, nlohmann::json(), model);
-  start.erase("spec");
+  auto start = start_event(spec, job_dir, model);
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
   if (!mqar)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},

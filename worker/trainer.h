@@ -23,8 +23,8 @@ GPT build_model(const JobSpec& spec, EventLog* log);
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 
-// Common fields of the "start" event: host, versions, configuration, sizes.
-nlohmann::json start_event(const JobSpec& spec, const nlohmann::json& raw_spec, const GPT& model);
+// Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
+nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
 nlohmann::json json_number(double v);  // NaN and infinities as strings, which JSON cannot hold as numbers
 int64_t peak_rss_bytes();
 
