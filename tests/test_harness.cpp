@@ -59,6 +59,20 @@ std::string with(std::string text, const std::string& from, const std::string& t
 
 std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
+// A one-stage experiment over `n` learning rates whose jobs the fake worker runs in `steps` steps, slowly
+// (seed 5: 0.05 s a step), so that a sweep can be interrupted while jobs run.
+std::string slow_lr_grid(const std::string& name, int steps, int n) {
+  std::string values;
+  for (int i = 1; i <= n; ++i) values += fmt::format("{}{:.1f}", i > 1 ? ", " : "", 0.1 * i);
+  return fmt::format("[experiment]\nname = \"{}\"\n[defaults]\nsteps = {}\nseed = 5\n[stage.pretrain]\nmixer = \"softmax\"\n"
+                     "[grid]\nlr = [{}]\n", name, steps, values);
+}
+
+// `fwlab sweep` of FILE into DB with the fake worker.
+std::string fake_sweep(const std::string& file, const std::string& db, const std::string& extra = "") {
+  return fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py{}", file, db, FWLAB_SOURCE_DIR, extra));
+}
+
 int64_t count(Db& db, const std::string& sql) {
   auto q = db.prepare(sql);
   q.step();
@@ -141,8 +155,7 @@ norm = "none"
 seed = [0, 1, 2, 3, 4]
 )");
   const auto db_path = dir.file("fwlab.db");
-  auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --timeout 2 --retries 1 --jobs 2",
-                                                   file, db_path, FWLAB_SOURCE_DIR)));
+  auto r = test::run_command(fake_sweep(file, db_path, " --timeout 2 --retries 1 --jobs 2"));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("crashed (exit code 1)"));
@@ -169,18 +182,9 @@ seed = [0, 1, 2, 3, 4]
 TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every cell once, nothing duplicated", "[harness]") {
   test::TempDir dir("kill9");
   const auto file = dir.file("k.toml");
-  test::spit(file, R"([experiment]
-name = "kill"
-[defaults]
-steps = 20
-seed = 5
-[stage.pretrain]
-mixer = "softmax"
-[grid]
-lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
-)");
+  test::spit(file, slow_lr_grid("kill", 20, 6));
   const auto db_path = dir.file("fwlab.db");
-  const auto cmd = fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --jobs 2", file, db_path, FWLAB_SOURCE_DIR));
+  const auto cmd = fake_sweep(file, db_path, " --jobs 2");
   for (int delay_ms : {300, 900, 1500}) {
     auto pid_file = dir.file("pid");
     test::run_command(fmt::format("sh -c '{} >/dev/null 2>&1 & echo $! > {}; sleep {}; kill -9 $(cat {})'", cmd, pid_file,
@@ -206,18 +210,9 @@ lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
 TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job run once", "[harness]") {
   test::TempDir dir("concurrent");
   const auto file = dir.file("c.toml");
-  test::spit(file, R"([experiment]
-name = "conc"
-[defaults]
-steps = 10
-seed = 5
-[stage.pretrain]
-mixer = "softmax"
-[grid]
-lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
-)");
+  test::spit(file, slow_lr_grid("conc", 10, 8));
   const auto db_path = dir.file("fwlab.db");
-  const auto cmd = fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --jobs 2", file, db_path, FWLAB_SOURCE_DIR));
+  const auto cmd = fake_sweep(file, db_path, " --jobs 2");
   auto both = test::run_command(fmt::format("sh -c '({}) > {} 2>&1 & ({}) > {} 2>&1; wait'", cmd, dir.file("a.log"), cmd, dir.file("b.log")));
   const auto a = test::slurp(dir.file("a.log")), b = test::slurp(dir.file("b.log"));
   INFO(a << "\n---\n" << b);
@@ -239,7 +234,7 @@ TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {
   CHECK(dry.exit_code == 0);
   CHECK_THAT(dry.output, Catch::Contains("finetune   rule=decay variant=b") && Catch::Contains("n/a"));
   CHECK(!fs::exists(db_path));
-  auto run = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py", file, db_path, FWLAB_SOURCE_DIR)));
+  auto run = test::run_command(fake_sweep(file, db_path));
   INFO(run.output);
   CHECK(run.exit_code == 0);
   CHECK_THAT(test::run_command(fwlab_cmd(fmt::format("status --db {}", db_path))).output,
@@ -260,18 +255,9 @@ TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {
 TEST_CASE("fwlab: SIGINT stops launching, interrupts running workers, leaves the database consistent", "[harness]") {
   test::TempDir dir("sigint");
   const auto file = dir.file("s.toml");
-  test::spit(file, R"([experiment]
-name = "sig"
-[defaults]
-steps = 40
-seed = 5
-[stage.pretrain]
-mixer = "softmax"
-[grid]
-lr = [0.1, 0.2, 0.3, 0.4]
-)");
+  test::spit(file, slow_lr_grid("sig", 40, 4));
   const auto db_path = dir.file("fwlab.db");
-  const auto cmd = fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py --jobs 2", file, db_path, FWLAB_SOURCE_DIR));
+  const auto cmd = fake_sweep(file, db_path, " --jobs 2");
   auto r = test::run_command(fmt::format("sh -c '{} > {} 2>&1 & pid=$!; sleep 0.7; kill -INT $pid; wait $pid; echo exit=$?'", cmd, dir.file("log")));
   CHECK_THAT(r.output, Catch::Contains("exit=130"));
   CHECK_THAT(test::slurp(dir.file("log")), Catch::Contains("interrupted: stopping 2 running job(s)"));
