@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <toml++/toml.h>
 
 namespace fwlab {
@@ -33,14 +35,7 @@ const std::map<std::string, std::string>& key_aliases() {
   return aliases;
 }
 
-namespace {
-
-const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
-const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device"};
-const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
-                                            "exclude", "cell", "profile", "table"};
-
-size_t edit_distance(std::string_view a, std::string_view b) {
+static size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -59,11 +54,20 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
+namespace {
+
+const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
+const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device"};
+const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
+                                            "exclude", "cell", "profile", "table", "plot"};
+
+
 class Parser {
  public:
   explicit Parser(std::string file) : file_(std::move(file)) {}
 
   SourcePos pos(const toml::node& n) const {
+    if (auto it = moved_.find(&n); it != moved_.end()) return it->second;
     const auto& b = n.source().begin;
     return {file_, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column)};
   }
@@ -100,6 +104,8 @@ class Parser {
       std::string path;
       if (!prefix.empty()) {
         path = prefix + "." + key;
+      } else if (node.is_table() && kJobSections.count(key)) {  // data = {source = ...}: the section, not the alias
+        path = key;
       } else if (key_aliases().count(key)) {
         path = key_aliases().at(key);
       } else if (kJobSections.count(key) || kJobScalars.count(key)) {
@@ -124,8 +130,19 @@ class Parser {
 
   const std::string& file() const { return file_; }
 
+  // A value a profile copied into the document has no source position of its own: errors about it name the
+  // profile's line. `copy` mirrors `original` node for node.
+  void copied(const toml::node& copy, const toml::node& original) const {
+    moved_[&copy] = pos(original);
+    if (auto* a = copy.as_array())
+      for (size_t i = 0; i < a->size(); ++i) copied(*a->get(i), *original.as_array()->get(i));
+    if (auto* t = copy.as_table())
+      for (const auto& [k, v] : *t) copied(v, *original.as_table()->get(k.str()));
+  }
+
  private:
   std::string file_;
+  mutable std::unordered_map<const toml::node*, SourcePos> moved_;
 };
 
 // Applies `[profile.NAME]`: each key is a dotted path into the document whose value it replaces.
@@ -152,7 +169,7 @@ void apply_profile(toml::table& doc, const std::string& profile, const Parser& p
     }
     const std::string shown = fmt::format("profile.{}.\"{}\"", profile, path);
     if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table"}.count(parts[0]))
-      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid or preset");
+      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid, preset or table");
     toml::table* t = &doc;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       auto* next = (*t)[parts[i]].as_table();
@@ -165,6 +182,7 @@ void apply_profile(toml::table& doc, const std::string& profile, const Parser& p
       t = next;
     }
     t->insert_or_assign(parts.back(), value);
+    p.copied(*t->get(parts.back()), value);
   }
 }
 
@@ -282,7 +300,31 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
       }
     }
   }
+  // [axis.NAME] key = "...": the job key an axis with a name of its own sets (pairs -> data.mqar.pairs).
+  std::map<std::string, std::string> axis_keys;
+  if (auto* ax = doc.get("axis")) {
+    if (!ax->is_table()) p.fail(*ax, "axis", "must be a table of [axis.NAME] sections");
+    for (const auto& [k, v] : *ax->as_table()) {
+      const std::string name(k.str()), where = "axis." + name;
+      std::vector<std::string> names;
+      for (const auto& a : ex.axes) names.push_back(a.name);
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        p.fail(v, where, "is not an axis of the grid" + did_you_mean(name, names));
+      if (!v.is_table()) p.fail(v, where, "must be a table with key = \"job key\"");
+      for (const auto& [field, node] : *v.as_table()) {
+        if (field.str() != "key") p.fail(node, where + "." + std::string(field.str()), "unknown key (axis sections hold only 'key')");
+        if (!node.is_string()) p.fail(node, where + ".key", "must be a job key, e.g. \"data.mqar.pairs\"");
+        std::string key = *node.value<std::string>();
+        if (key_aliases().count(key)) key = key_aliases().at(key);
+        const auto dot = key.find('.');
+        if (!kJobScalars.count(key) && (dot == std::string::npos || !kJobSections.count(key.substr(0, dot))))
+          p.fail(node, where + ".key", fmt::format("'{}' is not a job key (a short name or section.key)", key));
+        axis_keys[name] = key;
+      }
+    }
+  }
   for (auto& a : ex.axes) {
+    if (axis_keys.count(a.name)) a.key = axis_keys.at(a.name);
     const bool has_presets = ex.presets.count(a.name) > 0;
     for (const auto& v : a.values) {
       const bool named = v.is_string() && has_presets && ex.presets[a.name].count(v.get<std::string>());
@@ -293,6 +335,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
         throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name,
                                           v.get<std::string>(), did_you_mean(v.get<std::string>(), names)));
       }
+      if (!a.key.empty()) continue;
       if (key_aliases().count(a.name)) a.key = key_aliases().at(a.name);
       else if (kJobScalars.count(a.name)) a.key = a.name;
       else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot))) a.key = a.name;
@@ -400,7 +443,24 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
     if (ex.extra_cells[i].stage.empty())
       throw ExperimentError(fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
 
-  if (auto* t = doc["table"].as_table()) ex.table = p.to_json(*t, "table");
+  // [table] and [[plot]] belong to the analysis commands, which check them; keep where each key was written.
+  std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n, const std::string& key) {
+    ex.analysis_pos[key] = p.pos(n);
+    if (auto* t = n.as_table())
+      for (const auto& [k, v] : *t) remember(v, key + "." + std::string(k.str()));
+    if (auto* a = n.as_array())
+      for (size_t i = 0; i < a->size(); ++i) remember(*a->get(i), fmt::format("{}[{}]", key, i));
+  };
+  if (auto* t = doc.get("table")) {
+    if (!t->is_table()) p.fail(*t, "table", "must be a table ([table])");
+    ex.table = p.to_json(*t, "table");
+    remember(*t, "table");
+  }
+  if (auto* pl = doc.get("plot")) {
+    if (!pl->is_array_of_tables()) p.fail(*pl, "plot", "must be an array of tables ([[plot]])");
+    ex.plots = p.to_json(*pl, "plot");
+    remember(*pl, "plot");
+  }
   return ex;
 }
 

@@ -64,11 +64,18 @@ struct Experiment {
   std::map<std::string, std::map<std::string, Settings>> presets;  // axis -> value name -> settings
   std::vector<CellRule> not_applicable, exclude, extra_cells;
   std::vector<std::string> profiles;
-  nlohmann::json table = nlohmann::json::object();  // [table] section, for the analysis commands
+  // [table] and [[plot]], for the analysis commands (analysis/ checks them), with the position of every key
+  // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
+  nlohmann::json table = nlohmann::json::object();
+  nlohmann::json plots = nlohmann::json::array();
+  std::map<std::string, SourcePos> analysis_pos;
 };
 
 // Parses `path` with profile `profile` ("" for none) applied. Throws ExperimentError.
 Experiment load_experiment(const std::string& path, const std::string& profile);
+
+// " (did you mean 'x'?)" for the candidate closest to `key`, or "" when none is close.
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates);
 
 // The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).
 const std::map<std::string, std::string>& key_aliases();

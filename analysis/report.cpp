@@ -1,0 +1,189 @@
+#include "analysis/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace fwlab {
+
+namespace {
+
+void flatten(const nlohmann::json& v, const std::string& prefix, std::map<std::string, nlohmann::json>& out) {
+  if (v.is_object() && !v.empty()) {
+    for (const auto& [k, x] : v.items()) flatten(x, prefix.empty() ? k : prefix + "." + k, out);
+    return;
+  }
+  out[prefix] = v;
+}
+
+std::string number(const std::optional<double>& v, const char* spec = "{:.4g}") {
+  return v ? fmt::format(fmt::runtime(spec), *v) : "–";
+}
+
+std::string cell_name(const JobRecord& j) {
+  const auto label = coords_label(j.planned.coords);
+  return label == "-" ? fmt::format("stage {}", j.stage()) : label;
+}
+
+// Differences between two job configurations, key by key: "key: a → b".
+std::vector<std::string> config_diff(const JobRecord& a, const JobRecord& b) {
+  std::map<std::string, nlohmann::json> fa, fb;
+  flatten(a.planned.spec, "", fa);
+  flatten(b.planned.spec, "", fb);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : fa) keys.insert(k);
+  for (const auto& [k, v] : fb) keys.insert(k);
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    const auto va = fa.count(k) ? value_text(fa[k]) : "(unset)";
+    const auto vb = fb.count(k) ? value_text(fb[k]) : "(unset)";
+    if (va != vb) out.push_back(fmt::format("`{}`: {} here, {} there", k, va, vb));
+  }
+  return out;
+}
+
+size_t coords_distance(const JobRecord& a, const JobRecord& b) {
+  size_t d = 0;
+  for (const auto& [k, v] : a.planned.coords.items())
+    if (!b.planned.coords.contains(k) || b.planned.coords.at(k) != v) ++d;
+  return d;
+}
+
+std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
+
+// A worker's reason may hold newlines or pipes: keep the table one line per run.
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out.size() > 160 ? out.substr(0, 157) + "..." : out;
+}
+
+}  // namespace
+
+std::string divergence_report(const ResultSet& results) {
+  const auto& ex = results.experiment();
+  const auto& jobs = results.jobs();
+  std::string out = fmt::format("# Divergence report: {}{}\n\n", ex.name,
+                                results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
+  std::map<std::string, int> by_status;
+  for (const auto& j : jobs) ++by_status[j.status];
+  std::vector<std::string> counts;
+  for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
+  out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
+
+  out += "## Diverged runs\n\n";
+  int diverged = 0;
+  for (const auto& j : jobs) {
+    if (!j.diverged()) continue;
+    ++diverged;
+    out += fmt::format("### {} — stage {}, job {}\n\n", cell_name(j), j.stage(), j.id());
+    out += "| step | cause | tripping value | last finite loss | first non-finite layer | lr at that step |\n";
+    out += "| ---: | :--- | ---: | ---: | :--- | ---: |\n";
+    if (j.divergence) {
+      const auto& d = *j.divergence;
+      const auto layer = !d.first_nonfinite_layer.empty() ? d.first_nonfinite_layer
+                         : !d.state_layer.empty()         ? d.state_layer + " (state)"
+                                                          : "–";
+      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n\n", d.step, d.cause, d.value.empty() ? "–" : d.value,
+                         number(d.last_finite_loss), layer, number(d.lr, "{:.3g}"));
+    } else {
+      out += fmt::format("| – | {} | – | – | – | – |\n\n", j.cause.empty() ? "(no divergence event recorded)" : j.cause);
+    }
+    // The nearest sibling that converged: same stage, fewest differing grid coordinates, then fewest
+    // differing settings; grid order breaks ties.
+    const JobRecord* nearest = nullptr;
+    size_t best_coords = 0, best_keys = 0;
+    for (const auto& s : jobs) {
+      if (!s.finished() || s.stage() != j.stage()) continue;
+      const size_t dc = coords_distance(j, s), dk = config_diff(j, s).size();
+      if (!nearest || dc < best_coords || (dc == best_coords && dk < best_keys)) nearest = &s, best_coords = dc, best_keys = dk;
+    }
+    if (!nearest) {
+      out += "No run of this stage converged to compare with.\n\n";
+      continue;
+    }
+    out += fmt::format("Nearest converged sibling: {} (job {}). Differences (this run, then the sibling):\n\n", cell_name(*nearest), nearest->id());
+    for (const auto& line : config_diff(j, *nearest)) out += fmt::format("- {}\n", line);
+    out += "\n";
+  }
+  if (diverged == 0) out += "None.\n\n";
+
+  // Stability by setting: every grid axis, and the mixer settings the papers compare, where they vary.
+  std::vector<std::string> settings;
+  for (const auto& a : ex.axes) settings.push_back(a.name);
+  for (const std::string k : {"rule", "feature_map", "norm", "m"})
+    if (std::find(settings.begin(), settings.end(), k) == settings.end()) settings.push_back(k);
+  std::string stability;
+  for (const auto& name : settings) {
+    std::vector<std::string> order;
+    std::map<std::string, std::pair<int, int>> stats;  // value -> runs with a result, diverged
+    for (const auto& j : jobs) {
+      if (!j.finished() && !j.diverged()) continue;
+      const auto v = job_value(j, name);
+      const auto text = v.is_null() ? "(none)" : value_text(v);
+      if (!stats.count(text)) order.push_back(text);
+      ++stats[text].first;
+      if (j.diverged()) ++stats[text].second;
+    }
+    if (stats.size() < 2) continue;
+    for (const auto& v : order) {
+      const auto [runs, div] = stats[v];
+      stability += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", name, v, runs, div, 100.0 * div / runs);
+    }
+  }
+  out += "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
+  out += stability.empty() ? "No setting varies among the runs with a result.\n\n"
+                           : "| setting | value | runs | diverged | share |\n| :--- | :--- | ---: | ---: | ---: |\n" + stability + "\n";
+
+  // Stability frontier: where an axis sweeps the learning rate, the largest one that converged in each cell.
+  const auto lr_axis = std::find_if(ex.axes.begin(), ex.axes.end(), [](const Axis& a) { return a.key == "optim.lr"; });
+  if (lr_axis != ex.axes.end()) {
+    out += fmt::format("## Stability frontier\n\nThe largest learning rate (axis `{}`) that converged in each cell, and the "
+                       "smallest that diverged.\n\n| stage | cell | converged | diverged | largest stable | smallest diverged |\n"
+                       "| :--- | :--- | :--- | :--- | ---: | ---: |\n", lr_axis->name);
+    std::vector<std::string> order;
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> cells;
+    std::map<std::string, std::string> stage_of;
+    for (const auto& j : jobs) {
+      if (!j.planned.coords.contains(lr_axis->name) || (!j.finished() && !j.diverged())) continue;
+      auto coords = j.planned.coords;
+      coords.erase(lr_axis->name);
+      const auto key = j.stage() + "\t" + coords_label(coords);
+      if (!cells.count(key)) order.push_back(key), stage_of[key] = j.stage();
+      const double lr = job_value(j, lr_axis->name).get<double>();
+      (j.finished() ? cells[key].first : cells[key].second).push_back(lr);
+    }
+    const auto list = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      std::vector<std::string> s;
+      for (double x : v) s.push_back(lr_text(x));
+      return s.empty() ? std::string("–") : fmt::format("{}", fmt::join(s, ", "));
+    };
+    for (const auto& key : order) {
+      const auto& [ok, bad] = cells[key];
+      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", stage_of[key], key.substr(key.find('\t') + 1), list(ok), list(bad),
+                         ok.empty() ? "*" : lr_text(*std::max_element(ok.begin(), ok.end())),
+                         bad.empty() ? "–" : lr_text(*std::min_element(bad.begin(), bad.end())));
+    }
+    out += "\n`*`: no learning rate converged.\n\n";
+  }
+
+  std::string failures;
+  for (const auto& j : jobs)
+    if (j.failed())
+      failures += fmt::format("| {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.status,
+                              md_cell(j.reason.empty() ? (j.cause.empty() ? "–" : j.cause) : j.reason));
+  if (!failures.empty())
+    out += "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
+           "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
+  return out;
+}
+
+}  // namespace fwlab

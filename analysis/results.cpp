@@ -1,0 +1,108 @@
+#include "analysis/results.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace fwlab {
+
+bool JobRecord::failed() const {
+  static const std::set<std::string> kFailed = {"failed", "crashed", "timeout", "blocked"};
+  return kFailed.count(status) > 0;
+}
+
+namespace {
+
+std::optional<double> opt_real(Statement& q, int c) {
+  if (q.is_null(c)) return std::nullopt;
+  return q.real(c);
+}
+
+}  // namespace
+
+ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root,
+                     const std::string& version)
+    : ex_(ex), profile_(profile), db_(db) {
+  std::map<std::string, size_t> by_id;
+  for (auto& p : plan_jobs(ex, repo_root, version)) {
+    JobRecord r;
+    r.planned = std::move(p);
+    r.status = r.planned.applicable ? "not run" : "n/a";
+    if (r.planned.applicable) by_id[r.planned.id] = jobs_.size();
+    jobs_.push_back(std::move(r));
+  }
+  auto jq = db.prepare("SELECT status, cause, reason FROM jobs WHERE id = ?");
+  auto eq = db.prepare("SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split, step, checkpoint");
+  auto dq = db.prepare("SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE job_id = ?");
+  for (const auto& [id, index] : by_id) {
+    auto& r = jobs_[index];
+    jq.bind(1, id);
+    if (jq.step()) {
+      r.status = jq.text(0);
+      r.cause = jq.is_null(1) ? "" : jq.text(1);
+      r.reason = jq.is_null(2) ? "" : jq.text(2);
+    }
+    jq.reset();
+    eq.bind(1, id);
+    while (eq.step())
+      r.evals.push_back({eq.text(0), eq.text(2), eq.integer(1), opt_real(eq, 3), opt_real(eq, 4), opt_real(eq, 5), opt_real(eq, 6)});
+    eq.reset();
+    dq.bind(1, id);
+    if (dq.step()) {
+      DivergenceRow d;
+      d.step = dq.integer(0);
+      d.cause = dq.is_null(1) ? "" : dq.text(1);
+      d.value = dq.is_null(2) ? "" : dq.text(2);
+      d.last_finite_loss = opt_real(dq, 3);
+      d.lr = opt_real(dq, 4);
+      d.first_nonfinite_layer = dq.is_null(5) ? "" : dq.text(5);
+      d.state_layer = dq.is_null(6) ? "" : dq.text(6);
+      r.divergence = d;
+    }
+    dq.reset();
+  }
+}
+
+const std::map<int64_t, double>& ResultSet::series(const std::string& job_id, const std::string& key) const {
+  auto k = std::make_pair(job_id, key);
+  auto it = series_.find(k);
+  if (it != series_.end()) return it->second;
+  auto& out = series_[k];
+  auto q = db_.prepare("SELECT step, value FROM metrics WHERE job_id = ? AND key = ? ORDER BY step");
+  q.bind(1, job_id).bind(2, key);
+  while (q.step()) out[q.integer(0)] = q.is_null(1) ? std::numeric_limits<double>::quiet_NaN() : q.real(1);
+  return out;
+}
+
+nlohmann::json job_value(const JobRecord& job, const std::string& name) {
+  if (name == "stage") return job.stage();
+  if (job.planned.coords.contains(name)) return job.planned.coords.at(name);
+  const auto& aliases = key_aliases();
+  const std::string path = aliases.count(name) ? aliases.at(name) : name;
+  const nlohmann::json* node = &job.planned.spec;
+  size_t start = 0;
+  while (node) {
+    const auto dot = path.find('.', start);
+    const auto part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(part)) return nullptr;
+    node = &node->at(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return node ? *node : nlohmann::json();
+}
+
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "";
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) return fmt::format("{}", static_cast<int64_t>(d));
+    return fmt::format("{}", d);
+  }
+  return v.dump();
+}
+
+}  // namespace fwlab

@@ -1,0 +1,200 @@
+#include "analysis/spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace fwlab {
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(const Experiment& ex) : ex_(ex) {}
+
+  // Position of `key`, or of the closest enclosing key that has one.
+  SourcePos pos(std::string key) const {
+    while (!key.empty()) {
+      if (auto it = ex_.analysis_pos.find(key); it != ex_.analysis_pos.end()) return it->second;
+      const auto cut = key.find_last_of(".[");
+      if (cut == std::string::npos) break;
+      key.resize(cut);
+    }
+    return {ex_.file, 1, 1};
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    throw ExperimentError(fmt::format("{}: {}: {}", pos(key).str(), key, message));
+  }
+
+  std::vector<std::string> names(const nlohmann::json& v, const std::string& key) const {
+    if (v.is_string()) return {v.get<std::string>()};
+    if (!v.is_array()) fail(key, "must be a name or a list of names");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) fail(fmt::format("{}[{}]", key, i), "must be a name");
+      out.push_back(v[i].get<std::string>());
+    }
+    return out;
+  }
+  std::string text(const nlohmann::json& v, const std::string& key) const {
+    if (!v.is_string()) fail(key, "must be a string");
+    return v.get<std::string>();
+  }
+  Metric metric(const nlohmann::json& v, const std::string& key) const {
+    try {
+      return parse_metric(text(v, key));
+    } catch (const std::invalid_argument& e) {
+      fail(key, e.what());
+    }
+  }
+  void known_keys(const nlohmann::json& t, const std::string& where, const std::vector<std::string>& known) const {
+    for (const auto& [k, v] : t.items())
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        fail(where + "." + k, "unknown key" + did_you_mean(k, known));
+  }
+
+ private:
+  const Experiment& ex_;
+};
+
+const Stage* find_stage(const Experiment& ex, const std::string& name) {
+  for (const auto& s : ex.stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> stage_names(const Experiment& ex) {
+  std::vector<std::string> out;
+  for (const auto& s : ex.stages) out.push_back(s.name);
+  return out;
+}
+
+Metric default_metric(const Experiment& ex) {
+  const auto get = [&](const std::string& key) -> std::string {
+    auto it = ex.defaults.find(key);
+    return it != ex.defaults.end() && it->second.value.is_string() ? it->second.value.get<std::string>() : "";
+  };
+  if (get("kind") == "generation-bench") return parse_metric("gen_ms_per_token");
+  if (get("data.source") == "mqar") return parse_metric("test_accuracy");
+  return parse_metric("test_ppl");
+}
+
+}  // namespace
+
+TableSpec table_spec(const Experiment& ex) {
+  Reader r(ex);
+  const auto& t = ex.table;
+  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption"});
+  TableSpec spec;
+  spec.stages = t.contains("stage") ? r.names(t["stage"], "table.stage") : std::vector<std::string>{ex.stages.back().name};
+  if (spec.stages.empty()) r.fail("table.stage", "must name at least one stage");
+  std::set<std::string> axes;  // the axes of the chosen stages
+  for (size_t i = 0; i < spec.stages.size(); ++i) {
+    const auto* st = find_stage(ex, spec.stages[i]);
+    if (!st)
+      r.fail(t["stage"].is_array() ? fmt::format("table.stage[{}]", i) : "table.stage",
+             fmt::format("no stage '{}'{}", spec.stages[i], did_you_mean(spec.stages[i], stage_names(ex))));
+    axes.insert(st->axes.begin(), st->axes.end());
+  }
+  std::vector<std::string> axis_order;  // grid order
+  for (const auto& a : ex.axes)
+    if (axes.count(a.name)) axis_order.push_back(a.name);
+  if (spec.stages.size() > 1) axis_order.push_back("stage");
+
+  if (t.contains("rows") || t.contains("columns")) {
+    spec.rows = t.contains("rows") ? r.names(t["rows"], "table.rows") : std::vector<std::string>{};
+    spec.columns = t.contains("columns") ? r.names(t["columns"], "table.columns") : std::vector<std::string>{};
+  } else if (!axis_order.empty()) {
+    spec.rows = {axis_order.front()};
+    spec.columns.assign(axis_order.begin() + 1, axis_order.end());
+  }
+  std::set<std::string> used;
+  for (const auto& [list, field] : {std::pair{&spec.rows, std::string("rows")}, std::pair{&spec.columns, std::string("columns")}})
+    for (size_t i = 0; i < list->size(); ++i) {
+      const auto& name = (*list)[i];
+      const auto key = t.contains(field) && t[field].is_array() ? fmt::format("table.{}[{}]", field, i) : "table." + field;
+      if (name != "stage" && !axes.count(name))
+        r.fail(key, fmt::format("'{}' is not an axis of stage {}{}", name, fmt::join(spec.stages, ", "), did_you_mean(name, axis_order)));
+      if (!used.insert(name).second) r.fail(key, fmt::format("'{}' is used twice", name));
+    }
+
+  if (t.contains("metric") && t.contains("metrics")) r.fail("table.metrics", "give either metric or metrics, not both");
+  if (t.contains("metric")) spec.metrics = {r.metric(t["metric"], "table.metric")};
+  if (t.contains("metrics")) {
+    const auto list = r.names(t["metrics"], "table.metrics");
+    if (list.empty()) r.fail("table.metrics", "must name at least one metric");
+    for (size_t i = 0; i < list.size(); ++i) spec.metrics.push_back(r.metric(list[i], fmt::format("table.metrics[{}]", i)));
+  }
+  if (spec.metrics.empty()) spec.metrics = {default_metric(ex)};
+
+  if (t.contains("reduce")) {
+    if (!t["reduce"].is_object()) r.fail("table.reduce", "must be a table of axis = \"best\" | \"mean\"");
+    for (const auto& [axis, how] : t["reduce"].items()) {
+      const auto key = "table.reduce." + axis;
+      if (!axes.count(axis)) r.fail(key, fmt::format("'{}' is not an axis of stage {}", axis, fmt::join(spec.stages, ", ")));
+      if (used.count(axis)) r.fail(key, fmt::format("'{}' is already a row or column axis", axis));
+      const auto h = r.text(how, key);
+      if (h != "best" && h != "mean") r.fail(key, fmt::format("must be \"best\" (the best value over the axis) or \"mean\" (mean ± sd), got \"{}\"", h));
+      spec.reduce[axis] = h;
+    }
+  }
+  // An axis that varies inside a cell must say how its runs combine: a silent choice would hide runs.
+  for (const auto& a : ex.axes)
+    if (axes.count(a.name) && !used.count(a.name) && !spec.reduce.count(a.name) && a.values.size() > 1)
+      r.fail(t.contains("reduce") ? "table.reduce" : "table",
+             fmt::format("axis '{}' varies within a cell: make it a row or column, or add it to table.reduce "
+                         "(\"best\" or \"mean\")", a.name));
+  if (spec.stages.size() > 1 && !used.count("stage")) r.fail("table.stage", "several stages: put \"stage\" in rows or columns");
+
+  if (t.contains("digits")) {
+    if (!t["digits"].is_number_integer() || t["digits"].get<int>() < 0 || t["digits"].get<int>() > 12)
+      r.fail("table.digits", "must be an integer from 0 to 12");
+    spec.digits = t["digits"].get<int>();
+  }
+  if (t.contains("labels")) {
+    if (!t["labels"].is_object()) r.fail("table.labels", "must be a table of value = \"label\"");
+    for (const auto& [k, v] : t["labels"].items()) spec.labels[k] = r.text(v, "table.labels." + k);
+  }
+  if (t.contains("reference")) {
+    if (!t["reference"].is_array()) r.fail("table.reference", "must be a list of { label = ..., stage = ... }");
+    for (size_t i = 0; i < t["reference"].size(); ++i) {
+      const auto key = fmt::format("table.reference[{}]", i);
+      const auto& e = t["reference"][i];
+      if (!e.is_object()) r.fail(key, "must be { label = ..., stage = ... }");
+      r.known_keys(e, key, {"label", "stage"});
+      if (!e.contains("stage")) r.fail(key, "needs a stage");
+      TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "", r.text(e["stage"], key + ".stage")};
+      if (!find_stage(ex, ref.stage))
+        r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
+      if (ref.label.empty()) ref.label = ref.stage;
+      spec.references.push_back(ref);
+    }
+  }
+  if (t.contains("caption")) spec.caption = r.text(t["caption"], "table.caption");
+  return spec;
+}
+
+std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
+  Reader r(ex);
+  std::vector<PlotSpec> out;
+  for (size_t i = 0; i < ex.plots.size(); ++i) {
+    const auto key = fmt::format("plot[{}]", i);
+    const auto& p = ex.plots[i];
+    r.known_keys(p, key, {"kind", "metric", "series"});
+    PlotSpec spec;
+    if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\" or \"generation\")");
+    spec.kind = r.text(p["kind"], key + ".kind");
+    if (spec.kind != "vs_m" && spec.kind != "generation")
+      r.fail(key + ".kind", fmt::format("unknown kind '{}' (vs_m: metric against state size m; generation: ms per "
+                                        "token and state memory against sequence length){}",
+                                        spec.kind, did_you_mean(spec.kind, {"vs_m", "generation"})));
+    spec.metric = p.contains("metric") ? r.metric(p["metric"], key + ".metric") : table.metrics.back();
+    spec.series = p.contains("series") ? r.names(p["series"], key + ".series") : table.rows;
+    out.push_back(spec);
+  }
+  return out;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,341 @@
+#include "analysis/table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace fwlab {
+
+namespace {
+
+std::string format_number(double v, const Metric& metric, int digits) {
+  return metric.is_count ? compact_count(v) : fmt::format("{:.{}f}", v, digits);
+}
+
+// The values an axis (or "stage") takes among `jobs`, in grid order.
+std::vector<nlohmann::json> axis_values(const Experiment& ex, const TableSpec& spec, const std::string& axis) {
+  std::vector<nlohmann::json> out;
+  if (axis == "stage") {
+    for (const auto& s : spec.stages) out.emplace_back(s);
+    return out;
+  }
+  for (const auto& a : ex.axes)
+    if (a.name == axis) out = a.values;
+  return out;
+}
+
+// Every combination of the axes' values (first axis slowest) that at least one job has.
+std::vector<std::vector<nlohmann::json>> combinations(const ResultSet& results, const TableSpec& spec,
+                                                      const std::vector<std::string>& axes,
+                                                      const std::vector<const JobRecord*>& jobs) {
+  std::vector<std::vector<nlohmann::json>> all = {{}};
+  for (const auto& axis : axes) {
+    std::vector<std::vector<nlohmann::json>> next;
+    for (const auto& prefix : all)
+      for (const auto& v : axis_values(results.experiment(), spec, axis)) {
+        auto c = prefix;
+        c.push_back(v);
+        next.push_back(std::move(c));
+      }
+    all = std::move(next);
+  }
+  std::vector<std::vector<nlohmann::json>> present;
+  for (const auto& c : all) {
+    const bool any = std::any_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) {
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (job_value(*j, axes[i]) != c[i]) return false;
+      return true;
+    });
+    if (any) present.push_back(c);
+  }
+  return present;
+}
+
+std::string value_label(const TableSpec& spec, const nlohmann::json& v) { return spec.label(value_text(v)); }
+
+std::string column_header(const TableSpec& spec, const std::vector<std::string>& axes, const std::vector<nlohmann::json>& key,
+                          const Metric* metric) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto text = value_text(key[i]);
+    // A labelled or named value speaks for itself; a bare number needs its axis ("m=16").
+    parts.push_back(spec.labels.count(text) || key[i].is_string() ? spec.label(text) : fmt::format("{}={}", spec.label(axes[i]), text));
+  }
+  if (metric) parts.push_back(spec.label(metric->name));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// Marker -> meaning; the legend lists the markers the table uses.
+const std::vector<std::pair<std::string, std::string>> kLegend = {
+    {"*", "*: every run of the cell diverged"},
+    {"(*", "(*k/n): k of the cell's n runs diverged; the value is over the others"},
+    {"N/A", "N/A: the combination does not apply"},
+    {"–", "–: not run yet"},
+    {"…", "…: still running, or after a value: some runs of the cell are not done yet"},
+    {"!", "!: failed, crashed, timed out or blocked (see fwlab status); after a value: some runs did"},
+    {"?", "?: finished without this metric"},
+};
+
+bool uses_marker(const std::string& text, const std::string& marker) {
+  if (marker == "*") return text == "*";
+  if (marker == "!" || marker == "…") return text == marker || (text.size() > marker.size() && text.ends_with(" " + marker));
+  if (marker == "–" || marker == "N/A" || marker == "?") return text == marker;
+  return text.find(marker) != std::string::npos;
+}
+
+}  // namespace
+
+CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& metric, const ResultSet& results,
+                      const std::map<std::string, std::string>& reduce, int digits) {
+  CellValue c;
+  std::map<std::string, std::vector<double>> groups;  // "best" axes' values -> values of finished runs
+  for (const auto* j : jobs) {
+    if (!j->planned.applicable) continue;
+    ++c.runs;
+    if (j->diverged()) ++c.diverged;
+    else if (j->failed()) ++c.failed;
+    else if (!j->finished()) ++c.unfinished;
+    if (!j->finished() && !metric.from_config()) continue;
+    const auto v = metric.value(*j, results);
+    if (!v) continue;
+    nlohmann::json key = nlohmann::json::object();
+    for (const auto& [axis, how] : reduce)
+      if (how == "best") key[axis] = job_value(*j, axis);
+    groups[key.dump()].push_back(*v);
+  }
+  if (c.runs == 0) {
+    c.kind = jobs.empty() ? CellValue::Kind::NotRun : CellValue::Kind::NotApplicable;
+    c.text = jobs.empty() ? "–" : "N/A";
+    return c;
+  }
+  const std::vector<double>* best = nullptr;
+  double best_mean = 0;
+  for (const auto& [key, values] : groups) {
+    double mean = 0;
+    for (double v : values) mean += v;
+    mean /= static_cast<double>(values.size());
+    if (!best || (metric.higher_is_better ? mean > best_mean : mean < best_mean)) best = &values, best_mean = mean;
+  }
+  if (!best && metric.source == Metric::Source::Config) {  // a setting this model does not have (m of softmax)
+    c.kind = CellValue::Kind::Value;
+    c.text = "none";
+    return c;
+  }
+  if (!best) {
+    using K = CellValue::Kind;
+    const bool finished_any = c.runs > c.diverged + c.failed + c.unfinished;
+    c.kind = c.diverged == c.runs                                ? K::Diverged
+             : std::any_of(jobs.begin(), jobs.end(), [](const JobRecord* j) { return j->active(); }) ? K::Running
+             : c.unfinished > 0                                  ? K::NotRun
+             : finished_any                                      ? K::Missing
+                                                                 : K::Failed;
+    c.text = c.kind == K::Diverged ? "*" : c.kind == K::Running ? "…" : c.kind == K::NotRun ? "–" : c.kind == K::Missing ? "?" : "!";
+    return c;
+  }
+  c.kind = CellValue::Kind::Value;
+  c.values = static_cast<int>(best->size());
+  c.mean = best_mean;
+  if (best->size() > 1) {
+    double ss = 0;
+    for (double v : *best) ss += (v - best_mean) * (v - best_mean);
+    c.sd = std::sqrt(ss / static_cast<double>(best->size() - 1));
+  }
+  c.text = format_number(c.mean, metric, digits);
+  if (metric.source == Metric::Source::Config) c.text = value_text(nlohmann::json(c.mean));
+  if (metric.from_config()) return c;  // a property of the configuration: how its runs went does not change it
+  if (c.values > 1) c.text += " ± " + format_number(c.sd, metric, digits);
+  if (c.diverged > 0) c.text += fmt::format(" (*{}/{})", c.diverged, c.runs);
+  if (c.unfinished > 0) c.text += " …";
+  if (c.failed > 0) c.text += " !";
+  return c;
+}
+
+Table build_table(const ResultSet& results, const TableSpec& spec) {
+  const auto& ex = results.experiment();
+  Table t;
+  std::vector<const JobRecord*> jobs;
+  for (const auto& j : results.jobs())
+    if (std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end()) jobs.push_back(&j);
+
+  t.title = fmt::format("{}{}", ex.name, results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
+  std::vector<std::string> reduced;
+  for (const auto& [axis, how] : spec.reduce) reduced.push_back(how == "best" ? fmt::format("best over {}", axis) : fmt::format("mean ± sd over {}", axis));
+  std::vector<std::string> measures;
+  for (const auto& m : spec.metrics) measures.push_back(m.units());
+  t.caption = fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
+                          (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ",
+                          fmt::join(measures, "; "), reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
+
+  for (const auto& a : spec.rows) t.row_headers.push_back(spec.label(a));
+  const auto row_keys = combinations(results, spec, spec.rows, jobs);
+  const auto col_keys = combinations(results, spec, spec.columns, jobs);
+  const bool several = spec.metrics.size() > 1;
+  for (const auto& ck : col_keys)
+    for (const auto& m : spec.metrics)
+      t.column_headers.push_back(spec.columns.empty() ? spec.label(m.name) : column_header(spec, spec.columns, ck, several ? &m : nullptr));
+
+  const auto matching = [&](const std::vector<const JobRecord*>& pool, const std::vector<std::string>& axes,
+                            const std::vector<nlohmann::json>& key) {
+    std::vector<const JobRecord*> out;
+    for (const auto* j : pool) {
+      bool ok = true;
+      for (size_t i = 0; i < axes.size() && ok; ++i) ok = job_value(*j, axes[i]) == key[i];
+      if (ok) out.push_back(j);
+    }
+    return out;
+  };
+  for (const auto& rk : row_keys) {
+    std::vector<std::string> labels;
+    for (const auto& v : rk) labels.push_back(value_label(spec, v));
+    t.row_labels.push_back(labels);
+    const auto in_row = matching(jobs, spec.rows, rk);
+    std::vector<CellValue> row;
+    for (const auto& ck : col_keys)
+      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits));
+    t.cells.push_back(std::move(row));
+  }
+
+  // References: a row when their stage shares a column axis (matched on it), else one line under the table.
+  for (const auto& ref : spec.references) {
+    std::vector<const JobRecord*> pool;
+    for (const auto& j : results.jobs())
+      if (j.stage() == ref.stage) pool.push_back(&j);
+    const auto& stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
+    std::vector<std::string> shared;
+    for (const auto& c : spec.columns)
+      if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
+    std::map<std::string, std::string> reduce;  // the reference stage's own axes: as the table says, else best
+    for (const auto& a : stage.axes)
+      if (std::find(shared.begin(), shared.end(), a) == shared.end()) reduce[a] = spec.reduce.count(a) ? spec.reduce.at(a) : "best";
+    if (shared.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& m : spec.metrics) {
+        const auto c = reduce_cell(pool, m, results, reduce, spec.digits);
+        parts.push_back(several ? fmt::format("{} {}", spec.label(m.name), c.text) : c.text);
+      }
+      t.notes.push_back(fmt::format("{}: {}", ref.label, fmt::join(parts, ", ")));
+      continue;
+    }
+    std::vector<std::string> labels(spec.rows.size(), "");
+    if (!labels.empty()) labels[0] = ref.label;
+    t.row_labels.push_back(labels);
+    std::vector<CellValue> row;
+    for (const auto& ck : col_keys) {
+      std::vector<nlohmann::json> key;
+      for (const auto& a : shared) key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
+      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits));
+    }
+    t.cells.push_back(std::move(row));
+  }
+  for (const auto& [marker, meaning] : kLegend) {
+    bool used = false;
+    for (const auto& row : t.cells)
+      for (const auto& c : row) used = used || uses_marker(c.text, marker);
+    for (const auto& n : t.notes) used = used || (marker != "N/A" && n.ends_with(": " + marker));
+    if (used) t.legend.push_back(meaning);
+  }
+  return t;
+}
+
+namespace {
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_markdown(const Table& t) {
+  std::string out = fmt::format("### {}\n\n{}\n\n", t.title, t.caption);
+  std::vector<std::string> head, align;
+  for (const auto& h : t.row_headers) head.push_back(md_escape(h)), align.push_back(":---");
+  for (const auto& h : t.column_headers) head.push_back(md_escape(h)), align.push_back("---:");
+  out += fmt::format("| {} |\n| {} |\n", fmt::join(head, " | "), fmt::join(align, " | "));
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    std::vector<std::string> line;
+    for (const auto& l : t.row_labels[r]) line.push_back(md_escape(l));
+    for (const auto& c : t.cells[r]) line.push_back(md_escape(c.text));
+    out += fmt::format("| {} |\n", fmt::join(line, " | "));
+  }
+  out += "\n";
+  for (const auto& n : t.notes) out += fmt::format("Reference: {}\n\n", n);
+  if (!t.legend.empty()) out += fmt::format("Legend: {}.\n", fmt::join(t.legend, " · "));
+  return out;
+}
+
+namespace {
+
+std::string tex_escape(const std::string& s) {
+  static const std::vector<std::pair<std::string, std::string>> kMap = {
+      {"\\", "\\textbackslash{}"}, {"&", "\\&"}, {"%", "\\%"}, {"$", "\\$"}, {"#", "\\#"}, {"_", "\\_"},
+      {"{", "\\{"}, {"}", "\\}"}, {"~", "\\textasciitilde{}"}, {"^", "\\textasciicircum{}"},
+      {"±", "$\\pm$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
+      {"·", "$\\cdot$"}, {"≤", "$\\le$"}};
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    bool hit = false;
+    for (const auto& [from, to] : kMap)
+      if (s.compare(i, from.size(), from) == 0) {
+        out += to;
+        i += from.size();
+        hit = true;
+        break;
+      }
+    if (!hit) out += s[i++];
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string render_latex(const Table& t) {
+  std::string out = "% Generated by fwlab table; needs \\usepackage{booktabs}.\n\\begin{table}[t]\n\\centering\n";
+  out += fmt::format("\\begin{{tabular}}{{{}{}}}\n\\toprule\n", std::string(t.row_headers.size(), 'l'), std::string(t.column_headers.size(), 'r'));
+  std::vector<std::string> head;
+  for (const auto& h : t.row_headers) head.push_back(tex_escape(h));
+  for (const auto& h : t.column_headers) head.push_back(tex_escape(h));
+  out += fmt::format("{} \\\\\n\\midrule\n", fmt::join(head, " & "));
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    std::vector<std::string> line;
+    for (const auto& l : t.row_labels[r]) line.push_back(tex_escape(l));
+    for (const auto& c : t.cells[r]) line.push_back(tex_escape(c.text));
+    out += fmt::format("{} \\\\\n", fmt::join(line, " & "));
+  }
+  out += "\\bottomrule\n\\end{tabular}\n";
+  std::string caption = t.caption;
+  for (const auto& n : t.notes) caption += " Reference: " + n + ".";
+  if (!t.legend.empty()) caption += " " + fmt::format("{}.", fmt::join(t.legend, "; "));
+  out += fmt::format("\\caption{{{}: {}}}\n\\end{{table}}\n", tex_escape(t.title), tex_escape(caption));
+  return out;
+}
+
+std::string render_csv(const Table& t) {
+  std::vector<std::string> head;
+  for (const auto& h : t.row_headers) head.push_back(csv_field(h));
+  for (const auto& h : t.column_headers) head.push_back(csv_field(h));
+  std::string out = fmt::format("{}\n", fmt::join(head, ","));
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    std::vector<std::string> line;
+    for (const auto& l : t.row_labels[r]) line.push_back(csv_field(l));
+    for (const auto& c : t.cells[r]) line.push_back(csv_field(c.text));
+    out += fmt::format("{}\n", fmt::join(line, ","));
+  }
+  return out;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the experiment catalog at a profile (default: quick) and writes what fwlab makes of it into results/:
+# for each experiment, results/NAME/table.md, report.md and plots/, then results/README.md saying on which
+# machine and with which command. Jobs that already finished are not run again, so a second call only
+# regenerates the outputs. Usage: scripts/results.sh [profile] [experiment names...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=${1:-quick}
+shift || true
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar)
+db=${FWLAB_DB:-results/fwlab.db}
+fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
+
+declare -A seconds
+for name in "${names[@]}"; do
+  file=experiments/$name.toml
+  start=$(date +%s)
+  status=0
+  fwlab sweep "$file" --profile "$profile" --db "$db" || status=$?
+  [ "$status" -eq 130 ] && exit 130
+  seconds[$name]=$(( $(date +%s) - start ))
+  out=results/$name
+  mkdir -p "$out"
+  fwlab table "$file" --profile "$profile" --db "$db" --out "$out/table.md"
+  fwlab table "$file" --profile "$profile" --db "$db" --format tex --out "$out/table.tex"
+  fwlab table "$file" --profile "$profile" --db "$db" --format csv --out "$out/table.csv"
+  fwlab report "$file" --profile "$profile" --db "$db" --out "$out/report.md"
+  rm -rf "$out/plots"
+  fwlab plot "$file" --profile "$profile" --db "$db" --out "$out/plots" > /dev/null
+  cat "$out/table.md"
+  echo
+done
+
+# What made these files: the machine, the command, the code.
+{
+  echo "# results/ — the experiment catalog at the \`$profile\` profile"
+  echo
+  echo "Made by real runs with \`bash scripts/results.sh $profile\` (after \`bash scripts/setup.sh\`); nothing here is"
+  echo "written by hand. Each experiment has \`table.md\` (also \`.tex\`, \`.csv\`), \`report.md\` (divergences and"
+  echo "stability) and \`plots/\` (PNG, SVG and the gnuplot script with its data)."
+  echo
+  echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(. /etc/os-release && echo "$PRETTY_NAME"), no GPU (CPU libtorch $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo '?'))"
+  echo "- fwlab commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
+  echo
+  echo "| experiment | table | report | plots | sweep time in this call |"
+  echo "| --- | --- | --- | --- | ---: |"
+  for name in table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar; do
+    [ -f "results/$name/table.md" ] || continue
+    echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | ${seconds[$name]:-–} s |"
+  done
+  echo
+  echo "Sweep time is the wall time of \`fwlab sweep\` in the call that wrote this file (0–1 s: its jobs had"
+  echo "finished in an earlier call)."
+} > results/README.md

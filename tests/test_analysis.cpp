@@ -1,0 +1,265 @@
+// fwlab table / report / plot on a database the test writes itself: every value below is recomputed here from
+// the numbers the test put in, not read back from fwlab.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "analysis/report.h"
+#include "analysis/table.h"
+#include "harness/db.h"
+#include "harness/plan.h"
+#include "tests/test_support.h"
+
+using namespace fwlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+// rule x m x lr x seed; decay at m = 4 does not apply. Line numbers matter to the error tests below.
+const std::string kGrid = R"([experiment]
+name = "grid"
+description = "analysis test grid"
+[defaults]
+seed = 0
+[defaults.data]
+source = "mqar"
+[defaults.model]
+vocab = 256
+d_model = 16
+n_layers = 1
+n_heads = 1
+head_dim = 16
+context = 64
+[defaults.train]
+steps = 10
+[stage.train]
+mixer = "fast_weight"
+feature_map = "identity"
+norm = "none"
+[grid]
+rule = ["add", "delta", "gated", "decay"]
+m = [4, 16]
+lr = [1e-3, 1e-2]
+seed = [0, 1]
+[[not_applicable]]
+rule = "decay"
+m = 4
+[table]
+rows = ["rule"]
+columns = ["m"]
+metric = "test_ppl"
+reduce = { lr = "best", seed = "mean" }
+[[plot]]
+kind = "vs_m"
+series = ["rule"]
+)";
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+// "grid.toml:LINE:" of the line where `needle` starts in `text`.
+std::string line_of(const std::string& text, const std::string& needle) {
+  const auto at = text.find(needle);
+  REQUIRE(at != std::string::npos);
+  return fmt::format("grid.toml:{}:", 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+}
+
+std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
+
+// Test perplexity of a finished add / delta run: lr 1e-2 is better by 1, seed 1 worse by 0.5.
+double add_ppl(int64_t m, double lr, int64_t seed) { return 10.0 + static_cast<double>(m) / 4 - (lr > 5e-3 ? 1.0 : 0.0) + 0.5 * static_cast<double>(seed); }
+
+struct Fixture {
+  test::TempDir dir{"analysis"};
+  std::string file = dir.file("grid.toml"), db_path = dir.file("fwlab.db");
+
+  explicit Fixture(const std::string& text = kGrid) {
+    test::spit(file, text);
+    const auto jobs = plan_jobs(load_experiment(file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
+    Db db(db_path);
+    auto job = db.prepare("INSERT INTO jobs(id, experiment, stage, coords, config, status, cause, reason) VALUES(?, 'grid', ?, ?, ?, ?, ?, ?)");
+    auto ev = db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, ?, ?, ?, ?, ?)");
+    auto div = db.prepare("INSERT INTO divergences(job_id, step, cause, value, last_finite_loss, lr, first_nonfinite_layer) "
+                          "VALUES(?, 7, 'nonfinite_loss', 'nan', 2.5, 0.01, 'blocks.0')");
+    const auto finished = [&](const PlannedJob& j, double ppl) {
+      job.bind(1, j.id).bind(2, j.stage).bind(3, j.coords.dump()).bind(4, j.spec.dump()).bind(5, std::string("finished")).bind_null(6).bind_null(7).run();
+      for (int64_t step : {5, 10}) ev.bind(1, j.id).bind(2, std::string("valid")).bind(3, step).bind(4, std::string("")).bind(5, std::log(ppl + 1.0 / step)).bind(6, ppl + 1.0 / step).run();
+      ev.bind(1, j.id).bind(2, std::string("test")).bind(3, int64_t{10}).bind(4, std::string("best")).bind(5, std::log(ppl)).bind(6, ppl).run();
+    };
+    const auto ended = [&](const PlannedJob& j, const std::string& status, const std::string& reason) {
+      job.bind(1, j.id).bind(2, j.stage).bind(3, j.coords.dump()).bind(4, j.spec.dump()).bind(5, status).bind(6, status).bind(7, reason).run();
+      if (status == "diverged") {
+        ev.bind(1, j.id).bind(2, std::string("valid")).bind(3, int64_t{5}).bind(4, std::string("")).bind(5, 2.5).bind(6, std::exp(2.5)).run();
+        div.bind(1, j.id).run();
+      }
+    };
+    for (const auto& j : jobs) {
+      if (!j.applicable) continue;
+      const auto rule = j.coords["rule"].get<std::string>();
+      const auto m = j.coords["m"].get<int64_t>(), seed = j.coords["seed"].get<int64_t>();
+      const auto lr = j.coords["lr"].get<double>();
+      if (rule == "add") finished(j, add_ppl(m, lr, seed));
+      if (rule == "delta" && m == 4) ended(j, "diverged", "");
+      if (rule == "delta" && m == 16) {
+        if (lr > 5e-3 && seed == 0) ended(j, "diverged", "");
+        else finished(j, lr > 5e-3 ? 11.0 : 12.0 + 0.5 * static_cast<double>(seed));
+      }
+      if (rule == "gated" && m == 4 && lr < 5e-3 && seed == 0) ended(j, "running", "");
+      if (rule == "decay") ended(j, seed == 0 ? "crashed" : "timeout", seed == 0 ? "worker crashed: | std::bad_alloc\nat step 3" : "timed out after 60 s");
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("table: values, best-over and mean-over selection, every marker, three formats", "[analysis]") {
+  Fixture fx;
+  Db db(fx.db_path, true);
+  const auto ex = load_experiment(fx.file, "");
+  ResultSet results(ex, "", db, FWLAB_SOURCE_DIR, kFwlabVersion);
+  const auto t = build_table(results, table_spec(ex));
+
+  // add: lr 1e-2 is best; its two seeds differ by 0.5, so mean = base + 0.25 and sd = 0.5 / sqrt(2).
+  const auto mean_sd = [](double a, double b) {
+    const double mean = (a + b) / 2;
+    return fmt::format("{:.2f} ± {:.2f}", mean, std::sqrt(((a - mean) * (a - mean) + (b - mean) * (b - mean)) / 1.0));
+  };
+  const auto add4 = mean_sd(add_ppl(4, 1e-2, 0), add_ppl(4, 1e-2, 1)), add16 = mean_sd(add_ppl(16, 1e-2, 0), add_ppl(16, 1e-2, 1));
+  CHECK(add4 == "10.25 ± 0.35");
+  REQUIRE(t.cells.size() == 4);
+  CHECK(t.column_headers == std::vector<std::string>{"m=4", "m=16"});
+  CHECK(t.cells[0][0].text == add4);
+  CHECK(t.cells[0][1].text == add16);
+  CHECK(t.cells[1][0].text == "*");               // every delta run at m = 4 diverged
+  CHECK(t.cells[1][1].text == "11.00 (*1/4)");    // lr 1e-2 (11.00, one seed) beats lr 1e-3 (12.25); 1 of 4 diverged
+  CHECK(t.cells[2][0].text == "…");               // one gated run is running, the rest not started
+  CHECK(t.cells[2][1].text == "–");               // not run
+  CHECK(t.cells[3][0].text == "N/A");
+  CHECK(t.cells[3][1].text == "!");               // crashed and timed out
+  CHECK(t.legend.size() == 6);                     // every marker but "?"
+
+  const auto md = render_markdown(t);
+  CHECK_THAT(md, Catch::Contains("| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | " + add4 + " | " + add16 +
+                                 " |\n| delta | * | 11.00 (*1/4) |\n| gated | … | – |\n| decay | N/A | ! |\n"));
+  CHECK_THAT(md, Catch::Contains("Cells: test perplexity (best over lr, mean ± sd over seed)."));
+  CHECK_THAT(md, Catch::Contains("*: every run of the cell diverged") && Catch::Contains("N/A: the combination does not apply"));
+  const auto tex = render_latex(t);
+  CHECK_THAT(tex, Catch::Contains("\\begin{tabular}{lrr}\n\\toprule\nrule & m=4 & m=16 \\\\\n\\midrule\n"));
+  CHECK_THAT(tex, Catch::Contains("add & 10.25 $\\pm$ 0.35 & 13.25 $\\pm$ 0.35 \\\\\ndelta & * & 11.00 (*1/4) \\\\\n"
+                                  "gated & \\dots{} & -- \\\\\ndecay & N/A & ! \\\\\n\\bottomrule\n"));
+  CHECK(render_csv(t) == "rule,m=4,m=16\nadd,10.25 ± 0.35,13.25 ± 0.35\ndelta,*,11.00 (*1/4)\ngated,…,–\ndecay,N/A,!\n");
+}
+
+TEST_CASE("table command: formats, --out, byte-identical regeneration, errors with file:line and exit 2", "[analysis]") {
+  Fixture fx;
+  for (const std::string format : {"md", "tex", "csv"}) {
+    const auto a = fx.dir.file("a." + format), b = fx.dir.file("b." + format);
+    REQUIRE(test::run_command(fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, a))).exit_code == 0);
+    REQUIRE(test::run_command(fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, b))).exit_code == 0);
+    CHECK(test::slurp(a) == test::slurp(b));
+    CHECK_THAT(test::slurp(a), Catch::Contains("11.00 (*1/4)"));
+  }
+  const auto printed = test::run_command(fwlab_cmd(fmt::format("table {} --db {}", fx.file, fx.db_path)));
+  CHECK(printed.exit_code == 0);
+  CHECK(printed.output == test::slurp(fx.dir.file("a.md")));
+
+  const auto missing = test::run_command(fwlab_cmd(fmt::format("table {} --db {}", fx.file, fx.dir.file("none.db"))));
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("none.db: no results database there"));
+  CHECK_FALSE(fs::exists(fx.dir.file("none.db")));
+
+  struct Bad {
+    std::string from, to, message;
+  };
+  for (const auto& bad : std::vector<Bad>{
+           {"rows = [\"rule\"]", "rows = [\"rul\"]", "9: table.rows[0]: 'rul' is not an axis of stage train (did you mean 'rule'?)"},
+           {"reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\" }", "10: table.reduce: axis 'seed' varies within a cell"},
+           {"reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"median\" }",
+            "32: table.reduce.seed: must be \"best\" (the best value over the axis) or \"mean\""},
+           {"metric = \"test_ppl\"", "metric = \"test_perplexity\"", "10: table.metric: unknown metric 'test_perplexity'"},
+           {"kind = \"vs_m\"", "kind = \"vs_n\"", "8: plot[0].kind: unknown kind 'vs_n'"},
+           {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]", "9: table.label: unknown key (did you mean 'labels'?)"},
+       }) {
+    const auto text = with(kGrid, bad.from, bad.to);
+    test::spit(fx.file, text);
+    const auto message = line_of(text, bad.to) + bad.message;  // file:line:column: key: message
+    for (const std::string cmd : {"table", "report", "plot"}) {
+      const auto r = test::run_command(fwlab_cmd(fmt::format("{} {} --db {}", cmd, fx.file, fx.db_path)));
+      INFO(cmd << ": " << r.output);
+      CHECK(r.exit_code == 2);
+      CHECK_THAT(r.output, Catch::Contains(message));
+    }
+    // The sweep refuses the file before it starts anything: no database, no job directory.
+    const auto sweep_db = fx.dir.file("sweep/fwlab.db");
+    const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker /bin/false", fx.file, sweep_db)));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+    CHECK_FALSE(fs::exists(fx.dir.file("sweep")));
+  }
+}
+
+TEST_CASE("report: each diverged run with its sibling's differences, stability by setting, learning-rate frontier", "[analysis]") {
+  Fixture fx;
+  const auto r = test::run_command(fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md"))));
+  REQUIRE(r.exit_code == 0);
+  const auto md = test::slurp(fx.dir.file("report.md"));
+  // 5 diverged runs: 4 at delta m = 4, one at delta m = 16, lr 1e-2, seed 0.
+  size_t sections = 0;
+  for (size_t at = md.find("### "); at != std::string::npos; at = md.find("### ", at + 1)) ++sections;
+  CHECK(sections == 5);
+  CHECK_THAT(md, Catch::Contains("### lr=0.01 m=16 rule=delta seed=0 — stage train, job "));
+  CHECK_THAT(md, Catch::Contains("| 7 | nonfinite_loss | nan | 2.5 | blocks.0 | 0.01 |"));
+  // Its nearest converged sibling differs in one grid coordinate and one setting; lr 1e-3 comes first in the grid.
+  CHECK_THAT(md, Catch::Contains("Nearest converged sibling: lr=0.001 m=16 rule=delta seed=0 (job ") &&
+                     Catch::Contains("- `optim.lr`: 0.01 here, 0.001 there\n\n"));
+  // Stability by setting: delta has 8 runs with a result (3 finished, 5 diverged); add 8 finished.
+  CHECK_THAT(md, Catch::Contains(fmt::format("| rule | delta | 8 | 5 | {:.0f}% |", 100.0 * 5 / 8)));
+  CHECK_THAT(md, Catch::Contains("| rule | add | 8 | 0 | 0% |"));
+  CHECK_THAT(md, Catch::Contains(fmt::format("| m | 4 | 8 | 4 | {:.0f}% |", 100.0 * 4 / 8)));
+  // Frontier per cell (stage, coordinates without lr).
+  CHECK_THAT(md, Catch::Contains("| train | m=16 rule=delta seed=0 | 0.001 | 0.01 | 0.001 | 0.01 |"));
+  CHECK_THAT(md, Catch::Contains("| train | m=16 rule=delta seed=1 | 0.001, 0.01 | – | 0.01 | – |"));
+  CHECK_THAT(md, Catch::Contains("| train | m=4 rule=delta seed=0 | – | 0.001, 0.01 | * | 0.001 |"));
+  // Crashes and timeouts are listed apart from divergences, one line each.
+  CHECK_THAT(md, Catch::Contains("| lr=0.001 m=16 rule=decay seed=0 | train | crashed | worker crashed: \\| std::bad_alloc at step 3 |"));
+  const auto again = test::run_command(fwlab_cmd(fmt::format("report {} --db {}", fx.file, fx.db_path)));
+  CHECK(again.output == md);
+}
+
+TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn and labelled", "[analysis]") {
+  Fixture fx;
+  const auto out = fx.dir.file("plots");
+  const auto r = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {}", fx.file, fx.db_path, out)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const std::string name : {"curves_add", "curves_delta", "curves_gated", "curves_decay", "vs_m"}) {
+    for (const std::string ext : {".png", ".svg", ".gp"}) {
+      INFO(name + ext);
+      REQUIRE(fs::exists(fs::path(out) / (name + ext)));
+      CHECK(fs::file_size(fs::path(out) / (name + ext)) > 200);
+    }
+    CHECK(test::slurp(out + "/" + name + ".png").substr(1, 3) == "PNG");
+  }
+  const auto delta = test::slurp(out + "/curves_delta.gp");
+  CHECK_THAT(delta, Catch::Contains("\"m=16, lr=0.01, seed=0 — diverged at step 7 (nonfinite\\\\_loss)\""));
+  CHECK_THAT(delta, Catch::Contains("set arrow from 7, graph 0 to 7, graph 1"));
+  CHECK_THAT(delta, Catch::Contains("\"m=16, lr=0.001, seed=1\""));
+  CHECK_THAT(test::slurp(out + "/curves_delta.svg"), Catch::Contains("diverged at step 7"));
+  CHECK_THAT(test::slurp(out + "/curves_gated.gp"), Catch::Contains("\"m=4, lr=0.001, seed=0 (running)\""));
+  const auto vs_m = test::slurp(out + "/vs_m.gp");
+  CHECK_THAT(vs_m, Catch::Contains("t \"add\"") && Catch::Contains("t \"delta\"") && Catch::Contains("t \"delta: diverged (no value)\""));
+  CHECK_THAT(vs_m, Catch::Contains("set xlabel \"m (feature / key dimension of the state, per head)\""));
+  // add at m = 4: the best learning rate's mean and its sd as error bars.
+  CHECK_THAT(vs_m, Catch::Contains(fmt::format("4 {:.10g} {:.10g} {:.10g}\n", 10.25, 10.25 - std::sqrt(0.125), 10.25 + std::sqrt(0.125))));
+  CHECK_THAT(r.output, Catch::Contains("vs_m.png (.svg, .gp): add; delta"));
+
+  const auto no_gnuplot = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {} --gnuplot /nonexistent/gnuplot", fx.file, fx.db_path, out)));
+  CHECK(no_gnuplot.exit_code == 1);
+  CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
+}
