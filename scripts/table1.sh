@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Runs Mao's Table 1 grid at the given profile (default: quick) and prints it: rules x {baseline, norm off,
-# phi off}, test perplexity of the best-validation checkpoint, N/A where the combination does not apply and
-# * where the run diverged. (The analysis commands of issue 5 will print it with `fwlab table`.)
+# README's main job: Mao's Table 1 at a profile (default: quick, about 20 minutes on 2 cores) — sweep the grid
+# into results/fwlab.db, print the table (rules x {baseline, norm off, phi off}, test perplexity, N/A and * as in
+# the paper), and write the divergence report and the plots. Jobs that finished in an earlier call are not run
+# again. Usage: scripts/table1.sh [profile]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-quick}
 db=${FWLAB_DB:-results/fwlab.db}
+out=results/table1
+[ "$profile" = quick ] || out=results/$profile/table1  # results/table1 holds the committed quick-profile outputs
+fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
 status=0
-env -u OPENBLAS_CORETYPE build/harness/fwlab sweep experiments/table1.toml --profile "$profile" --db "$db" || status=$?
+fwlab sweep experiments/table1.toml --profile "$profile" --db "$db" || status=$?
 [ "$status" -eq 130 ] && exit 130
-cell() {  # cell VARIANT
-  echo "MAX(CASE WHEN json_extract(c.coords, '\$.variant') = '$1' THEN
-          CASE WHEN c.applicable = 0 THEN 'N/A' WHEN j.status = 'diverged' THEN '*'
-               WHEN e.ppl IS NULL THEN '-' ELSE printf('%.2f', e.ppl) END END) AS \"$1\""
-}
-build/harness/fwlab query --db "$db" "
-  SELECT json_extract(c.coords, '\$.rule') AS rule, $(cell baseline), $(cell norm_off), $(cell phi_off)
-  FROM cells c LEFT JOIN jobs j ON j.id = c.job_id
-       LEFT JOIN evals e ON e.job_id = c.job_id AND e.split = 'test'
-  WHERE c.experiment = 'table1' AND c.profile = '$profile' AND c.stage = 'finetune'
-  GROUP BY 1 ORDER BY CASE rule WHEN 'add' THEN 0 WHEN 'delta' THEN 1 WHEN 'gated' THEN 2 ELSE 3 END"
-echo "test perplexity (byte level at smoke/quick scale); N/A: not applicable; *: diverged; -: not run"
+mkdir -p "$out"
+fwlab table experiments/table1.toml --profile "$profile" --db "$db" --out "$out/table.md"
+fwlab report experiments/table1.toml --profile "$profile" --db "$db" --out "$out/report.md"
+fwlab plot experiments/table1.toml --profile "$profile" --db "$db" --out "$out/plots" > /dev/null
+echo
+cat "$out/table.md"
+echo
+echo "Divergence report: $out/report.md; plots (PNG, SVG): $out/plots/; database: $db"
 exit "$status"

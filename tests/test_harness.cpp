@@ -300,24 +300,3 @@ TEST_CASE("ingestion is incremental and idempotent, and tolerates a torn last li
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 2);
   CHECK(count(db, "SELECT COUNT(*) FROM events") == 2);  // start and eval; metrics have their own table
 }
-
-TEST_CASE("catalog: table1 at the smoke profile runs end to end with the real worker, and a re-run does nothing", "[catalog]") {
-  test::TempDir dir("table1");
-  const auto db_path = dir.file("fwlab.db");
-  const auto cmd = fwlab_cmd(fmt::format("sweep {}/experiments/table1.toml --profile smoke --db {}", FWLAB_SOURCE_DIR, db_path));
-  auto first = test::run_command(cmd);
-  INFO(first.output);
-  CHECK(first.exit_code == 0);
-  Db db(db_path, true);
-  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") == 13);
-  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE applicable = 0 AND coords = '{\"rule\":\"decay\",\"variant\":\"baseline\"}'") == 1);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('finished', 'diverged')") == 12);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'finetune' AND depends_on = (SELECT id FROM jobs WHERE stage = 'pretrain')") == 11);
-  CHECK(count(db, "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE e.split = 'test' AND j.status = 'finished'") ==
-        count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'"));
-  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'conversion'") == 11);
-  auto again = test::run_command(cmd);
-  CHECK(again.exit_code == 0);
-  CHECK_THAT(again.output, Catch::Contains("0 finished, 0 diverged") && Catch::Contains("12 already done, 1 n/a"));
-  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 12);
-}
