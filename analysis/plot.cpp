@@ -2,14 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
-#include <array>
 #include <set>
 #include <sstream>
 
@@ -55,6 +57,12 @@ std::string safe_name(const std::string& s) {
   return out;
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string fmt_g(double v) { return fmt::format("{:.10g}", v); }
 
 // Where the markers of runs without a value go: above every real value (and error bar) of the panel.
@@ -67,13 +75,19 @@ std::optional<double> marker_level(const Panel& p) {
   return p.logy ? top * 1.25 : top + 0.08 * std::max(top - bottom, std::fabs(top) * 0.05 + 1e-12);
 }
 
-std::string panel_script(const Panel& p, const std::string& prefix) {
+// The panel's data as inline blocks ($PREFIXi per series, $PREFIXid for its no-value markers); gnuplot needs them
+// before the plot commands.
+std::string data_blocks(const Panel& p, const std::string& prefix) {
   std::ostringstream s;
-  // Data blocks first: gnuplot needs them before `plot`.
+  const auto mark_y = marker_level(p);
   for (size_t i = 0; i < p.series.size(); ++i) {
     const auto& se = p.series[i];
     s << "$" << prefix << i << " << EOD\n";
     for (const auto& pt : se.points) s << fmt_g(pt[0]) << ' ' << fmt_g(pt[1]) << ' ' << fmt_g(pt[2]) << ' ' << fmt_g(pt[3]) << '\n';
+    s << "EOD\n";
+    if (se.diverged_x.empty() || !mark_y) continue;
+    s << "$" << prefix << i << "d << EOD\n";
+    for (double x : se.diverged_x) s << fmt_g(x) << ' ' << fmt_g(*mark_y) << '\n';
     s << "EOD\n";
   }
   return s.str();
@@ -139,25 +153,12 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
   return s.str();
 }
 
-std::string diverged_blocks(const Panel& p, const std::string& prefix) {
-  const auto mark_y = marker_level(p);
-  if (!mark_y) return "";
-  std::ostringstream s;
-  for (size_t i = 0; i < p.series.size(); ++i) {
-    if (p.series[i].diverged_x.empty()) continue;
-    s << "$" << prefix << i << "d << EOD\n";
-    for (double x : p.series[i].diverged_x) s << fmt_g(x) << ' ' << fmt_g(*mark_y) << '\n';
-    s << "EOD\n";
-  }
-  return s.str();
-}
-
 // Writes NAME.gp and renders it to NAME.png and NAME.svg.
 Figure render(const std::vector<Panel>& panels, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
   std::string data, body;
   for (size_t k = 0; k < panels.size(); ++k) {
     const auto prefix = fmt::format("p{}s", k);
-    data += panel_script(panels[k], prefix) + diverged_blocks(panels[k], prefix);
+    data += data_blocks(panels[k], prefix);
     body += panel_plot(panels[k], prefix);
   }
   const int width = panels.size() > 1 ? 1400 : 900;
@@ -179,7 +180,10 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
     if (!f) throw PlotError(fmt::format("cannot write {}", gp.string()));
   }
   const auto log = fs::path(out_dir) / (name + ".gnuplot.log");
-  const auto cmd = fmt::format("cd '{}' && '{}' '{}' > '{}' 2>&1", out_dir, gnuplot, gp.filename().string(), log.filename().string());
+  // The script names its outputs relative to its own directory, so the figure files sit beside it.
+  const auto program = gnuplot.find('/') == std::string::npos ? gnuplot : fs::absolute(gnuplot).string();
+  const auto cmd = fmt::format("cd {} && {} {} > {} 2>&1", shell_quote(fs::absolute(out_dir).string()), shell_quote(program),
+                               shell_quote(gp.filename().string()), shell_quote(log.filename().string()));
   const int rc = std::system(cmd.c_str());
   std::ifstream lf(log);
   std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());

@@ -127,7 +127,8 @@ std::string divergence_report(const ResultSet& results) {
     for (const auto& j : jobs) {
       if (!j.finished() && !j.diverged()) continue;
       const auto v = job_value(j, name);
-      const auto text = v.is_null() ? "(none)" : value_text(v);
+      if (v.is_null()) continue;  // a run without this setting (the softmax teacher has no rule)
+      const auto text = value_text(v);
       if (!stats.count(text)) order.push_back(text);
       ++stats[text].first;
       if (j.diverged()) ++stats[text].second;

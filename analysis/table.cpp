@@ -164,7 +164,8 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
   std::vector<std::string> reduced;
   for (const auto& [axis, how] : spec.reduce) reduced.push_back(how == "best" ? fmt::format("best over {}", axis) : fmt::format("mean ± sd over {}", axis));
   std::vector<std::string> measures;
-  for (const auto& m : spec.metrics) measures.push_back(m.units());
+  for (const auto& m : spec.metrics)
+    if (std::find(measures.begin(), measures.end(), m.units()) == measures.end()) measures.push_back(m.units());
   t.caption = fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
                           (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ",
                           fmt::join(measures, "; "), reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));

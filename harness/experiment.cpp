@@ -61,7 +61,6 @@ const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
                                             "exclude", "cell", "profile", "table", "plot"};
 
-
 class Parser {
  public:
   explicit Parser(std::string file) : file_(std::move(file)) {}

@@ -294,25 +294,22 @@ int cmd_show(const std::string& prefix, const Common& c) {
 // The analysis commands read the file (with its profile) and the database; `body` gets both.
 int with_results(const std::string& file, const std::string& profile, const Common& c,
                  const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body) {
-  Experiment ex;
-  TableSpec table;
-  std::vector<PlotSpec> plots;
   try {
-    ex = load_experiment(file, profile);
-    table = table_spec(ex);
-    plots = plot_specs(ex, table);
-  } catch (const ExperimentError& e) {
+    const auto ex = load_experiment(file, profile);
+    const auto table = table_spec(ex);
+    const auto plots = plot_specs(ex, table);
+    if (!fs::exists(c.db_path)) {
+      fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep {}{}` first)\n", c.db_path, file,
+                 profile.empty() ? "" : " --profile " + profile);
+      return 2;
+    }
+    Db db(c.db_path, true);
+    const ResultSet results(ex, profile, db, FWLAB_SOURCE_DIR, kFwlabVersion);
+    return body(results, table, plots);
+  } catch (const ExperimentError& e) {  // the file's own errors, including those planning its jobs finds
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
   }
-  if (!fs::exists(c.db_path)) {
-    fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep {}{}` first)\n", c.db_path, file,
-               profile.empty() ? "" : " --profile " + profile);
-    return 2;
-  }
-  Db db(c.db_path, true);
-  ResultSet results(ex, profile, db, FWLAB_SOURCE_DIR, kFwlabVersion);
-  return body(results, table, plots);
 }
 
 // Writes `text` to `out` (atomically) or prints it.
