@@ -148,10 +148,22 @@ TableSpec table_spec(const Experiment& ex) {
                          "(\"best\" or \"mean\")", a.name));
   if (spec.stages.size() > 1 && !used.count("stage")) r.fail("table.stage", "several stages: put \"stage\" in rows or columns");
 
-  if (t.contains("digits")) {
-    if (!t["digits"].is_number_integer() || t["digits"].get<int>() < 0 || t["digits"].get<int>() > 12)
-      r.fail("table.digits", "must be an integer from 0 to 12");
-    spec.digits = t["digits"].get<int>();
+  if (t.contains("digits")) {  // digits = 2, or per metric: digits = { test_bpc = 3, tokens_per_s = 0 }
+    const auto decimals = [&](const nlohmann::json& v, const std::string& key) {
+      if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() > 12) r.fail(key, "must be an integer from 0 to 12");
+      return v.get<int>();
+    };
+    if (t["digits"].is_object()) {
+      std::vector<std::string> names;
+      for (const auto& m : spec.metrics) names.push_back(m.name);
+      for (const auto& [name, v] : t["digits"].items()) {
+        if (std::find(names.begin(), names.end(), name) == names.end())
+          r.fail("table.digits." + name, fmt::format("'{}' is not a metric of the table{}", name, did_you_mean(name, names)));
+        spec.metric_digits[name] = decimals(v, "table.digits." + name);
+      }
+    } else {
+      spec.digits = decimals(t["digits"], "table.digits");
+    }
   }
   if (t.contains("labels")) {
     if (!t["labels"].is_object()) r.fail("table.labels", "must be a table of value = \"label\"");

@@ -16,7 +16,8 @@ struct TableSpec {
   std::vector<std::string> rows, columns;    // axis names, or "stage"
   std::vector<Metric> metrics;               // one, or several side by side (each column key x metric)
   std::map<std::string, std::string> reduce; // other axes that vary within a cell: "best" or "mean"
-  int digits = 2;
+  int digits = 2;                            // decimals; per metric in metric_digits
+  std::map<std::string, int> metric_digits;
   std::map<std::string, std::string> labels; // display names of axis values, axes and metrics
   struct Reference {
     std::string label, stage;
@@ -24,6 +25,10 @@ struct TableSpec {
   std::vector<Reference> references;         // other stages shown with the table (the teacher, a softmax baseline)
   std::string caption;
 
+  int digits_for(const std::string& metric) const {
+    auto it = metric_digits.find(metric);
+    return it == metric_digits.end() ? digits : it->second;
+  }
   const std::string& label(const std::string& text) const {
     auto it = labels.find(text);
     return it == labels.end() ? text : it->second;

@@ -195,7 +195,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     const auto in_row = matching(jobs, spec.rows, rk);
     std::vector<CellValue> row;
     for (const auto& ck : col_keys)
-      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits));
+      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits_for(m.name)));
     t.cells.push_back(std::move(row));
   }
 
@@ -214,7 +214,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     if (shared.empty()) {
       std::vector<std::string> parts;
       for (const auto& m : spec.metrics) {
-        const auto c = reduce_cell(pool, m, results, reduce, spec.digits);
+        const auto c = reduce_cell(pool, m, results, reduce, spec.digits_for(m.name));
         parts.push_back(several ? fmt::format("{} {}", spec.label(m.name), c.text) : c.text);
       }
       t.notes.push_back(fmt::format("{}: {}", ref.label, fmt::join(parts, ", ")));
@@ -227,7 +227,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     for (const auto& ck : col_keys) {
       std::vector<nlohmann::json> key;
       for (const auto& a : shared) key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
-      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits));
+      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits_for(m.name)));
     }
     t.cells.push_back(std::move(row));
   }

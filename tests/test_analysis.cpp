@@ -154,6 +154,12 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
   CHECK_THAT(tex, Catch::Contains("add & 10.25 $\\pm$ 0.35 & 13.25 $\\pm$ 0.35 \\\\\ndelta & * & 11.00 (*1/4) \\\\\n"
                                   "gated & \\dots{} & -- \\\\\ndecay & N/A & ! \\\\\n\\bottomrule\n"));
   CHECK(render_csv(t) == "rule,m=4,m=16\nadd,10.25 ± 0.35,13.25 ± 0.35\ndelta,*,11.00 (*1/4)\ngated,…,–\ndecay,N/A,!\n");
+
+  // Decimals per metric.
+  test::spit(fx.file, with(kGrid, "metric = \"test_ppl\"", "metric = \"test_ppl\"\ndigits = { test_ppl = 3 }"));
+  const auto ex3 = load_experiment(fx.file, "");
+  const auto t3 = build_table(ResultSet(ex3, "", db, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex3));
+  CHECK(t3.cells[0][0].text == fmt::format("{:.3f} ± {:.3f}", 10.25, std::sqrt(0.125)));
 }
 
 TEST_CASE("table command: formats, --out, byte-identical regeneration, errors with file:line and exit 2", "[analysis]") {
@@ -184,6 +190,7 @@ TEST_CASE("table command: formats, --out, byte-identical regeneration, errors wi
             "32: table.reduce.seed: must be \"best\" (the best value over the axis) or \"mean\""},
            {"metric = \"test_ppl\"", "metric = \"test_perplexity\"", "10: table.metric: unknown metric 'test_perplexity'"},
            {"kind = \"vs_m\"", "kind = \"vs_n\"", "8: plot[0].kind: unknown kind 'vs_n'"},
+           {"metric = \"test_ppl\"", "digits = { test_pl = 1 }\nmetric = \"test_ppl\"", "22: table.digits.test_pl: 'test_pl' is not a metric of the table (did you mean 'test_ppl'?)"},
            {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]", "9: table.label: unknown key (did you mean 'labels'?)"},
        }) {
     const auto text = with(kGrid, bad.from, bad.to);
