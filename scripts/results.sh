@@ -12,14 +12,11 @@ names=("$@")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
 
-declare -A seconds
 for name in "${names[@]}"; do
   file=experiments/$name.toml
-  start=$(date +%s)
   status=0
   fwlab sweep "$file" --profile "$profile" --db "$db" || status=$?
   [ "$status" -eq 130 ] && exit 130
-  seconds[$name]=$(( $(date +%s) - start ))
   out=results/$name
   mkdir -p "$out"
   fwlab table "$file" --profile "$profile" --db "$db" --out "$out/table.md"
@@ -41,16 +38,18 @@ done
   echo "stability) and \`plots/\` (PNG, SVG and the gnuplot script with its data)."
   echo
   echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(. /etc/os-release && echo "$PRETTY_NAME"), no GPU (CPU libtorch $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo '?'))"
-  echo "- fwlab commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- fwlab commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
   echo
-  echo "| experiment | table | report | plots | sweep time in this call |"
-  echo "| --- | --- | --- | --- | ---: |"
+  echo "| experiment | table | report | plots | jobs | worker time |"
+  echo "| --- | --- | --- | --- | ---: | ---: |"
   for name in table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar; do
     [ -f "results/$name/table.md" ] || continue
-    echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | ${seconds[$name]:-–} s |"
+    read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(j.finished - j.started), 0)) AS INTEGER)
+      FROM cells c JOIN jobs j ON j.id = c.job_id WHERE c.experiment = '$name' AND c.profile = '$profile'" | tail -1 | tr ',' ' ')
+    echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | $jobs | $((secs / 60)) min $((secs % 60)) s |"
   done
   echo
-  echo "Sweep time is the wall time of \`fwlab sweep\` in the call that wrote this file (0–1 s: its jobs had"
-  echo "finished in an earlier call)."
+  echo "Worker time: the summed run time of the experiment's jobs, as the database recorded it (a job shared"
+  echo "between files, like the teacher of table1, table2 and the T2R files, counts in each)."
 } > results/README.md
