@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 namespace fwlab {
 
@@ -55,9 +57,17 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
   }
   sqlite3_busy_timeout(db_, 30000);
   if (!read_only) {
-    exec("PRAGMA journal_mode=WAL");
+    // Two sweeps may open a new database at once. Switching to WAL can fail with SQLITE_BUSY without waiting
+    // on the busy handler, so retry it; the schema goes in one IMMEDIATE transaction, which does wait, so no
+    // connection has to upgrade a read lock (SQLite answers that with an immediate SQLITE_BUSY too).
+    for (int attempt = 0;; ++attempt) {
+      if (sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK) break;
+      const int code = sqlite3_errcode(db_) & 0xff;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600) exec("PRAGMA journal_mode=WAL");  // throws
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     exec("PRAGMA synchronous=NORMAL");
-    exec(kSchema);
+    transaction([&] { exec(kSchema); });
   }
 }
 

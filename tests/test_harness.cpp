@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -304,4 +305,34 @@ TEST_CASE("ingestion is incremental and idempotent, and tolerates a torn last li
   ingest_events(db, "j", dir.path().string());
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 2);
   CHECK(count(db, "SELECT COUNT(*) FROM events") == 2);  // start and eval; metrics have their own table
+}
+
+TEST_CASE("db: two processes creating the same new database at once both open it", "[harness]") {
+  // Switching a new file to WAL while another connection reads it fails at once with SQLITE_BUSY, without the
+  // busy handler; two sweeps starting together on a new database used to lose one of them that way.
+  test::TempDir dir("dbinit");
+  int failures = 0;
+  for (int i = 0; i < 100; ++i) {
+    const auto path = dir.file(fmt::format("r{}.db", i));
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 2; ++k) {
+      const pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        try {
+          Db db(path);
+          _exit(0);
+        } catch (...) {
+          _exit(1);
+        }
+      }
+      kids.push_back(pid);
+    }
+    for (pid_t pid : kids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  }
+  CHECK(failures == 0);
 }
