@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace fwlab {
 
@@ -50,6 +51,16 @@ size_t coords_distance(const JobRecord& a, const JobRecord& b) {
   for (const auto& [k, v] : a.planned.coords.items())
     if (!b.planned.coords.contains(k) || b.planned.coords.at(k) != v) ++d;
   return d;
+}
+
+// How many of the grid's axes, outermost first, the two jobs agree on before they first differ.
+long shared_outer_axes(const Experiment& ex, const JobRecord& a, const JobRecord& b) {
+  long n = 0;
+  for (const auto& axis : ex.axes) {
+    if (job_value(a, axis.name) != job_value(b, axis.name)) break;
+    ++n;
+  }
+  return n;
 }
 
 std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
@@ -97,13 +108,14 @@ std::string divergence_report(const ResultSet& results) {
       out += fmt::format("| – | {} | – | – | – | – |\n\n", j.cause.empty() ? "(no divergence event recorded)" : j.cause);
     }
     // The nearest sibling that converged: same stage, fewest differing grid coordinates, then fewest
-    // differing settings; grid order breaks ties.
+    // differing settings, then the one that differs in the innermost axes (a different seed or learning rate
+    // says more than a different rule); grid order breaks the remaining ties.
     const JobRecord* nearest = nullptr;
-    size_t best_coords = 0, best_keys = 0;
+    std::tuple<size_t, size_t, long> best{};
     for (const auto& s : jobs) {
       if (!s.finished() || s.stage() != j.stage()) continue;
-      const size_t dc = coords_distance(j, s), dk = config_diff(j, s).size();
-      if (!nearest || dc < best_coords || (dc == best_coords && dk < best_keys)) nearest = &s, best_coords = dc, best_keys = dk;
+      const std::tuple<size_t, size_t, long> d{coords_distance(j, s), config_diff(j, s).size(), -shared_outer_axes(ex, j, s)};
+      if (!nearest || d < best) nearest = &s, best = d;
     }
     if (!nearest) {
       out += "No run of this stage converged to compare with.\n\n";

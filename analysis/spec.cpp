@@ -202,7 +202,9 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
       r.fail(key + ".kind", fmt::format("unknown kind '{}' (vs_m: metric against state size m; generation: ms per "
                                         "token and state memory against sequence length){}",
                                         spec.kind, did_you_mean(spec.kind, {"vs_m", "generation"})));
-    spec.metric = p.contains("metric") ? r.metric(p["metric"], key + ".metric") : table.metrics.back();
+    // Default: the table's evaluation metric (its columns may also hold parameters or throughput).
+    const auto eval = std::find_if(table.metrics.begin(), table.metrics.end(), [](const Metric& m) { return m.source == Metric::Source::Eval; });
+    spec.metric = p.contains("metric") ? r.metric(p["metric"], key + ".metric") : eval != table.metrics.end() ? *eval : table.metrics.front();
     spec.series = p.contains("series") ? r.names(p["series"], key + ".series") : table.rows;
     out.push_back(spec);
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <toml++/toml.h>
 
@@ -239,6 +240,14 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
     const auto& b = e.source().begin;
     throw ExperimentError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description()));
   }
+  // TOML++ iterates a table in key order; the grid keeps the order the file wrote its axes in (a profile's
+  // replacement stays in its axis's place), so tables and job lists follow the file.
+  std::vector<std::pair<SourcePos, std::string>> written;
+  if (auto* g = doc["grid"].as_table())
+    for (const auto& [k, v] : *g) written.emplace_back(p.pos(v), std::string(k.str()));
+  std::sort(written.begin(), written.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
+  });
   apply_profile(doc, profile, p);
 
   Experiment ex;
@@ -282,6 +291,11 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
   } else if (doc.contains("grid")) {
     p.fail(*doc.get("grid"), "grid", "must be a table of axis = [values]");
   }
+  const auto rank = [&](const Axis& a) {
+    auto it = std::find_if(written.begin(), written.end(), [&](const auto& w) { return w.second == a.name; });
+    return it - written.begin();  // axes only a profile adds come last
+  };
+  std::stable_sort(ex.axes.begin(), ex.axes.end(), [&](const Axis& a, const Axis& b) { return rank(a) < rank(b); });
   if (auto* pr = doc["preset"].as_table()) {
     for (const auto& [axis_key, by_value] : *pr) {
       const std::string axis(axis_key.str());

@@ -155,6 +155,18 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
                                   "gated & \\dots{} & -- \\\\\ndecay & N/A & ! \\\\\n\\bottomrule\n"));
   CHECK(render_csv(t) == "rule,m=4,m=16\nadd,10.25 ± 0.35,13.25 ± 0.35\ndelta,*,11.00 (*1/4)\ngated,…,–\ndecay,N/A,!\n");
 
+  // Without [table]: the first axis as rows, the others as columns, the metric that fits the data (MQAR:
+  // accuracy, which these runs never recorded: "?").
+  test::spit(fx.file, kGrid.substr(0, kGrid.find("[table]")));
+  const auto ex2 = load_experiment(fx.file, "");
+  const auto t2 = build_table(ResultSet(ex2, "", db, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex2));
+  INFO(render_markdown(t2));
+  REQUIRE(t2.column_headers.size() == 8);
+  CHECK(t2.column_headers[0] == "m=4, lr=0.001, seed=0");
+  CHECK(t2.cells[0][0].text == "?");
+  CHECK(t2.cells[3][0].text == "N/A");
+  CHECK_THAT(render_markdown(t2), Catch::Contains("Cells: test accuracy.") && Catch::Contains("?: finished without this metric"));
+
   // Decimals per metric.
   test::spit(fx.file, with(kGrid, "metric = \"test_ppl\"", "metric = \"test_ppl\"\ndigits = { test_ppl = 3 }"));
   const auto ex3 = load_experiment(fx.file, "");
@@ -222,9 +234,13 @@ TEST_CASE("report: each diverged run with its sibling's differences, stability b
   CHECK(sections == 5);
   CHECK_THAT(md, Catch::Contains("### lr=0.01 m=16 rule=delta seed=0 — stage train, job "));
   CHECK_THAT(md, Catch::Contains("| 7 | nonfinite_loss | nan | 2.5 | blocks.0 | 0.01 |"));
-  // Its nearest converged sibling differs in one grid coordinate and one setting; lr 1e-3 comes first in the grid.
+  // Its nearest converged siblings differ in one grid coordinate and one setting each (rule, m, lr or seed): the
+  // one differing in the innermost axis wins — another seed converged.
+  CHECK_THAT(md, Catch::Contains("Nearest converged sibling: lr=0.01 m=16 rule=delta seed=1 (job ") &&
+                     Catch::Contains("(this run, then the sibling):\n\n- `seed`: 0 here, 1 there\n\n"));
+  // delta at m = 4 diverged at both learning rates and seeds: its nearest converged sibling has another m.
   CHECK_THAT(md, Catch::Contains("Nearest converged sibling: lr=0.001 m=16 rule=delta seed=0 (job ") &&
-                     Catch::Contains("- `optim.lr`: 0.01 here, 0.001 there\n\n"));
+                     Catch::Contains("- `model.mixer.m`: 4 here, 16 there\n"));
   // Stability by setting: delta has 8 runs with a result (3 finished, 5 diverged); add 8 finished.
   CHECK_THAT(md, Catch::Contains(fmt::format("| rule | delta | 8 | 5 | {:.0f}% |", 100.0 * 5 / 8)));
   CHECK_THAT(md, Catch::Contains("| rule | add | 8 | 0 | 0% |"));
