@@ -11,40 +11,40 @@ $p0s0 << EOD
 400 0.3828125 0.3828125 0.3828125
 EOD
 $p0s1 << EOD
-100 0.007080078125 0.007080078125 0.007080078125
-200 0.0068359375 0.0068359375 0.0068359375
-300 0.009033203125 0.009033203125 0.009033203125
-400 0.005615234375 0.005615234375 0.005615234375
-EOD
-$p0s2 << EOD
-100 0.0166015625 0.0166015625 0.0166015625
-200 0.2890625 0.2890625 0.2890625
-300 0.359375 0.359375 0.359375
-400 0.36328125 0.36328125 0.36328125
-EOD
-$p0s3 << EOD
-100 0.007080078125 0.007080078125 0.007080078125
-200 0.006103515625 0.006103515625 0.006103515625
-300 0.008544921875 0.008544921875 0.008544921875
-400 0.005615234375 0.005615234375 0.005615234375
-EOD
-$p0s4 << EOD
 100 0.0205078125 0.0205078125 0.0205078125
 200 0.2275390625 0.2275390625 0.2275390625
 300 0.3125 0.3125 0.3125
 400 0.33203125 0.33203125 0.33203125
 EOD
-$p0s5 << EOD
+$p0s2 << EOD
+100 0.007080078125 0.007080078125 0.007080078125
+200 0.0068359375 0.0068359375 0.0068359375
+300 0.009033203125 0.009033203125 0.009033203125
+400 0.005615234375 0.005615234375 0.005615234375
+EOD
+$p0s3 << EOD
 100 0.0078125 0.0078125 0.0078125
 200 0.0068359375 0.0068359375 0.0068359375
 300 0.009033203125 0.009033203125 0.009033203125
 400 0.005615234375 0.005615234375 0.005615234375
 EOD
-$p0s6 << EOD
+$p0s4 << EOD
+100 0.0166015625 0.0166015625 0.0166015625
+200 0.2890625 0.2890625 0.2890625
+300 0.359375 0.359375 0.359375
+400 0.36328125 0.36328125 0.36328125
+EOD
+$p0s5 << EOD
 100 0.025390625 0.025390625 0.025390625
 200 0.2841796875 0.2841796875 0.2841796875
 300 0.3466796875 0.3466796875 0.3466796875
 400 0.359375 0.359375 0.359375
+EOD
+$p0s6 << EOD
+100 0.007080078125 0.007080078125 0.007080078125
+200 0.006103515625 0.006103515625 0.006103515625
+300 0.008544921875 0.008544921875 0.008544921875
+400 0.005615234375 0.005615234375 0.005615234375
 EOD
 $p0s7 << EOD
 100 0.0078125 0.0078125 0.0078125
@@ -65,12 +65,12 @@ set xtics autofreq
 set xrange [-8:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "pairs=4, m=4, lr=0.001", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "pairs=16, m=4, lr=0.001", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "pairs=4, m=16, lr=0.001", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "pairs=16, m=16, lr=0.001", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "pairs=4, m=4, lr=0.003", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "pairs=16, m=4, lr=0.003", \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "pairs=4, m=16, lr=0.003", \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "pairs=4, m=4, lr=0.003", \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "pairs=16, m=4, lr=0.001", \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "pairs=16, m=4, lr=0.003", \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "pairs=4, m=16, lr=0.001", \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "pairs=4, m=16, lr=0.003", \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "pairs=16, m=16, lr=0.001", \
      $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t "pairs=16, m=16, lr=0.003"
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
@@ -86,11 +86,11 @@ set xtics autofreq
 set xrange [-8:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "pairs=4, m=4, lr=0.001", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "pairs=16, m=4, lr=0.001", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "pairs=4, m=16, lr=0.001", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "pairs=16, m=16, lr=0.001", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "pairs=4, m=4, lr=0.003", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "pairs=16, m=4, lr=0.003", \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "pairs=4, m=16, lr=0.003", \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "pairs=4, m=4, lr=0.003", \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "pairs=16, m=4, lr=0.001", \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "pairs=16, m=4, lr=0.003", \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "pairs=4, m=16, lr=0.001", \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "pairs=4, m=16, lr=0.003", \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "pairs=16, m=16, lr=0.001", \
      $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t "pairs=16, m=16, lr=0.003"
 unset output
