@@ -88,7 +88,7 @@ std::optional<double> Metric::value(const JobRecord& job, const ResultSet& resul
         if (split == "test" ? true : (!chosen || *e.loss < *chosen->loss)) chosen = &e;
       }
       if (!chosen) return std::nullopt;
-      const auto& v = field == "loss" ? chosen->loss : field == "ppl" ? chosen->ppl : field == "bpc" ? chosen->bpc : chosen->accuracy;
+      const auto& v = chosen->field(field);
       if (v && std::isfinite(*v)) return *v;
       return std::nullopt;
     }

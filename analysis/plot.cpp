@@ -262,7 +262,7 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
                        : row_label;
         for (const auto& e : j->evals) {
           if (e.split != "valid") continue;
-          const auto& v = valid.field == "loss" ? e.loss : valid.field == "ppl" ? e.ppl : valid.field == "bpc" ? e.bpc : e.accuracy;
+          const auto& v = e.field(valid.field);
           if (v && std::isfinite(*v)) se.points.push_back({static_cast<double>(e.step), *v, *v, *v});
         }
         if (j->diverged()) {
@@ -319,14 +319,8 @@ Figure versus_m(const ResultSet& results, const TableSpec& spec, const PlotSpec&
   }
   // The table's references (the teacher, a softmax baseline) as levels to compare with.
   for (const auto& ref : spec.references) {
-    std::vector<const JobRecord*> pool;
-    for (const auto& j : results.jobs())
-      if (j.stage() == ref.stage) pool.push_back(&j);
-    std::map<std::string, std::string> reduce;
-    for (const auto& s : results.experiment().stages)
-      if (s.name == ref.stage)
-        for (const auto& a : s.axes) reduce[a] = "best";
-    const auto c = reduce_cell(pool, plot.metric, results, reduce, 6);
+    const auto r = reference_jobs(results, spec, ref);
+    const auto c = reduce_cell(r.jobs, plot.metric, results, r.reduce, 6);
     if (c.kind != CellValue::Kind::Value) continue;
     Series se;
     se.title = ref.label + " (reference level)";

@@ -65,14 +65,9 @@ long shared_outer_axes(const Experiment& ex, const JobRecord& a, const JobRecord
 
 std::string lr_text(double lr) { return fmt::format("{:g}", lr); }
 
-// A worker's reason may hold newlines or pipes: keep the table one line per run.
+// One line per run, however long the worker's reason.
 std::string md_cell(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-    if (c == '|') out += '\\';
-    out += c;
-  }
+  const auto out = md_escape(s);
   return out.size() > 160 ? out.substr(0, 157) + "..." : out;
 }
 

@@ -94,6 +94,16 @@ nlohmann::json job_value(const JobRecord& job, const std::string& name) {
   return node ? *node : nlohmann::json();
 }
 
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 std::string value_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_null()) return "";

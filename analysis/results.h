@@ -19,7 +19,15 @@ struct EvalRow {
   std::string split, checkpoint;
   int64_t step = 0;
   std::optional<double> loss, ppl, bpc, accuracy;
+
+  // One of loss | ppl | bpc | accuracy by name.
+  const std::optional<double>& field(const std::string& name) const {
+    return name == "loss" ? loss : name == "ppl" ? ppl : name == "bpc" ? bpc : accuracy;
+  }
 };
+
+// Text for a Markdown table cell: pipes escaped, line breaks flattened (a worker's reason may hold both).
+std::string md_escape(const std::string& s);
 
 struct DivergenceRow {
   int64_t step = 0;

@@ -153,6 +153,18 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
   return c;
 }
 
+ReferenceJobs reference_jobs(const ResultSet& results, const TableSpec& spec, const TableSpec::Reference& ref,
+                             const std::vector<std::string>& matched) {
+  ReferenceJobs r;
+  for (const auto& j : results.jobs())
+    if (j.stage() == ref.stage) r.jobs.push_back(&j);
+  for (const auto& s : results.experiment().stages)
+    if (s.name == ref.stage)
+      for (const auto& a : s.axes)
+        if (std::find(matched.begin(), matched.end(), a) == matched.end()) r.reduce[a] = spec.reduce.count(a) ? spec.reduce.at(a) : "best";
+  return r;
+}
+
 Table build_table(const ResultSet& results, const TableSpec& spec) {
   const auto& ex = results.experiment();
   Table t;
@@ -201,16 +213,11 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
 
   // References: a row when their stage shares a column axis (matched on it), else one line under the table.
   for (const auto& ref : spec.references) {
-    std::vector<const JobRecord*> pool;
-    for (const auto& j : results.jobs())
-      if (j.stage() == ref.stage) pool.push_back(&j);
     const auto& stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
     std::vector<std::string> shared;
     for (const auto& c : spec.columns)
       if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
-    std::map<std::string, std::string> reduce;  // the reference stage's own axes: as the table says, else best
-    for (const auto& a : stage.axes)
-      if (std::find(shared.begin(), shared.end(), a) == shared.end()) reduce[a] = spec.reduce.count(a) ? spec.reduce.at(a) : "best";
+    const auto [pool, reduce] = reference_jobs(results, spec, ref, shared);
     if (shared.empty()) {
       std::vector<std::string> parts;
       for (const auto& m : spec.metrics) {
@@ -240,19 +247,6 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
   }
   return t;
 }
-
-namespace {
-
-std::string md_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
 
 namespace {
 

@@ -28,6 +28,14 @@ struct CellValue {
 CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& metric, const ResultSet& results,
                       const std::map<std::string, std::string>& reduce, int digits);
 
+// A reference stage's jobs, and how its own axes other than `matched` reduce: as the table says, else best.
+struct ReferenceJobs {
+  std::vector<const JobRecord*> jobs;
+  std::map<std::string, std::string> reduce;
+};
+ReferenceJobs reference_jobs(const ResultSet& results, const TableSpec& spec, const TableSpec::Reference& ref,
+                             const std::vector<std::string>& matched = {});
+
 struct Table {
   std::string title, caption;
   std::vector<std::string> row_headers;               // one per row axis
