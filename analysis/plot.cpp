@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -39,15 +42,24 @@ struct Panel {
   std::vector<Series> series;
 };
 
-// A gnuplot string literal; `text` ones are shown in enhanced mode, where _ ^ @ & { } would be markup.
+// A gnuplot string literal that stays text whatever it holds. Experiment files and databases are shared, so
+// their strings must never become commands: gnuplot runs `...` inside double quotes as a shell command and
+// starts a new command after a newline. Single-quoted strings expand nothing (a quote is written twice),
+// and control characters become spaces. `text` ones are shown in enhanced mode, where \ _ ^ @ & { } are
+// markup: a backslash before each keeps it literal.
 std::string gp_quote(const std::string& s, bool text = true) {
-  std::string out = "\"";
+  std::string out = "'";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (text && (c == '@' || c == '^' || c == '_' || c == '&' || c == '{' || c == '}')) out += "\\\\";
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+      continue;
+    }
+    if (c == '\'') out += '\'';
+    if (text && (c == '\\' || c == '@' || c == '^' || c == '_' || c == '&' || c == '{' || c == '}')) out += '\\';
     out += c;
   }
-  return out + "\"";
+  return out + "'";
 }
 
 std::string safe_name(const std::string& s) {
@@ -57,10 +69,25 @@ std::string safe_name(const std::string& s) {
   return out;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+// Runs `program script` in `dir` with stdout and stderr to `log` (relative to `dir`), without a shell: no
+// name or path reaches an interpreter. Returns the exit code, 127 when the program cannot be started.
+int run_in(const std::string& dir, const std::string& program, const std::string& script, const std::string& log) {
+  const auto exe = program.find('/') == std::string::npos ? program : fs::absolute(program).string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv = {const_cast<char*>(exe.c_str()), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return 127;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::string fmt_g(double v) { return fmt::format("{:.10g}", v); }
@@ -146,7 +173,7 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
     double right = 1;
     for (const auto& se : p.series)
       if (se.marker_x) right = std::max(right, *se.marker_x + 1);
-    s << fmt::format("set xrange [0:{}]\nset yrange [0:1]\nunset logscale y\nset label \"no values recorded\" at graph 0.5, graph 0.5 center\n", fmt_g(right));
+    s << fmt::format("set xrange [0:{}]\nset yrange [0:1]\nunset logscale y\nset label 'no values recorded' at graph 0.5, graph 0.5 center\n", fmt_g(right));
     parts.push_back("1/0 notitle");
   }
   s << "plot " << fmt::format("{}", fmt::join(parts, ", \\\n     ")) << "\n";
@@ -181,18 +208,13 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
   }
   const auto log = fs::path(out_dir) / (name + ".gnuplot.log");
   // The script names its outputs relative to its own directory, so the figure files sit beside it.
-  const auto program = gnuplot.find('/') == std::string::npos ? gnuplot : fs::absolute(gnuplot).string();
-  const auto cmd = fmt::format("cd {} && {} {} > {} 2>&1", shell_quote(fs::absolute(out_dir).string()), shell_quote(program),
-                               shell_quote(gp.filename().string()), shell_quote(log.filename().string()));
-  const int rc = std::system(cmd.c_str());
+  const int rc = run_in(fs::absolute(out_dir).string(), gnuplot, gp.filename().string(), log.filename().string());
   std::ifstream lf(log);
   std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
   fs::remove(log);
-  if (rc != 0) {
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
-      throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
-    throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
-  }
+  if (rc == 127)
+    throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
+  if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
   Figure fig{name, {}};
   for (const auto& p : panels)
     for (const auto& se : p.series) fig.series.push_back(se.title);

@@ -97,7 +97,7 @@ nlohmann::json job_value(const JobRecord& job, const std::string& name) {
 std::string md_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // one line: a newline would end the row
     if (c == '|') out += '\\';
     out += c;
   }

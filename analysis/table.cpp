@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -258,6 +259,11 @@ std::string tex_escape(const std::string& s) {
       {"·", "$\\cdot$"}, {"≤", "$\\le$"}};
   std::string out;
   for (size_t i = 0; i < s.size();) {
+    if (const auto u = static_cast<unsigned char>(s[i]); u < 0x20 || u == 0x7f) {  // a blank line ends a tabular row
+      out += ' ';
+      ++i;
+      continue;
+    }
     bool hit = false;
     for (const auto& [from, to] : kMap)
       if (s.compare(i, from.size(), from) == 0) {
@@ -271,8 +277,16 @@ std::string tex_escape(const std::string& s) {
   return out;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+// A CSV field. Spreadsheets run a text cell starting with = + - @ as a formula (CSV injection): such cells
+// get a leading apostrophe, unless they are plain numbers.
+std::string csv_field(const std::string& text) {
+  std::string s = text;
+  if (!s.empty() && std::string("=+-@\t\r").find(s[0]) != std::string::npos) {
+    char* end = nullptr;
+    std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) s = "'" + s;
+  }
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";

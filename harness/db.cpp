@@ -4,6 +4,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string_view>
 #include <filesystem>
 #include <thread>
 
@@ -43,31 +47,85 @@ CREATE INDEX IF NOT EXISTS cells_by_job ON cells(job_id);
 
 }  // namespace
 
+void check_db_path(const std::string& path, bool for_writing) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (st.type() == fs::file_type::directory) throw DbOpenError(fmt::format("{}: is a directory, not a results database", path));
+  if (fs::exists(st)) {
+    if (st.type() != fs::file_type::regular) throw DbOpenError(fmt::format("{}: not a regular file", path));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw DbOpenError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+    char magic[16] = {};
+    in.read(magic, sizeof magic);
+    if (in.gcount() > 0 && std::memcmp(magic, "SQLite format 3", 16) != 0)
+      throw DbOpenError(fmt::format("{}: not an SQLite database (a results database is made by `fwlab sweep`)", path));
+    return;
+  }
+  if (!for_writing) throw DbOpenError(fmt::format("{}: no results database there (run `fwlab sweep` first)", path));
+  const auto parent = fs::path(path).parent_path();
+  if (parent.empty()) return;
+  fs::create_directories(parent, ec);
+  if (ec || !fs::is_directory(parent, ec)) throw DbOpenError(fmt::format("{}: cannot create its folder {}: {}", path, parent.string(),
+                                                                      ec ? ec.message() : "not a directory"));
+}
+
+namespace {
+
+// "file:" URI of a path (percent-escaping what a URI would read as syntax), for SQLITE_OPEN_URI.
+std::string file_uri(const std::string& path) {
+  std::string out = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string())
+    out += (std::isalnum(c) || std::string_view("/-_.~").find(static_cast<char>(c)) != std::string_view::npos)
+               ? std::string(1, static_cast<char>(c))
+               : fmt::format("%{:02X}", c);
+  return out;
+}
+
+sqlite3* open_connection(const std::string& name, int flags, std::string& error) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(name.c_str(), &db, flags, nullptr) == SQLITE_OK) {
+    // Opening is lazy: reading the schema tells a damaged, foreign or unreachable file apart now.
+    sqlite3_busy_timeout(db, 30000);
+    if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK) return db;
+  }
+  error = db ? sqlite3_errmsg(db) : "out of memory";
+  sqlite3_close(db);
+  return nullptr;
+}
+
+}  // namespace
+
 Db::Db(const std::string& path, bool read_only) : path_(path) {
-  if (!read_only) {
-    auto parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
+  check_db_path(path, !read_only);
+  std::string error;
+  if (read_only) {
+    db_ = open_connection(path, SQLITE_OPEN_READONLY, error);
+    // On read-only media SQLite cannot make the WAL index (-shm) a reader needs; an immutable open reads the
+    // file as it is (a finished sweep leaves no WAL behind).
+    if (!db_) db_ = open_connection(file_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, error);
+  } else {
+    db_ = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, error);
   }
-  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw DbError(fmt::format("{}: cannot open the results database: {}", path, msg));
-  }
-  sqlite3_busy_timeout(db_, 30000);
+  if (!db_) throw DbOpenError(fmt::format("{}: cannot open the results database: {}", path, error));
   if (!read_only) {
     // Two sweeps may open a new database at once. Switching to WAL can fail with SQLITE_BUSY without waiting
     // on the busy handler, so retry it; the schema goes in one IMMEDIATE transaction, which does wait, so no
     // connection has to upgrade a read lock (SQLite answers that with an immediate SQLITE_BUSY too).
-    for (int attempt = 0;; ++attempt) {
-      if (sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK) break;
-      const int code = sqlite3_errcode(db_) & 0xff;
-      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600) exec("PRAGMA journal_mode=WAL");  // throws
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    try {
+      for (int attempt = 0;; ++attempt) {
+        if (sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK) break;
+        const int code = sqlite3_errcode(db_) & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600) exec("PRAGMA journal_mode=WAL");  // throws
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      exec("PRAGMA synchronous=NORMAL");
+      transaction([&] { exec(kSchema); });
+    } catch (const DbError& e) {  // e.g. a read-only file or folder
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw DbOpenError(fmt::format("{}: cannot write the results database: {}", path, e.what()));
     }
-    exec("PRAGMA synchronous=NORMAL");
-    transaction([&] { exec(kSchema); });
   }
 }
 
@@ -85,6 +143,57 @@ void Db::exec(const std::string& sql) {
 }
 
 Statement Db::prepare(const std::string& sql) { return Statement(db_, sql); }
+
+namespace {
+
+// Lets a query read tables and call functions, nothing else: no ATTACH (which could create files), no PRAGMA
+// that sets a value.
+int read_only_authorizer(void*, int action, const char* arg1, const char* arg2, const char*, const char*) {
+  switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE: return SQLITE_OK;
+    case SQLITE_PRAGMA: {
+      static const std::set<std::string_view> kInformational = {"table_info", "table_xinfo", "index_list", "index_info",
+                                                                "index_xinfo", "foreign_key_list", "integrity_check", "quick_check"};
+      return arg2 == nullptr || kInformational.count(arg1 ? arg1 : "") ? SQLITE_OK : SQLITE_DENY;
+    }
+    default: return SQLITE_DENY;
+  }
+}
+
+}  // namespace
+
+std::vector<Statement> Db::prepare_read_only(const std::string& sql) {
+  std::vector<Statement> out;
+  sqlite3_set_authorizer(db_, read_only_authorizer, nullptr);
+  const char* at = sql.c_str();
+  const char* end = at + sql.size();
+  try {
+    for (int index = 1; at < end; ++index) {
+      sqlite3_stmt* stmt = nullptr;
+      const char* tail = nullptr;
+      const int rc = sqlite3_prepare_v2(db_, at, static_cast<int>(end - at), &stmt, &tail);
+      std::string text(at, static_cast<size_t>((tail ? tail : end) - at));
+      text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
+      if (rc == SQLITE_AUTH)
+        throw DbError(fmt::format("statement {} ({}) is not allowed: queries may only read (SELECT, WITH, informational PRAGMA)", index, text));
+      if (rc != SQLITE_OK) throw DbError(fmt::format("statement {} ({}): {}", index, text, sqlite3_errmsg(db_)));
+      at = tail ? tail : end;
+      if (!stmt) continue;  // whitespace or a comment
+      out.emplace_back(db_, stmt);
+      // VACUUM INTO and the like pass the authorizer but write: SQLite itself knows which statements only read.
+      if (!sqlite3_stmt_readonly(stmt))
+        throw DbError(fmt::format("statement {} ({}) would write; queries may only read (SELECT, WITH, read-only PRAGMA)", index, text));
+    }
+  } catch (...) {
+    sqlite3_set_authorizer(db_, nullptr, nullptr);
+    throw;
+  }
+  sqlite3_set_authorizer(db_, nullptr, nullptr);
+  return out;
+}
 
 void Db::transaction(const std::function<void()>& body) {
   exec("BEGIN IMMEDIATE");

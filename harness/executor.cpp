@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/process.hpp>
+#include <boost/process/extend.hpp>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -59,6 +61,18 @@ int gpu_count() {
   return n;
 }
 
+// Runs in the worker process between fork and exec: the parent-death signal is set before the worker's slow
+// start (libtorch takes about a second), and a parent that died before it leaves the worker nothing to do.
+struct WatchParent : boost::process::extend::handler {
+  pid_t parent;
+  template <typename Executor>
+  void on_exec_setup(Executor&) const {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(kOrphanExit);
+  }
+  static constexpr int kOrphanExit = 4;  // the worker's "interrupted"
+};
+
 struct Running {
   const PlannedJob* job;
   std::unique_ptr<bp::child> child;
@@ -77,6 +91,35 @@ void install_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
+
+int64_t mark_orphans_interrupted(Db& db) {
+  const std::string host = host_name();
+  int64_t marked = 0;
+  db.transaction([&] {
+    auto dead = [&](const char* sql) {
+      std::vector<std::pair<std::string, int64_t>> out;
+      auto q = db.prepare(sql);
+      q.bind(1, host);
+      while (q.step())
+        if (!pid_alive(q.integer(1))) out.emplace_back(q.text(0), q.integer(1));
+      return out;
+    };
+    auto sweep = db.prepare("UPDATE sweeps SET status = 'interrupted', finished = ? WHERE id = ? AND status = 'running'");
+    for (const auto& [id, pid] : dead("SELECT id, pid FROM sweeps WHERE status = 'running' AND host = ? AND pid IS NOT NULL")) {
+      sweep.bind(1, now()).bind(2, static_cast<int64_t>(std::stoll(id)));
+      sweep.run();
+      ++marked;
+    }
+    auto job = db.prepare("UPDATE jobs SET status = 'interrupted', cause = 'orchestrator_died', reason = 'its orchestrator is gone', "
+                          "owner_pid = NULL WHERE id = ? AND status = 'running'");
+    for (const auto& [id, pid] : dead("SELECT id, owner_pid FROM jobs WHERE status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL")) {
+      job.bind(1, id);
+      job.run();
+      ++marked;
+    }
+  });
+  return marked;
 }
 
 void register_jobs(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& jobs, const ExecOptions& opt) {
@@ -187,13 +230,25 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
     const auto log = (dir / "worker.log").string();
     Running r{&j, nullptr, now(), j.timeout_s > 0 ? j.timeout_s : opt.timeout_s};
     r.gpu = gpu;
-    r.child = std::make_unique<bp::child>(bp::exe = opt.worker, bp::args = {"run", dir.string()},
-                                          (bp::std_out & bp::std_err) > log, bp::std_in < bp::null, env);
+    env["FWLAB_PARENT_PID"] = std::to_string(me);
+    try {
+      r.child = std::make_unique<bp::child>(bp::exe = opt.worker, bp::args = {"run", dir.string()},
+                                            (bp::std_out & bp::std_err) > log, bp::std_in < bp::null, env,
+                                            WatchParent{{}, static_cast<pid_t>(me)});
+    } catch (const std::exception& e) {  // e.g. the worker was removed since the sweep checked it
+      set_status(j, "crashed", "launch", fmt::format("cannot start {}: {}", opt.worker, e.what()), nullptr);
+      report_failure(j, fmt::format("crashed: cannot start {}: {}", opt.worker, e.what()));
+      ++summary.crashed;
+      done.insert(j.id);
+      ++ended;
+      return false;
+    }
     // owner_*: the orchestrator that runs the job (host: where the worker says it ran, from its record).
     auto u = db.prepare("UPDATE jobs SET status = 'running', owner_pid = ?, owner_host = ?, started = ?, attempts = attempts + 1 WHERE id = ?");
     u.bind(1, me).bind(2, host).bind(3, now()).bind(4, j.id);
     u.run();
     running.push_back(std::move(r));
+    return true;
   };
 
   // Claims a job for this process; false when another live orchestrator is running it.
@@ -322,7 +377,7 @@ SweepSummary run_sweep(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& 
           gpu_busy[g] = true;
           break;
         }
-      launch(j, gpu);
+      if (!launch(j, gpu) && gpu >= 0) gpu_busy[static_cast<size_t>(gpu)] = false;
       it = queue.erase(it);
     }
     // Poll the running workers.

@@ -39,4 +39,8 @@ void register_jobs(Db& db, int64_t sweep_id, const std::vector<PlannedJob>& jobs
 
 void install_signal_handlers();
 
+// Sweeps and jobs marked running whose orchestrator (on this host) is gone, e.g. after kill -9: marked
+// interrupted, so that status tells the truth and the next sweep resumes them. Returns how many were marked.
+int64_t mark_orphans_interrupted(Db& db);
+
 }  // namespace fwlab

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <string_view>
@@ -57,8 +58,9 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
 
 namespace {
 
+constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
 const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
-const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device"};
+const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "init_checkpoint"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
                                             "exclude", "cell", "profile", "table", "plot"};
 
@@ -233,6 +235,14 @@ CellRule read_rule(const toml::table& t, const std::string& where, const Experim
 
 Experiment load_experiment(const std::string& path, const std::string& profile) {
   Parser p(path);
+  // Only a regular file: reading a FIFO or a device would hang or never end.
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::not_found) throw ExperimentError(fmt::format("{}:1:1: no such file", path));
+  if (ec || kind != std::filesystem::file_type::regular)
+    throw ExperimentError(fmt::format("{}:1:1: not a regular file (an experiment file is a TOML text file)", path));
+  if (std::filesystem::file_size(path, ec) > kMaxExperimentBytes)
+    throw ExperimentError(fmt::format("{}:1:1: larger than {} MiB: not an experiment file", path, kMaxExperimentBytes >> 20));
   toml::table doc;
   try {
     doc = toml::parse_file(std::string_view(path));
@@ -268,8 +278,14 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
     if (!v.is_string()) p.fail(v, "experiment." + key, "must be a string");
   }
   ex.name = meta->get("name") ? *meta->get("name")->value<std::string>() : "";
-  if (ex.name.empty() || ex.name.find_first_of("/ \t") != std::string::npos)
-    p.fail(*meta, "experiment.name", "must be a non-empty name without spaces or slashes");
+  // The name becomes a folder beside the results database: only a plain file name, never '.', '..' or a path.
+  const bool plain = !ex.name.empty() && ex.name.size() <= 100 && ex.name[0] != '.' &&
+                     std::all_of(ex.name.begin(), ex.name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+                     });
+  if (!plain)
+    p.fail(meta->get("name") ? *meta->get("name") : static_cast<const toml::node&>(*meta), "experiment.name",
+           "must be a plain name of letters, digits, '_', '-' and '.' (at most 100, not starting with '.')");
   if (auto d = meta->get("description")) ex.description = *d->value<std::string>();
 
   if (auto* d = doc["defaults"].as_table()) p.flatten(*d, "", "defaults", ex.defaults);
@@ -441,8 +457,9 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
       if (!t) p.fail(*arr->get(i), section, fmt::format("must be written [[{}]]", section));
       auto r = read_rule(*t, fmt::format("{}[{}]", section, i), ex, p, extra);
       if (!r.stage.empty() && !stages->contains(r.stage)) p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
-      for (const auto& [axis, value] : r.match) {
-        const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
+      for (const auto& match : r.match) {
+        const auto& [axis, value] = match;
+        const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == match.first; });
         if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
           p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
       }

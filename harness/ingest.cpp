@@ -11,6 +11,23 @@ namespace {
 
 nlohmann::json number_or_null(const nlohmann::json& v) { return v.is_number() ? v : nlohmann::json(nullptr); }
 
+// Fields of a record line read by type: a damaged or foreign line (a string where a number belongs) gives the
+// default, never an exception that would stop ingestion.
+int64_t int_field(const nlohmann::json& e, const char* key, int64_t otherwise) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_number_integer() ? it->get<int64_t>() : otherwise;
+}
+std::string text_field(const nlohmann::json& e, const char* key) {
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : "";
+}
+// A value stored as given when it is a string or number, as JSON text otherwise.
+nlohmann::json scalar_field(const nlohmann::json& e, const char* key) {
+  const auto it = e.find(key);
+  if (it == e.end() || it->is_null()) return nullptr;
+  return it->is_string() || it->is_number() ? *it : nlohmann::json(it->dump());
+}
+
 // Complete lines from `offset` on; the torn tail (no newline yet) is left for the next call.
 std::string read_complete_lines(const std::string& path, uint64_t offset) {
   std::ifstream in(path, std::ios::binary);
@@ -43,7 +60,12 @@ bool ingest_metric(simdjson::ondemand::parser& parser, const char* line, size_t 
   int64_t step = 0;
   double value = 0, time = 0;
   bool have_value = false, finite = true;
-  for (auto field : doc.get_object()) {
+  // Error codes throughout: simdjson throws when a failed result is iterated, and a damaged line must not.
+  simdjson::ondemand::object object;
+  if (doc.get_object().get(object)) return false;
+  for (auto maybe_field : object) {
+    simdjson::ondemand::field field;
+    if (std::move(maybe_field).get(field)) return false;
     std::string_view name;
     if (field.unescaped_key().get(name)) return false;
     if (name == "type") {
@@ -71,33 +93,52 @@ bool ingest_metric(simdjson::ondemand::parser& parser, const char* line, size_t 
 }
 
 void ingest_other(const nlohmann::json& e, const std::string& line, const std::string& job_id, Inserts& s) {
-  const std::string type = e.value("type", "");
-  s.event.bind(1, job_id).bind(2, e.value("seq", int64_t{-1})).bind(3, type).bind(4, number_or_null(e.value("time", nlohmann::json())))
-      .bind(5, line);
+  const std::string type = text_field(e, "type");
+  s.event.bind(1, job_id).bind(2, int_field(e, "seq", -1)).bind(3, type).bind(4, number_or_null(scalar_field(e, "time"))).bind(5, line);
   s.event.run();
-  auto get = [&](const char* k) { return e.value(k, nlohmann::json()); };
+  auto number = [&](const char* k) { return number_or_null(scalar_field(e, k)); };
   if (type == "metric") {
-    s.metric.bind(1, job_id).bind(2, e.value("key", "")).bind(3, e.value("step", int64_t{0})).bind(4, number_or_null(get("value")))
-        .bind(5, number_or_null(get("time")));
+    s.metric.bind(1, job_id).bind(2, text_field(e, "key")).bind(3, int_field(e, "step", 0)).bind(4, number("value")).bind(5, number("time"));
     s.metric.run();
   } else if (type == "eval") {
-    s.eval.bind(1, job_id).bind(2, e.value("split", "")).bind(3, e.value("step", int64_t{0})).bind(4, e.value("checkpoint", ""))
-        .bind(5, number_or_null(get("loss"))).bind(6, number_or_null(get("ppl"))).bind(7, number_or_null(get("bpc")))
-        .bind(8, number_or_null(get("accuracy"))).bind(9, get("tokens")).bind(10, number_or_null(get("time")));
+    s.eval.bind(1, job_id).bind(2, text_field(e, "split")).bind(3, int_field(e, "step", 0)).bind(4, text_field(e, "checkpoint"))
+        .bind(5, number("loss")).bind(6, number("ppl")).bind(7, number("bpc")).bind(8, number("accuracy")).bind(9, number("tokens"))
+        .bind(10, number("time"));
     s.eval.run();
   } else if (type == "divergence") {
-    const auto value = get("value");
-    s.divergence.bind(1, job_id).bind(2, e.value("step", int64_t{0})).bind(3, e.value("cause", ""))
-        .bind(4, value.is_string() ? value.get<std::string>() : value.dump()).bind(5, number_or_null(get("last_finite_loss")))
-        .bind(6, number_or_null(get("lr"))).bind(7, get("first_nonfinite_layer")).bind(8, get("state_layer"));
+    const auto value = scalar_field(e, "value");
+    s.divergence.bind(1, job_id).bind(2, int_field(e, "step", 0)).bind(3, text_field(e, "cause"))
+        .bind(4, value.is_string() ? value.get<std::string>() : value.dump()).bind(5, number("last_finite_loss"))
+        .bind(6, number("lr")).bind(7, scalar_field(e, "first_nonfinite_layer")).bind(8, scalar_field(e, "state_layer"));
     s.divergence.run();
   } else if (type == "start") {
-    s.start.bind(1, e.value("host", "")).bind(2, get("params")).bind(3, job_id);
+    s.start.bind(1, text_field(e, "host")).bind(2, number("params")).bind(3, job_id);
     s.start.run();
   }
 }
 
 }  // namespace
+
+int64_t ingest_lines(Db& db, const std::string& job_id, std::string_view text) {
+  const simdjson::padded_string data(text);
+  simdjson::ondemand::parser parser;
+  Inserts s(db);
+  int64_t added = 0;
+  size_t pos = 0;
+  while (pos < data.size()) {
+    const size_t nl = std::min(std::string_view(data).find('\n', pos), data.size());
+    const size_t len = nl - pos;
+    const bool fast = ingest_metric(parser, data.data() + pos, len, data.size() + simdjson::SIMDJSON_PADDING - pos, job_id, s.metric);
+    if (!fast) {
+      std::string line(data.data() + pos, len);
+      auto e = nlohmann::json::parse(line, nullptr, false);
+      if (e.is_object()) ingest_other(e, line, job_id, s);  // a damaged complete line is skipped
+    }
+    ++added;
+    pos = nl + 1;
+  }
+  return added;
+}
 
 int64_t ingest_events(Db& db, const std::string& job_id, const std::string& job_dir) {
   const auto path = (std::filesystem::path(job_dir) / "events.jsonl").string();
@@ -111,22 +152,8 @@ int64_t ingest_events(Db& db, const std::string& job_id, const std::string& job_
     uint64_t offset = q.step() ? static_cast<uint64_t>(q.integer(0)) : 0;
     if (offset > size) offset = 0;  // a record started over; primary keys keep this idempotent
     if (offset == size) return;
-    const simdjson::padded_string data(read_complete_lines(path, offset));
-    simdjson::ondemand::parser parser;
-    Inserts s(db);
-    size_t pos = 0;
-    while (pos < data.size()) {
-      const size_t nl = std::string_view(data).find('\n', pos);
-      const size_t len = nl - pos;
-      const bool fast = ingest_metric(parser, data.data() + pos, len, data.size() + simdjson::SIMDJSON_PADDING - pos, job_id, s.metric);
-      if (!fast) {
-        std::string line(data.data() + pos, len);
-        auto e = nlohmann::json::parse(line, nullptr, false);
-        if (e.is_object()) ingest_other(e, line, job_id, s);  // a damaged complete line is skipped
-      }
-      ++added;
-      pos = nl + 1;
-    }
+    const auto data = read_complete_lines(path, offset);
+    added = ingest_lines(db, job_id, data);
     auto upd = db.prepare("UPDATE jobs SET events_offset = ? WHERE id = ?");
     upd.bind(1, static_cast<int64_t>(offset + data.size())).bind(2, job_id);
     upd.run();

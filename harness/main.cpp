@@ -1,8 +1,10 @@
 // fwlab: experiment files -> jobs -> fwlab-worker processes -> SQLite, and questions about the results.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +39,48 @@ std::string default_worker() {
   auto self = fs::read_symlink("/proc/self/exe", ec);
   auto candidate = self.parent_path().parent_path() / "worker" / "fwlab-worker";
   return fs::exists(candidate) ? candidate.string() : "fwlab-worker";
+}
+
+// A bad argument: the message names it; exit code 2, and nothing has been written yet.
+class ArgumentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The worker executable as it will be started: a path to an executable file, or a name found on PATH.
+std::string resolve_worker(const std::string& worker) {
+  auto executable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (worker.find('/') != std::string::npos) {
+    std::error_code ec;
+    if (!fs::exists(worker, ec)) throw ArgumentError(fmt::format("--worker {}: no such file", worker));
+    if (!executable(worker)) throw ArgumentError(fmt::format("--worker {}: not an executable file", worker));
+    return fs::absolute(worker).string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const auto colon = std::min(dirs.find(':', start), dirs.size());
+    const auto candidate = fs::path(dirs.substr(start, colon - start)) / worker;
+    if (executable(candidate)) return candidate.string();
+    start = colon + 1;
+  }
+  throw ArgumentError(fmt::format("--worker {}: not found on PATH (give its path, or build fwlab-worker)", worker));
+}
+
+// The job directories' folder: made if missing, and it must take files.
+void check_runs_dir(const std::string& runs) {
+  std::error_code ec;
+  fs::create_directories(runs, ec);
+  if (ec) throw ArgumentError(fmt::format("--runs {}: cannot create the folder: {}", runs, ec.message()));
+  if (!fs::is_directory(runs, ec)) throw ArgumentError(fmt::format("--runs {}: not a folder", runs));
+  const auto probe = fs::path(runs) / fmt::format(".fwlab-probe-{}", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw ArgumentError(fmt::format("--runs {}: cannot write there: {}", runs, std::strerror(errno)));
+  ::close(fd);
+  fs::remove(probe, ec);
 }
 
 std::string fmt_elements(int64_t n) {
@@ -81,10 +125,18 @@ int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int
     }
     return 0;
   }
+  // Every argument and every job's input files are checked before anything is written.
+  if (const auto problems = check_job_inputs(ex, planned, FWLAB_SOURCE_DIR); !problems.empty()) {
+    for (const auto& p : problems) fmt::print(stderr, "fwlab: {}\n", p);
+    fmt::print(stderr, "fwlab: {} input problem(s) found; nothing was run\n", problems.size());
+    return 2;
+  }
   ExecOptions opt;
-  opt.worker = worker.empty() ? default_worker() : worker;
+  opt.worker = resolve_worker(worker.empty() ? default_worker() : worker);
   opt.runs_dir = runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : runs;
   if (fs::path(c.db_path).parent_path().empty() && runs.empty()) opt.runs_dir = "runs";
+  check_db_path(c.db_path, true);
+  check_runs_dir(opt.runs_dir);
   opt.experiment = ex.name;
   opt.profile = profile;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -95,8 +147,8 @@ int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int
   opt.retry_failed = retry_failed;
   opt.retry_diverged = retry_diverged;
   opt.progress = ::isatty(STDOUT_FILENO) != 0;
-  fs::create_directories(opt.runs_dir);
   Db db(c.db_path);
+  mark_orphans_interrupted(db);  // sweeps killed earlier are not left "running"
   auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status) VALUES(?,?,?,?,?,?,?, 'running')");
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -130,6 +182,12 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
       return 2;
     }
   }
+  // Status marks what a killed orchestrator left "running" (when the database is writable; else it only reads).
+  try {
+    Db writable(c.db_path);
+    mark_orphans_interrupted(writable);
+  } catch (const DbError&) {
+  }
   Db db(c.db_path, true);
   auto q = db.prepare(
       "SELECT c.experiment, c.profile, COALESCE(j.status, 'n/a'), COUNT(*), "
@@ -158,69 +216,88 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
   return 0;
 }
 
-int cmd_query(const std::string& sql, const std::string& format, const Common& c) {
-  if (!fs::exists(c.db_path)) {
-    fmt::print(stderr, "fwlab: --db {}: no results database\n", c.db_path);
-    return 2;
-  }
-  Db db(c.db_path, true);
-  try {
-    auto q = db.prepare(sql);
-    std::vector<std::string> names;
-    for (int i = 0; i < q.columns(); ++i) names.push_back(q.name(i));
-    std::vector<std::vector<nlohmann::json>> rows;
-    while (q.step()) {
-      std::vector<nlohmann::json> row;
-      for (int i = 0; i < q.columns(); ++i) row.push_back(q.value(i));
-      rows.push_back(std::move(row));
+struct QueryResult {
+  std::vector<std::string> names;
+  std::vector<std::vector<nlohmann::json>> rows;
+};
+
+void print_query_result(const QueryResult& r, const std::string& format) {
+  auto cell = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); };
+  if (format == "csv") {
+    auto quote = [](const std::string& s) {
+      if (s.find_first_of(",\"\n") == std::string::npos) return s;
+      std::string q = "\"";
+      for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      return q + "\"";
+    };
+    std::vector<std::string> fields;
+    for (const auto& n : r.names) fields.push_back(quote(n));
+    fmt::print("{}\n", fmt::join(fields, ","));
+    for (const auto& row : r.rows) {
+      fields.clear();
+      for (const auto& v : row) fields.push_back(quote(cell(v)));
+      fmt::print("{}\n", fmt::join(fields, ","));
     }
-    auto cell = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); };
-    if (format == "json") {
-      auto out = nlohmann::json::array();
-      for (const auto& r : rows) {
-        nlohmann::json o = nlohmann::json::object();
-        for (size_t i = 0; i < names.size(); ++i) o[names[i]] = r[i];
-        out.push_back(o);
+    return;
+  }
+  std::vector<size_t> width(r.names.size());
+  for (size_t i = 0; i < r.names.size(); ++i) width[i] = r.names[i].size();
+  for (const auto& row : r.rows)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], std::min<size_t>(60, cell(row[i]).size()));
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < cells.size(); ++i) line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
+    fmt::print("{}\n", line);
+  };
+  print_row(r.names);
+  std::vector<std::string> rule;
+  for (auto w : width) rule.push_back(std::string(w, '-'));
+  print_row(rule);
+  for (const auto& row : r.rows) {
+    std::vector<std::string> cells;
+    for (const auto& v : row) cells.push_back(cell(v));
+    print_row(cells);
+  }
+}
+
+nlohmann::json query_json(const QueryResult& r) {
+  auto out = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json o = nlohmann::json::object();
+    for (size_t i = 0; i < r.names.size(); ++i) o[r.names[i]] = row[i];
+    out.push_back(o);
+  }
+  return out;
+}
+
+// Every statement of `sql` runs, or none: a statement that would write rejects the whole query.
+int cmd_query(const std::string& sql, const std::string& format, const Common& c) {
+  Db db(c.db_path, true);
+  std::vector<QueryResult> results;
+  try {
+    for (auto& q : db.prepare_read_only(sql)) {
+      QueryResult r;
+      for (int i = 0; i < q.columns(); ++i) r.names.push_back(q.name(i));
+      while (q.step()) {
+        std::vector<nlohmann::json> row;
+        for (int i = 0; i < q.columns(); ++i) row.push_back(q.value(i));
+        r.rows.push_back(std::move(row));
       }
-      fmt::print("{}\n", out.dump(2));
-    } else if (format == "csv") {
-      auto quote = [](const std::string& s) {
-        if (s.find_first_of(",\"\n") == std::string::npos) return s;
-        std::string q = "\"";
-        for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-        return q + "\"";
-      };
-      std::string line;
-      for (size_t i = 0; i < names.size(); ++i) line += (i ? "," : "") + quote(names[i]);
-      fmt::print("{}\n", line);
-      for (const auto& r : rows) {
-        line.clear();
-        for (size_t i = 0; i < r.size(); ++i) line += (i ? "," : "") + quote(cell(r[i]));
-        fmt::print("{}\n", line);
-      }
-    } else {
-      std::vector<size_t> width(names.size());
-      for (size_t i = 0; i < names.size(); ++i) width[i] = names[i].size();
-      for (const auto& r : rows)
-        for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], std::min<size_t>(60, cell(r[i]).size()));
-      auto print_row = [&](const std::vector<std::string>& cells) {
-        std::string line;
-        for (size_t i = 0; i < cells.size(); ++i) line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
-        fmt::print("{}\n", line);
-      };
-      print_row(names);
-      std::vector<std::string> rule;
-      for (auto w : width) rule.push_back(std::string(w, '-'));
-      print_row(rule);
-      for (const auto& r : rows) {
-        std::vector<std::string> cells;
-        for (const auto& v : r) cells.push_back(cell(v));
-        print_row(cells);
-      }
+      results.push_back(std::move(r));
     }
   } catch (const DbError& e) {
     fmt::print(stderr, "fwlab: query: {}\n", e.what());
     return 2;
+  }
+  if (format == "json") {  // one statement: its rows; several: one array of rows per statement
+    auto out = nlohmann::json::array();
+    for (const auto& r : results) out.push_back(query_json(r));
+    fmt::print("{}\n", (results.size() == 1 ? out[0] : out).dump(2));
+    return 0;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i) fmt::print("\n");
+    print_query_result(results[i], format);
   }
   return 0;
 }
@@ -345,6 +422,9 @@ int cmd_report(const std::string& file, const std::string& profile, const std::s
 int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot, const Common& c) {
   return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots) {
     const auto dir = out.empty() ? (fs::path(c.db_path).parent_path() / results.experiment().name / "plots").string() : out;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir)) throw ArgumentError(fmt::format("--out {}: cannot create the folder: {}", dir, ec ? ec.message() : "not a folder"));
     try {
       for (const auto& f : make_plots(results, spec, plots, dir, gnuplot))
         fmt::print("{}/{}.png (.svg, .gp): {}\n", dir, f.name, fmt::join(f.series, "; "));
@@ -388,8 +468,10 @@ int main(int argc, char** argv) {
   status->add_option("--profile", profile, "profile of the file");
   add_db(status);
 
-  auto* query = app.add_subcommand("query", "run a read-only SQL query on the results database");
-  query->add_option("SQL", sql, "the query")->required();
+  auto* query = app.add_subcommand("query", "run read-only SQL on the results database (statements that write are refused)");
+  query->add_option("SQL", sql, "one or more ;-separated statements that only read: SELECT, WITH, informational PRAGMA. "
+                               "A statement that would write (INSERT, UPDATE, DELETE, VACUUM INTO, ATTACH, ...) "
+                               "rejects the whole query: nothing runs")->required();
   query->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
   add_db(query);
 
@@ -432,8 +514,20 @@ int main(int argc, char** argv) {
     if (*report) return cmd_report(file, profile, out, common);
     if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
     return cmd_show(job, common);
-  } catch (const DbError& e) {
+  } catch (const ArgumentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  } catch (const DbOpenError& e) {
+    fmt::print(stderr, "fwlab: --db {}\n", e.what());
+    return 2;
+  } catch (const ExperimentError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  } catch (const fs::filesystem_error& e) {  // a path given to fwlab that cannot be used
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {  // never a bare `terminate called`: say what went wrong
+    fmt::print(stderr, "fwlab: error: {}\n", e.what());
     return 1;
   }
 }

@@ -7,7 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 
+#include "models/safetensors_header.h"
+#include "worker/inputs.h"
 #include "worker/job_spec.h"
 
 namespace fwlab {
@@ -39,11 +43,16 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
   if (fs::is_directory(path, ec)) {
     for (const auto& e : fs::directory_iterator(path, ec))
       if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
-  } else if (fs::exists(path, ec)) {
+  } else if (fs::is_regular_file(path, ec)) {  // never a FIFO or device: reading it would not end
     files.push_back(path);
   }
   std::sort(files.begin(), files.end());
-  std::string fingerprint = source;
+  return files_identity(source, files);
+}
+
+std::string files_identity(const std::string& tag, const std::vector<fs::path>& files) {
+  std::error_code ec;
+  std::string fingerprint = tag;
   constexpr uintmax_t kHashLimit = 64u << 20;  // hash contents up to 64 MiB in all; beyond, names/sizes/mtimes
   uintmax_t total = 0;
   for (const auto& f : files) total += fs::file_size(f, ec);
@@ -60,6 +69,23 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
 }
 
 namespace {
+
+// A grid beyond this is a mistake (an axis written with far too many values), not an experiment to expand.
+constexpr size_t kMaxCellsPerStage = 100'000;
+
+// The model configuration stored in a source checkpoint's header, when it can be read (`fwlab sweep` reports
+// unreadable checkpoints before it runs anything).
+std::optional<nlohmann::json> checkpoint_model(const std::string& path) {
+  try {
+    const auto header = safetensors::read_header(path);
+    const auto it = header.metadata.find(kModelConfigKey);
+    if (it == header.metadata.end()) return std::nullopt;
+    auto j = nlohmann::json::parse(it->second, nullptr, false);
+    return j.is_object() ? std::optional(j) : std::nullopt;
+  } catch (const safetensors::FormatError&) {
+    return std::nullopt;
+  }
+}
 
 void set_path(nlohmann::json& j, const std::string& dotted, const nlohmann::json& value) {
   nlohmann::json* at = &j;
@@ -114,8 +140,13 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
   for (const auto& stage : ex.stages) {
     // Cells: the cartesian product of the stage's axes, then the extra cells of this stage.
     std::vector<std::pair<nlohmann::json, const CellRule*>> cells = {{nlohmann::json::object(), nullptr}};
+    size_t grid_cells = 1;
     for (const auto& name : stage.axes) {
       const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
+      grid_cells *= axis.values.size();
+      if (grid_cells > kMaxCellsPerStage)
+        throw ExperimentError(fmt::format("{}: stage.{}: its axes make more than {} cells; split the experiment", stage.pos.str(),
+                                          stage.name, kMaxCellsPerStage));
       std::vector<std::pair<nlohmann::json, const CellRule*>> next;
       for (const auto& [c, r] : cells)
         for (const auto& v : axis.values) {
@@ -136,7 +167,9 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       cells.emplace_back(coords, &extra);
     }
 
-    for (const auto& [coords, extra] : cells) {
+    for (const auto& cell : cells) {
+      const auto& coords = cell.first;  // not structured bindings: clang 14 cannot capture those in lambdas
+      const CellRule* extra = cell.second;
       if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(), [&](const CellRule& r) { return matches(r, stage.name, coords); }))
         continue;
       PlannedJob job;
@@ -147,7 +180,9 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
                                     [&](const CellRule& r) { return matches(r, stage.name, coords); });
       Settings all = ex.defaults;
       for (const auto& [k, v] : stage.settings) all[k] = v;
-      for (const auto& [name, value] : coords.items()) {
+      for (const auto& item : coords.items()) {
+        const std::string& name = item.key();
+        const auto& value = item.value();
         const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
         auto preset = ex.presets.find(name);
         if (value.is_string() && preset != ex.presets.end() && preset->second.count(value.get<std::string>())) {
@@ -161,7 +196,9 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       job.spec = nlohmann::json::object();
       for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
 
-      nlohmann::json model = job.spec.value("model", nlohmann::json::object());
+      const nlohmann::json model = job.spec.value("model", nlohmann::json::object());
+      std::optional<nlohmann::json> parent_model;  // the configuration this job converts from
+      bool source_unreadable = false;
       if (!stage.from.empty()) {
         nlohmann::json parent_coords = nlohmann::json::object();
         const auto& parent_stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
@@ -173,21 +210,23 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
         const auto& parent = jobs[it->second];
         if (!parent.applicable) job.applicable = false;
         job.depends_on = parent.id;
-        // The model the worker will build: the parent's configuration overridden by this job's model keys.
-        auto merged = to_json(model_config_from_json(parent.spec.value("model", nlohmann::json::object())));
-        if (model.contains("mixer") || model.contains("layers")) merged.erase("layers");
-        for (const auto& [k, v] : model.items()) merged[k] = v;
-        model = merged;
+        parent_model = parent.spec.value("model", nlohmann::json::object());
+      } else if (job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
+        parent_model = checkpoint_model(job.spec["init_checkpoint"].get<std::string>());
+        source_unreadable = !parent_model;  // check_job_inputs says why before anything runs
       }
       if (job.applicable) {
         try {
           auto check = job.spec;
           if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
           parse_job_spec(check, repo_root);
-          auto cfg = model_config_from_json(model);
-          job.params = count_parameters(cfg);
-          job.state = state_size(cfg);
-          job.context = cfg.context;
+          // The model the worker will build: the parent's configuration overridden by this job's model keys.
+          if (!source_unreadable) {
+            const auto cfg = parent_model ? merge_model_config(model_config_from_json(*parent_model), model) : model_config_from_json(model);
+            job.params = count_parameters(cfg);
+            job.state = state_size(cfg);
+            job.context = cfg.context;
+          }
         } catch (const ConfigError& e) {
           if (e.field().rfind("model", 0) == 0 || stage.from.empty()) spec_failure(e, all, stage, coords);
           spec_failure(ConfigError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2)), all, stage, coords);
@@ -202,12 +241,46 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       const auto data_key = data.dump();
       if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
       canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
+      if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
+        // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
+        const fs::path source = job.spec["init_checkpoint"].get<std::string>();
+        std::error_code ec;
+        canonical["fwlab_identity"]["init_checkpoint"] = fs::is_regular_file(source, ec) ? files_identity("checkpoint", {source}) : "missing";
+      }
       job.id = sha256_hex(canonical.dump()).substr(0, 16);
+      job.settings = std::move(all);
       by_stage[stage.name][coords.dump()] = jobs.size();
       jobs.push_back(std::move(job));
     }
   }
   return jobs;
+}
+
+std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& job : jobs) {
+    if (!job.applicable) continue;
+    const bool own_source = job.depends_on.empty();  // a parent stage's checkpoint does not exist yet
+    JobSpec spec;
+    try {
+      auto check = job.spec;
+      if (!own_source) check["init_checkpoint"] = "<from the parent stage>";
+      spec = parse_job_spec(check, repo_root);
+    } catch (const ConfigError&) {
+      continue;  // plan_jobs reported it
+    }
+    for (const auto& problem : input_problems(spec, own_source)) {
+      const auto* at = setting_for(job.settings, problem.field());
+      const auto stage = std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == job.stage; });
+      const auto where = at ? at->pos.str() : stage != ex.stages.end() ? stage->pos.str() : ex.file + ":1:1";
+      const auto key = at ? at->written_as : fmt::format("{} (default)", problem.field());
+      const std::string message = std::string(problem.what()).substr(problem.field().size() + 2);
+      auto line = fmt::format("{}: {}: {}", where, key, message);
+      if (seen.insert(line).second) out.push_back(fmt::format("{} (job key {}, stage {}, cell {})", line, problem.field(), job.stage, coords_label(job.coords)));
+    }
+  }
+  return out;
 }
 
 }  // namespace fwlab

@@ -1,6 +1,7 @@
 // Expansion of an experiment into jobs: grid cells per stage, presets, rules, dependencies, identities.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct PlannedJob {
   int64_t params = 0;
   StateSize state;
   int64_t context = 0;
+  Settings settings;  // every setting of the job, with where the file set it (for error messages)
 };
 
 // Every job of the experiment, stages in dependency order. Validation errors (ExperimentError) name the
@@ -31,10 +33,17 @@ struct PlannedJob {
 // every identity.
 std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version);
 
+// Checks the files every applicable job will read (corpus, tokenizer files, a source checkpoint) without running
+// anything. Returns one message per problem, naming file:line:column and the experiment key that set the path
+// (identical problems of several jobs once).
+std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root);
+
 // Hex SHA-256 of a string (OpenSSL).
 std::string sha256_hex(const std::string& data);
 // Identity of a job's data: a content hash of the files it reads (size/mtime for very large files).
 std::string data_identity(const nlohmann::json& data_spec, const std::string& repo_root);
+// Identity of a set of files: `tag`, names and sizes, and their content hash (size/mtime beyond 64 MiB in all).
+std::string files_identity(const std::string& tag, const std::vector<std::filesystem::path>& files);
 
 // Human-readable cell label: "rule=add variant=baseline".
 std::string coords_label(const nlohmann::json& coords);

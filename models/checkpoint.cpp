@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -76,6 +78,9 @@ NamedTensors load_tensors(const std::string& path, safetensors::Header* header_o
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
     if (!in) throw safetensors::FormatError(fmt::format("{}: tensor '{}': could not read bytes [{}, {}) of the data section",
                                                         path, e.name, e.begin, e.end));
+    // A damaged file is not a result: non-finite weights would otherwise be recorded as a divergence at step 0.
+    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+      throw safetensors::FormatError(fmt::format("{}: tensor '{}' holds NaN or infinite values (damaged checkpoint?)", path, e.name));
     out.emplace_back(e.name, std::move(t));
   }
   if (header_out) *header_out = std::move(header);
@@ -107,6 +112,9 @@ void load_into(GPT& model, const NamedTensors& tensors, const std::string& sourc
     if (t.sizes() != target.sizes())
       throw safetensors::FormatError(fmt::format("{}: tensor '{}' has shape {} but the model expects {}", source, name,
                                                  shape_str(t.sizes()), shape_str(target.sizes())));
+    if (t.scalar_type() != target.scalar_type())
+      throw safetensors::FormatError(fmt::format("{}: tensor '{}' is stored as {} but the model holds {} (header and data disagree?)",
+                                                 source, name, dtype_name(t.scalar_type()), dtype_name(target.scalar_type())));
     target.copy_(t);
     ++used;
   }
@@ -128,7 +136,7 @@ GPT load_model(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(it->second);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
     throw safetensors::FormatError(fmt::format("{}: __metadata__.{} is not valid JSON: {}", path, kModelConfigKey, e.what()));
   }
   ModelConfig cfg;
@@ -138,7 +146,13 @@ GPT load_model(const std::string& path) {
     throw safetensors::FormatError(fmt::format("{}: model configuration: {}", path, e.what()));
   }
   GPT model(cfg);
-  if (!tensors.empty()) model->to(tensors.front().second.scalar_type());
+  // The model takes the file's floating dtype, the one most of its tensors hold: a tensor whose header declares
+  // another dtype is then reported by name (load_into) rather than converting the whole model to it.
+  std::map<torch::ScalarType, size_t> floating;
+  for (const auto& [name, t] : tensors)
+    if (t.is_floating_point()) ++floating[t.scalar_type()];
+  if (!floating.empty())
+    model->to(std::max_element(floating.begin(), floating.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first);
   load_into(model, tensors, path);
   return model;
 }

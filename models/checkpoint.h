@@ -16,8 +16,6 @@ namespace fwlab {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// Metadata key holding the model configuration as JSON.
-inline constexpr const char* kModelConfigKey = "fwlab.model_config";
 
 void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata = {});

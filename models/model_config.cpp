@@ -27,6 +27,14 @@ void require_positive(int64_t value, const std::string& field) {
   if (value <= 0) throw ConfigError(field, fmt::format("must be positive, got {}", value));
 }
 
+// Sizes far beyond any model fwlab can hold are mistakes (a typo'd exponent); they are refused here so that no
+// product of them overflows and no job starts allocating them.
+void require_at_most(int64_t value, int64_t limit, const std::string& field) {
+  if (value > limit) throw ConfigError(field, fmt::format("{} is beyond what fwlab supports (at most {})", value, limit));
+}
+
+constexpr int64_t kMaxParameters = int64_t{1} << 40;
+
 }  // namespace
 
 std::string MixerSpec::describe() const {
@@ -54,6 +62,8 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
   require_one_of(s.kind, kKinds, p + "kind");
   if (s.kind == "local") require_positive(s.window, p + "window");
+  require_at_most(s.window, int64_t{1} << 24, p + "window");
+  require_at_most(s.attn_dim, int64_t{1} << 16, p + "attn_dim");
   if (s.kind == "srupp") {
     int64_t d_attn = s.attn_dim > 0 ? s.attn_dim : cfg.d_model / 4;
     if (s.attn_dim < 0 || d_attn <= 0) throw ConfigError(p + "attn_dim", "must be positive (or 0 for d_model/4)");
@@ -63,6 +73,8 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
   require_one_of(s.feature_map, kFeatureMaps, p + "feature_map");
   require_one_of(s.norm, kNorms, p + "norm");
   require_positive(s.m, p + "m");
+  require_at_most(s.m, int64_t{1} << 16, p + "m");
+  require_at_most(s.chunk, int64_t{1} << 16, p + "chunk");
   if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
   if (s.rule == "decay" && s.norm == "attn")
     throw ConfigError(p + "norm",
@@ -88,10 +100,20 @@ void validate(const ModelConfig& cfg) {
   require_positive(cfg.head_dim, "head_dim");
   require_positive(cfg.context, "context");
   if (cfg.d_ff < 0) throw ConfigError("d_ff", "must be >= 0 (0: 4 * d_model)");
+  require_at_most(cfg.vocab, int64_t{1} << 24, "vocab");
+  require_at_most(cfg.d_model, int64_t{1} << 16, "d_model");
+  require_at_most(cfg.n_layers, int64_t{1} << 12, "n_layers");
+  require_at_most(cfg.n_heads, int64_t{1} << 12, "n_heads");
+  require_at_most(cfg.head_dim, int64_t{1} << 14, "head_dim");
+  require_at_most(cfg.n_heads * cfg.head_dim, int64_t{1} << 18, "head_dim");
+  require_at_most(cfg.context, int64_t{1} << 24, "context");
+  require_at_most(cfg.d_ff, int64_t{1} << 20, "d_ff");
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
   if (static_cast<int64_t>(cfg.layers.size()) != cfg.n_layers)
     throw ConfigError("layers", fmt::format("has {} entries but n_layers = {}", cfg.layers.size(), cfg.n_layers));
   for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
+  if (const auto n = count_parameters(cfg); n > kMaxParameters)
+    throw ConfigError("d_model", fmt::format("the model would hold {} parameters, beyond what fwlab supports (at most {})", n, kMaxParameters));
 }
 
 // ---- JSON ----------------------------------------------------------------------------------------------
@@ -256,6 +278,14 @@ StateSize state_size(const ModelConfig& c) {
     total.per_token += s.per_token;
   }
   return total;
+}
+
+
+ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& overrides) {
+  auto merged = to_json(source);
+  if (overrides.contains("mixer") || overrides.contains("layers")) merged.erase("layers");
+  for (const auto& [key, value] : overrides.items()) merged[key] = value;
+  return model_config_from_json(merged);
 }
 
 }  // namespace fwlab

@@ -62,6 +62,13 @@ struct LayerPlan {
   int64_t attention_every = 1;
 };
 
+// Metadata key of an fwlab checkpoint (safetensors __metadata__) holding its model configuration as JSON.
+inline constexpr const char* kModelConfigKey = "fwlab.model_config";
+
+// The configuration a job builds from a source configuration: `overrides` (the job's model keys) replace the
+// source's keys, and a new mixer plan ("mixer" or "layers") replaces the source's layers. Throws ConfigError.
+ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& overrides);
+
 // Fills cfg.layers from a plan.
 void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
 

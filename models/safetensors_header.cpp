@@ -25,7 +25,8 @@ const std::map<std::string, size_t>& dtype_sizes() {
 
 int64_t TensorEntry::numel() const {
   int64_t n = 1;
-  for (auto s : shape) n *= s;
+  for (auto s : shape)
+    if (__builtin_mul_overflow(n, s, &n)) return -1;
   return n;
 }
 
@@ -63,13 +64,17 @@ Header read_header(const std::string& path) {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw FormatError(fmt::format("{}: header is not valid JSON (byte {} of the header): {}", path, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double (out_of_range 406)
+    throw FormatError(fmt::format("{}: header is not valid JSON: {}", path, e.what()));
   }
   if (!j.is_object()) throw FormatError(fmt::format("{}: header is not a JSON object", path));
 
   Header h;
   h.data_start = 8 + n;
   const uint64_t data_size = file_size - h.data_start;
-  for (const auto& [name, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture those
+    const auto& value = item.value();
     if (name == "__metadata__") {
       if (!value.is_object()) throw FormatError(fmt::format("{}: __metadata__ is not an object", path));
       for (const auto& [key, v] : value.items()) {
@@ -89,6 +94,7 @@ Header read_header(const std::string& path) {
     if (!value["shape"].is_array()) throw fail("shape is not a list");
     for (const auto& d : value["shape"]) {
       if (!d.is_number_unsigned()) throw fail(fmt::format("shape {} has a non-integer or negative dimension", value["shape"].dump()));
+      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) throw fail(fmt::format("shape {} has a dimension too large", value["shape"].dump()));
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = value["data_offsets"];
@@ -100,7 +106,9 @@ Header read_header(const std::string& path) {
     if (t.end > data_size)
       throw fail(fmt::format("data_offsets [{}, {}] end past the data section of {} bytes (file truncated?)", t.begin,
                              t.end, data_size));
-    const uint64_t need = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+    uint64_t need = 0;
+    if (t.numel() < 0 || __builtin_mul_overflow(static_cast<uint64_t>(t.numel()), dtype_size(t.dtype), &need))
+      throw fail(fmt::format("shape {} has a byte count that overflows", value["shape"].dump()));
     if (t.end - t.begin != need)
       throw fail(fmt::format("data_offsets [{}, {}] hold {} bytes but {} of shape {} needs {}", t.begin, t.end,
                              t.end - t.begin, t.dtype, value["shape"].dump(), need));

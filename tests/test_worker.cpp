@@ -72,7 +72,7 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   // Running a finished job again does nothing.
   auto again = a.run();
   CHECK(again.exit_code == 0);
-  CHECK_THAT(again.output, Catch::Contains("already finished"));
+  CHECK_THAT(again.output, Catch::Contains("already ended (finished)"));
 }
 
 TEST_CASE("worker: killed half-way and resumed, it ends exactly as an uninterrupted run", "[worker]") {
@@ -156,7 +156,7 @@ TEST_CASE("worker: bad specs exit 2 naming the key, and run nothing", "[worker]"
   spec["optim"]["lr"] = 1e-3;
   spec["init_checkpoint"] = job.dir.file("missing.safetensors");
   job.write(spec);
-  CHECK_THAT(job.run("validate").output, Catch::Contains("init_checkpoint: " + job.dir.file("missing.safetensors") + " does not exist"));
+  CHECK_THAT(job.run("validate").output, Catch::Contains("init_checkpoint: " + job.dir.file("missing.safetensors") + ": cannot read"));
   spec.erase("init_checkpoint");
   job.write(spec);
   CHECK(job.run("validate").exit_code == 0);
@@ -261,5 +261,46 @@ TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre
         CHECK(!evals[0].contains("bpc"));
       }
     }
+  }
+}
+
+TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, never recorded as a divergence", "[worker]") {
+  Job pretrain;
+  auto spec = tiny_job();
+  spec["train"]["steps"] = 2;
+  spec["eval"]["every"] = 0;
+  pretrain.write(spec);
+  REQUIRE(pretrain.run().exit_code == 0);
+  const auto good = test::slurp(pretrain.dir.file("best.safetensors"));
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(good[static_cast<size_t>(i)]);
+  const auto header = json::parse(good.substr(8, header_len));
+  const auto& wte = header.at("wte.weight");
+  const size_t wte_at = 8 + header_len + wte["data_offsets"][0].get<size_t>();
+
+  auto nan_weights = good;  // one weight of wte set to a float32 NaN
+  nan_weights.replace(wte_at, 4, std::string("\x00\x00\xc0\x7f", 4));
+  auto wrong_dtype = good;  // wte declared I32: the same byte count, not the model's dtype
+  const auto declared = wrong_dtype.find("\"wte.weight\":{\"dtype\":\"F32\"");
+  REQUIRE(declared != std::string::npos);
+  wrong_dtype.replace(declared + 23, 3, "I32");
+
+  for (const auto& [damaged, expected] : std::vector<std::pair<std::string, std::string>>{
+           {nan_weights, "tensor 'wte.weight' holds NaN or infinite values"},
+           {wrong_dtype, "tensor 'wte.weight' is stored as I32 but the model holds F32"}}) {
+    Job finetune;
+    test::spit(finetune.dir.file("source.safetensors"), damaged);
+    auto ft = tiny_job();
+    ft.erase("model");
+    ft["init_checkpoint"] = finetune.dir.file("source.safetensors");
+    ft["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+    finetune.write(ft);
+    const auto r = finetune.run();
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(expected));
+    CHECK(finetune.status()["status"] == "failed");
+    CHECK(finetune.status()["cause"] == "bad_checkpoint");
+    CHECK(finetune.of_type("divergence").empty());
   }
 }

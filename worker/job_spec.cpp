@@ -86,6 +86,11 @@ void require(bool ok, const std::string& field, const std::string& message) {
   if (!ok) throw SpecError(field, message);
 }
 
+// Sizes far beyond any job (a typo'd exponent) are refused before anything is allocated.
+void at_most(int64_t v, int64_t limit, const std::string& field) {
+  require(v <= limit, field, fmt::format("{} is beyond what fwlab supports (at most {})", v, limit));
+}
+
 void one_of(const std::string& v, std::initializer_list<const char*> allowed, const std::string& field) {
   for (const char* a : allowed)
     if (v == a) return;
@@ -104,6 +109,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
+  at_most(s.threads, 4096, "threads");
   r.get("device", s.device);
   require(s.device == "cpu" || s.device.rfind("cuda", 0) == 0, "device", fmt::format("'{}' is not cpu, cuda or cuda:N", s.device));
   r.get("init_checkpoint", s.init_checkpoint);
@@ -172,6 +178,13 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.train.grad_accum > 0, "train.grad_accum", "must be positive");
   require(s.train.log_every > 0, "train.log_every", "must be positive");
   require(s.train.checkpoint_every >= 0, "train.checkpoint_every", "must be >= 0");
+  at_most(s.train.steps, int64_t{1} << 40, "train.steps");
+  at_most(s.train.batch_size, int64_t{1} << 20, "train.batch_size");
+  at_most(s.train.seq_len, int64_t{1} << 24, "train.seq_len");
+  at_most(s.train.grad_accum, int64_t{1} << 20, "train.grad_accum");
+  require(s.train.batch_size * s.train.seq_len <= (int64_t{1} << 26), "train.batch_size",
+          fmt::format("{} sequences of {} tokens is {} tokens per step, beyond what fwlab supports (at most {}; use train.grad_accum)",
+                      s.train.batch_size, s.train.seq_len, s.train.batch_size * s.train.seq_len, int64_t{1} << 26));
 
   auto e = r.sub("eval");
   e.get("every", s.eval.every);
@@ -183,6 +196,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.eval.every >= 0, "eval.every", "must be >= 0 (0: only at the end)");
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
+  at_most(s.eval.mqar_batches, int64_t{1} << 20, "eval.mqar_batches");
 
   auto dv = r.sub("divergence");
   dv.get("spike_factor", s.divergence.spike_factor);
@@ -204,6 +218,10 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.bench.repeats > 0, "bench.repeats", "must be positive");
   require(s.bench.tokens > 0, "bench.tokens", "must be positive");
   require(s.bench.batch > 0, "bench.batch", "must be positive");
+  for (auto L : s.bench.seq_lens) at_most(L, int64_t{1} << 24, "bench.seq_lens");
+  at_most(s.bench.repeats, int64_t{1} << 20, "bench.repeats");
+  at_most(s.bench.tokens, int64_t{1} << 20, "bench.tokens");
+  at_most(s.bench.batch, int64_t{1} << 16, "bench.batch");
 
   auto g = r.sub("debug");
   g.get("nan_param_at_step", s.debug.nan_param_at_step);
@@ -240,7 +258,7 @@ JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root) 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
     throw SpecError("job.json", fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
   return parse_job_spec(j, repo_root);

@@ -7,12 +7,14 @@
 #include <sys/prctl.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "models/safetensors_header.h"
 #include "worker/corpus.h"
+#include "worker/inputs.h"
 #include "worker/trainer.h"
 
 namespace fs = std::filesystem;
@@ -32,11 +34,35 @@ std::string spec_path(const std::string& job_dir) { return (fs::path(job_dir) / 
 
 void on_signal(int) { request_stop(); }
 
-bool already_finished(const std::string& job_dir) {
+// The exit code of a final state the job's record already holds (finished, diverged, failed): a result is never
+// run twice, even when the orchestrator died before recording it. -1 when the job has no final state.
+int recorded_final_code(const std::string& job_dir) {
   std::ifstream in(fs::path(job_dir) / "status.json");
-  if (!in) return false;
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.value("status", "") == "finished";
+  if (!in) return -1;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return -1;
+  const auto status = j.value("status", nlohmann::json()).is_string() ? j["status"].get<std::string>() : "";
+  if (status == "finished") return kExitFinished;
+  if (status == "diverged") return kExitDiverged;
+  if (status == "failed") return kExitBadSpec;
+  return -1;
+}
+
+int already_ended(const std::string& job_dir, int code) {
+  fmt::print(stderr, "fwlab-worker: {} already ended ({}); nothing is run again\n", job_dir,
+             code == kExitFinished ? "finished" : code == kExitDiverged ? "diverged" : "failed");
+  return code;
+}
+
+// The parent-death signal, asked for before anything slow, so that a worker whose orchestrator dies (even by
+// kill -9) stops instead of running unwatched. FWLAB_PARENT_PID (set by fwlab) tells a parent that died before
+// this point: the worker then has been re-parented, and leaves at once.
+void watch_parent() {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (const char* expected = std::getenv("FWLAB_PARENT_PID"); expected && std::atol(expected) != static_cast<long>(getppid())) {
+    fmt::print(stderr, "fwlab-worker: the orchestrator (pid {}) is gone; not starting\n", expected);
+    std::_Exit(kExitInterrupted);
+  }
 }
 
 int run(const std::string& job_dir) {
@@ -47,25 +73,17 @@ int run(const std::string& job_dir) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", spec_path(job_dir), e.what());
     return kExitBadSpec;
   }
-  if (already_finished(job_dir)) {
-    fmt::print(stderr, "fwlab-worker: {} already finished; nothing to do\n", job_dir);
-    return kExitFinished;
-  }
+  if (const int code = recorded_final_code(job_dir); code >= 0) return already_ended(job_dir, code);
   torch::set_num_threads(static_cast<int>(spec.threads > 0 ? spec.threads : std::thread::hardware_concurrency()));
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  // If the orchestrator dies (even by kill -9), stop at the next step boundary rather than run on unwatched.
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
   // One worker per job directory: a second one (a re-run racing an orphan) waits until the first has left.
   const int lock_fd = ::open((fs::path(job_dir) / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {
     fmt::print(stderr, "fwlab-worker: {}: cannot lock the job directory\n", job_dir);
     return kExitCrashed;
   }
-  if (already_finished(job_dir)) {  // the worker we waited for may have finished the job
-    fmt::print(stderr, "fwlab-worker: {} already finished; nothing to do\n", job_dir);
-    return kExitFinished;
-  }
+  if (const int code = recorded_final_code(job_dir); code >= 0) return already_ended(job_dir, code);  // the worker we waited for
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
   auto fail = [&](const char* cause, const std::string& message, int code) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);
@@ -81,6 +99,8 @@ int run(const std::string& job_dir) {
     return fail("bad_data", e.what(), kExitBadSpec);
   } catch (const safetensors::FormatError& e) {
     return fail("bad_checkpoint", e.what(), kExitBadSpec);
+  } catch (const c10::Error& e) {  // the message, not libtorch's stack of frames
+    return fail("crash", e.what_without_backtrace(), kExitCrashed);
   } catch (const std::exception& e) {
     return fail("crash", e.what(), kExitCrashed);
   }
@@ -89,8 +109,9 @@ int run(const std::string& job_dir) {
 int validate(const std::string& job_dir) {
   try {
     auto spec = read_job_spec(job_dir, FWLAB_SOURCE_DIR);
-    if (!spec.init_checkpoint.empty() && !fs::exists(spec.init_checkpoint))
-      throw SpecError("init_checkpoint", fmt::format("{} does not exist", spec.init_checkpoint));
+    const auto problems = input_problems(spec);
+    for (const auto& p : problems) fmt::print(stderr, "fwlab-worker: {}: {}\n", spec_path(job_dir), p.what());
+    if (!problems.empty()) return kExitBadSpec;
     fmt::print("{}: ok ({} job)\n", spec_path(job_dir), spec.kind);
     return 0;
   } catch (const SpecError& e) {
@@ -102,6 +123,7 @@ int validate(const std::string& job_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  watch_parent();
   CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json.\n"
                "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
   app.footer(kExitCodes);

@@ -12,6 +12,8 @@ namespace fwlab {
 
 void validate_mqar(const MqarSpec& s) {
   if (s.vocab < 8) throw std::invalid_argument(fmt::format("mqar.vocab: must be >= 8, got {}", s.vocab));
+  if (s.vocab > (int64_t{1} << 24)) throw std::invalid_argument(fmt::format("mqar.vocab: {} is beyond what fwlab supports (at most {})", s.vocab, int64_t{1} << 24));
+  if (s.seq_len > (int64_t{1} << 24)) throw std::invalid_argument(fmt::format("mqar.seq_len: {} is beyond what fwlab supports (at most {})", s.seq_len, int64_t{1} << 24));
   if (s.pairs < 1) throw std::invalid_argument(fmt::format("mqar.pairs: must be >= 1, got {}", s.pairs));
   if (s.pairs > s.vocab / 2 - 1)
     throw std::invalid_argument(fmt::format("mqar.pairs: {} distinct keys do not fit in [1, vocab/2) = [1, {})", s.pairs, s.vocab / 2));

@@ -180,7 +180,7 @@ Gpt2Bpe::Gpt2Bpe(const std::string& encoder_json, const std::string& vocab_bpe) 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(enc);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
     throw std::runtime_error(fmt::format("{}: not valid JSON: {}", encoder_json, e.what()));
   }
   if (!j.is_object()) throw std::runtime_error(fmt::format("{}: expected an object of token -> id", encoder_json));

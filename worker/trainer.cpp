@@ -236,13 +236,9 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   if (spec.init_checkpoint.empty()) return GPT(model_config_from_json(spec.model));
   auto source = load_model(spec.init_checkpoint);
   if (spec.model.empty()) return source;
-  // The job's model keys override the source configuration; a new mixer plan replaces the source's layers.
-  auto merged = to_json(source->config());
-  if (spec.model.contains("mixer") || spec.model.contains("layers")) merged.erase("layers");
-  for (const auto& [key, value] : spec.model.items()) merged[key] = value;
   ModelConfig target;
   try {
-    target = model_config_from_json(merged);
+    target = merge_model_config(source->config(), spec.model);
   } catch (const ConfigError& e) {
     throw SpecError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
   }

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fuzzes fwlab's parsers with libFuzzer under AddressSanitizer and UBSan: the experiment-file loader, the
+# safetensors reader, event-record ingestion, GPT-2 BPE and job.json (targets in tests/fuzz/).
+#
+#   scripts/fuzz.sh                  the long run: 600 s per target
+#   scripts/fuzz.sh SECONDS [T...]   SECONDS per target, only targets T (experiment safetensors ingest bpe job_spec)
+#   scripts/fuzz.sh --short          12 s per target (ctest's fuzz_short, in CI)
+#   scripts/fuzz.sh --build-only     configure and build build-fuzz/ (scripts/setup.sh does)
+#
+# Seeds: tests/fuzz/corpus/T (read only). Inputs that crash go to build-fuzz/crashes/T/; once fixed, copy
+# them to tests/fuzz/regressions/T/, where the ordinary test binary replays them. Exit 1 if any target crashed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${FWLAB_FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=600 build_only=0
+case "${1:-}" in
+  --short) seconds=12; shift ;;
+  --build-only) build_only=1; shift ;;
+  ''|*[!0-9]*) ;;
+  *) seconds=$1; shift ;;
+esac
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(experiment safetensors ingest bpe job_spec)
+
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ not found (scripts/setup.sh installs clang and libclang-rt); skipped"
+  exit 77
+fi
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFWLAB_TORCH=OFF -DFWLAB_FUZZ=ON \
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
+fi
+if ! cmake --build "$build" --parallel "$(nproc)" >"$build/build.log" 2>&1; then
+  tail -40 "$build/build.log"
+  exit 1
+fi
+[ "$build_only" = 1 ] && exit 0
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+for t in "${targets[@]}"; do
+  exe=$build/tests/fuzz/fuzz_$t
+  [ -x "$exe" ] || { echo "fuzz: no target '$t'"; exit 2; }
+  mkdir -p "$work/$t" "$build/crashes/$t"
+  dirs=("$work/$t")  # new inputs go to the scratch corpus; the seed folders are only read
+  for d in "tests/fuzz/corpus/$t" "tests/fuzz/regressions/$t"; do [ -d "$d" ] && dirs+=("$d"); done
+  log=$build/crashes/$t/last-run.log
+  status=0
+  UBSAN_OPTIONS=print_stacktrace=1 "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$build/crashes/$t/" "${dirs[@]}" >"$log" 2>&1 || status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  if [ "$status" -ne 0 ]; then
+    failed=1
+    echo "fuzz $t: FAILED (exit $status) after ${runs:-?} runs; input kept in $build/crashes/$t/"
+    grep -E 'ERROR|SUMMARY|violated|terminate|runtime error' "$log" | head -5
+  else
+    echo "fuzz $t: ${runs:-?} runs in ${took:-$seconds} s, coverage ${cov:-?} edges, no crash"
+  fi
+done
+exit $failed

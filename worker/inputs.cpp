@@ -1,0 +1,80 @@
+#include "worker/inputs.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "models/model_config.h"
+#include "models/safetensors_header.h"
+#include "worker/corpus.h"
+
+namespace fwlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "" when `path` is a regular file of at least one byte (and, with `unit`, a whole number of units).
+std::string file_problem(const fs::path& path, uintmax_t unit = 1, const char* unit_name = "") {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) return fmt::format("{} does not exist", path.string());
+  if (!fs::is_regular_file(st)) return fmt::format("{} is not a regular file", path.string());
+  const auto size = fs::file_size(path, ec);
+  if (ec) return fmt::format("{}: {}", path.string(), ec.message());
+  if (size == 0) return fmt::format("{} is empty", path.string());
+  if (size % unit) return fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), size, unit_name);
+  return "";
+}
+
+std::string dir_problem(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return fmt::format("{} does not exist", dir);
+  if (!fs::is_directory(dir, ec)) return fmt::format("{} is not a directory", dir);
+  return "";
+}
+
+void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
+  auto add = [&](const std::string& message) {
+    if (!message.empty()) out.emplace_back("data.path", message);
+  };
+  if (d.source == "mqar") return;
+  if (d.source == "enwik8") return add(file_problem(d.path));
+  if (const auto problem = dir_problem(d.path); !problem.empty()) return add(problem);
+  if (d.source == "brown") {
+    try {
+      for (const auto& f : brown_files(d.path)) add(file_problem(f));
+    } catch (const DataError& e) {
+      add(e.what());
+    }
+  } else if (d.source == "wikitext103") {
+    for (const char* name : {"wiki.train.raw", "wiki.valid.raw", "wiki.test.raw"}) add(file_problem(fs::path(d.path) / name));
+  } else if (d.source == "tokens") {
+    for (const char* name : {"train.bin", "valid.bin", "test.bin"}) add(file_problem(fs::path(d.path) / name, 2, "uint16"));
+  }
+}
+
+void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
+  try {
+    const auto header = safetensors::read_header(path);
+    if (!header.metadata.count(kModelConfigKey))
+      out.emplace_back("init_checkpoint", fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
+  } catch (const safetensors::FormatError& e) {
+    out.emplace_back("init_checkpoint", e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint) {
+  std::vector<SpecError> out;
+  corpus_problems(spec.data, out);
+  const bool text = spec.data.source != "tokens" && spec.data.source != "mqar";
+  if (text && spec.data.tokenizer == "gpt2")
+    for (const char* name : {"encoder.json", "vocab.bpe"})
+      if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);
+  if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
+  return out;
+}
+
+}  // namespace fwlab
