@@ -1,7 +1,7 @@
 // Forward + backward time of one training step for several mixers on the same model size, measured side by
 // side in one run (the figures the model-zoo issue asks for). Not a test: timings on a shared machine are noisy.
 //
-//   fwlab-bench-train-step [--steps N] [--threads N] [--batch B] [--seq T] [--chunk C] [--mixers a,b,...]
+//   fwlab-bench-train-step [--steps N] [--threads N] [--batch B] [--seq T] [--m M] [--chunk C] [--mixers a,b,...]
 #include <torch/torch.h>
 
 #include <fmt/format.h>
@@ -48,6 +48,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int64_t chunk = 0;  // 0: the rule's default
+  int64_t m = 4;      // feature (state key) size of the fast-weight rules
   int steps = 10, threads = static_cast<int>(std::thread::hardware_concurrency()), batch = 16, seq = 256;
   std::string mixers = "softmax,decay,decay-naive";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -58,15 +59,16 @@ int main(int argc, char** argv) {
     else if (key == "--seq") seq = std::stoi(value);
     else if (key == "--mixers") mixers = value;
     else if (key == "--chunk") chunk = std::stoll(value);
+    else if (key == "--m") m = std::stoll(value);
     else {
       fmt::print(stderr, "fwlab-bench-train-step: unknown argument '{}'\n", key);
       return 2;
     }
   }
   torch::set_num_threads(threads);
-  fmt::print("one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, {} threads, "
-             "median of {} steps\n",
-             batch, seq, threads, steps);
+  fmt::print("one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, m={} for the fast-weight "
+             "rules, {} threads, median of {} steps\n",
+             batch, seq, m, threads, steps);
   fmt::print("{:<14} {:>12} {:>10} {:>14}\n", "mixer", "ms/step", "tokens/s", "vs softmax");
   std::map<std::string, double> ms;
   size_t pos = 0;
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
     cfg.dropout = 0.1;
     auto spec = mixer_named(name);
     spec.chunk = chunk;
+    if (spec.kind == "fast_weight") spec.m = m;
     apply_plan(cfg, LayerPlan{spec});
     torch::manual_seed(0);
     GPT model(cfg);

@@ -25,6 +25,12 @@ RecurrenceResult decay_recurrence_chunked(const torch::Tensor& q, const torch::T
 RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& log_a, const torch::Tensor& log_b,
                                         const torch::Tensor& state0);
+// The same recurrence as a raw-pointer CPU kernel with its own backward, which keeps one state every 16 steps and
+// recomputes the rest (memory O(T/16 D M + T (D + M)) per head instead of O(T D M)); float32 and float64. On other
+// devices it runs the chunked form.
+RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                        const torch::Tensor& state0);
 // One step of the same recurrence; q, k: [B, H, M]; v, log_a: [B, H, D] (or [B, H, 1]); log_b: [B, H, M].
 RecurrenceResult decay_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& log_a, const torch::Tensor& log_b,

@@ -163,8 +163,11 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
       auto one = torch::ones({B, n_heads_, T, 1}, v.options());
       values = torch::cat({v, spec.rule == "gated" ? torch::sigmoid(-g_logit) : one}, -1);
     }
-    r = reference ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
-                  : K::decay_recurrence_chunked(fq, fk, values, log_a, log_b, S0, default_chunk(spec));
+    // CPU: the fused kernel (fastest, and its backward keeps one state per 16 steps); other devices: the
+    // matmul-friendly chunked form.
+    r = reference          ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
+        : fq.is_cpu()      ? K::decay_recurrence_fused(fq, fk, values, log_a, log_b, S0)
+                           : K::decay_recurrence_chunked(fq, fk, values, log_a, log_b, S0, default_chunk(spec));
     if (attn_norm) {
       den = r.y.narrow(-1, head_dim_, 1);
       r.y = r.y.narrow(-1, 0, head_dim_);

@@ -1,5 +1,5 @@
-// The chunkwise decay recurrence against its per-timestep twin, in float64: outputs, final state and the
-// gradients of every input, for lengths that are and are not multiples of the chunk.
+// The chunkwise and fused decay recurrences against their per-timestep twin, in float64: outputs, final state and
+// the gradients of every input, for lengths that are and are not multiples of the chunk (segment).
 #include <catch2/catch.hpp>
 
 #include "kernels/recurrences.h"
@@ -21,15 +21,16 @@ struct Inputs {
 };
 
 // value_gate: 0 none, 1 scalar per head, 2 elementwise; key_gate: decay on the key side.
-Inputs make_inputs(int64_t T, int value_gate, bool key_gate, bool with_state, double gate_strength = 1.0) {
-  const int64_t B = 2, H = 3, M = 4, D = 5;
-  auto opt = torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true);
+Inputs make_inputs(int64_t T, int value_gate, bool key_gate, bool with_state, double gate_strength = 1.0, int64_t B = 2,
+                   int64_t H = 3, torch::ScalarType dtype = torch::kFloat64) {
+  const int64_t M = 4, D = 5;
+  auto opt = torch::TensorOptions().dtype(dtype).requires_grad(true);
   Inputs in;
   in.q = torch::randn({B, H, T, M}, opt);
   in.k = torch::randn({B, H, T, M}, opt);
   in.v = torch::randn({B, H, T, D}, opt);
   auto log_gate = [&](int64_t width) {
-    return (torch::log_sigmoid(torch::randn({B, H, T, width}, torch::kFloat64) + 1.0) * gate_strength).requires_grad_(true);
+    return (torch::log_sigmoid(torch::randn({B, H, T, width}, dtype) + 1.0) * gate_strength).requires_grad_(true);
   };
   if (value_gate == 1) in.log_a = log_gate(1);
   if (value_gate == 2) in.log_a = log_gate(D);
@@ -43,26 +44,39 @@ struct Grads {
   std::vector<torch::Tensor> grads;
 };
 
-Grads run(const Inputs& in, bool chunked, const torch::Tensor& gy, const torch::Tensor& gs) {
-  auto r = chunked ? K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16)
-                   : K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+enum class Form { naive, chunked, fused };
+
+K::RecurrenceResult recurrence(const Inputs& in, Form form) {
+  switch (form) {
+    case Form::chunked: return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16);
+    case Form::fused: return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    default: return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+  }
+}
+
+Grads run(const Inputs& in, Form form, const torch::Tensor& gy, const torch::Tensor& gs) {
+  auto r = recurrence(in, form);
   auto loss = (r.y * gy).sum() + (r.state * gs).sum();
   return {r.y, r.state, torch::autograd::grad({loss}, in.all())};
 }
 
-void check_equal(const Inputs& in) {
+// `form` against the naive twin; `tolerance` relative to the largest magnitude of each compared tensor.
+void check_equal(const Inputs& in, Form form = Form::chunked, double tolerance = 1e-10) {
   auto probe = K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
-  auto fast = run(in, true, gy, gs), slow = run(in, false, gy, gs);
-  CHECK(max_abs_diff(fast.y, slow.y) < 1e-10);
-  CHECK(max_abs_diff(fast.state, slow.state) < 1e-10);
+  auto fast = run(in, form, gy, gs), slow = run(in, Form::naive, gy, gs);
+  auto close = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return max_abs_diff(a, b) <= tolerance * std::max(1.0, b.detach().abs().max().item<double>());
+  };
+  CHECK(close(fast.y, slow.y));
+  CHECK(close(fast.state, slow.state));
   const char* names[] = {"q", "k", "v", "log_a", "log_b", "state0"};
   size_t gi = 0;
   int slot = 0;
   for (const auto& t : {in.q, in.k, in.v, in.log_a, in.log_b, in.state0}) {
     if (t.defined()) {
       INFO("gradient of " << names[slot]);
-      CHECK(max_abs_diff(fast.grads[gi], slow.grads[gi]) < 1e-9);
+      CHECK(close(fast.grads[gi], slow.grads[gi]));
       ++gi;
     }
     ++slot;
@@ -83,10 +97,43 @@ TEST_CASE("decay recurrence: chunkwise == naive (outputs, state, gradients), flo
     for (int64_t T : {32, 37, 5}) {
       for (bool with_state : {false, true}) {
         DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
-          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state));
+          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::chunked, 1e-10);
         }
       }
     }
+  }
+}
+
+TEST_CASE("decay recurrence: fused CPU kernel == naive loop (outputs, state, gradients), float64", "[kernels]") {
+  torch::manual_seed(11);
+  struct Case {
+    const char* rule;
+    int value_gate;
+    bool key_gate;
+  };
+  // Lengths around the kernel's 16-step segments: 1, C - 1, C, C + 1, 3C + 5.
+  for (auto c : {Case{"add (no decay)", 0, false}, Case{"gated (scalar value-side decay)", 1, false},
+                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true},
+                 Case{"value-side decay only", 2, false}}) {
+    for (int64_t T : {1, 15, 16, 17, 53}) {
+      for (bool with_state : {false, true}) {
+        DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
+          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::fused, 1e-11);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("decay recurrence: fused kernel at the extremes: gates near 0 and exactly 1, few and many heads, float32", "[kernels]") {
+  torch::manual_seed(12);
+  at::set_num_threads(2);
+  SECTION("strong decay: log-gates around -40 (gates ~ 4e-18)") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::fused, 1e-11); }
+  SECTION("no decay: log-gates exactly 0 (gates = 1)") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::fused, 1e-11); }
+  SECTION("B x H = 1, fewer heads than threads") { check_equal(make_inputs(33, 2, true, true, 1.0, 1, 1), Form::fused, 1e-11); }
+  SECTION("B x H = 12, more heads than threads") { check_equal(make_inputs(33, 1, true, false, 1.0, 4, 3), Form::fused, 1e-11); }
+  SECTION("float32 against the float64 twin's tolerance") {
+    check_equal(make_inputs(53, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::fused, 2e-5);
   }
 }
 

@@ -1,0 +1,276 @@
+// Fused CPU kernel of the two-sided decay recurrence (Mao's decay rule; the gated and additive rules are special
+// cases) with a hand-written, memory-lean backward:
+//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (read after write)
+//
+// Forward, per (batch, head): one pass over D x M per step (about 5 D M flops), keeping only the state of every
+// C-th step (the start of each segment) for the backward.
+// Backward, segments last to first: recompute the segment's states from its checkpoint into a C-step buffer,
+// then walk it backwards with G the gradient of S_t:
+//   G += dy_t q_t^T;  dq_t = S_t^T dy_t;  dv_t = G k_t;  dk_t = G^T v_t
+//   dlog a_t[i] = a_t[i] sum_j G_ij S_{t-1,ij} b_t[j];  dlog b_t[j] = b_t[j] sum_i a_t[i] G_ij S_{t-1,ij}
+//   G <- diag(a_t) G diag(b_t)   (the gradient of S_{t-1})
+// States are never reverted by dividing by a decay (a gate near 0 would make that unstable, NOTES.md): they are
+// recomputed forward from the checkpoint. Memory: T/C checkpoints of D x M plus one C-step buffer per thread,
+// instead of T states.
+//
+// Each (batch, head) runs independently on the ATen thread pool (OpenMP). The inner loops over the key
+// dimension carry `omp simd` reductions, so they vectorise without -ffast-math.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/recurrences.h"
+
+namespace fwlab::kernels {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Steps between saved states. The backward recomputes at most C states per segment into a buffer of C x D x M
+// (64 KiB at D = M = 32 in float32: it stays in L2), and the checkpoints take T/C x D x M. Measured with
+// fwlab-bench-decay (B4 H4 T1024 D=M=32, fwd+bwd): C = 8, 16, 32, 64 run within 3% of each other, so C is
+// chosen for memory: 16 keeps the checkpoints at 1/16 of storing every state while the buffer stays small.
+constexpr int64_t kSegment = 16;
+
+// One head's tensors. a: D values per step (per value dimension), 1 (scalar per head) or none; b: M or none.
+template <typename T>
+struct HeadView {
+  const T *q, *k, *v, *la, *lb;
+  int64_t Tn, M, D, a_width;  // a_width: D, 1 or 0
+};
+
+// The decays of step t: a (D entries) and b (M entries), exp of the log-gates; 1 where a gate is absent.
+// The hot functions are inlined into per-dtype entry points that are compiled once per instruction set
+// (target_clones: AVX-512, AVX2 + FMA, baseline) and chosen when the library loads, so one binary runs
+// everywhere and uses the widest vectors the CPU has.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FWLAB_HOT inline __attribute__((always_inline))
+#define FWLAB_VECTOR_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define FWLAB_HOT inline
+#define FWLAB_VECTOR_CLONES
+#endif
+
+template <typename T>
+FWLAB_HOT void step_decays(const HeadView<T>& h, int64_t t, T* a, T* b) {
+  if (h.a_width == 0) std::fill(a, a + h.D, T(1));
+  else if (h.a_width == 1) std::fill(a, a + h.D, std::exp(h.la[t]));
+  else
+    for (int64_t i = 0; i < h.D; ++i) a[i] = std::exp(h.la[t * h.D + i]);
+  if (!h.lb) std::fill(b, b + h.M, T(1));
+  else
+    for (int64_t j = 0; j < h.M; ++j) b[j] = std::exp(h.lb[t * h.M + j]);
+}
+
+// S_out <- diag(a) S_in diag(b) + v_t k_t^T (S_out may be S_in), and (with y) y_t = S_out q_t.
+template <typename T>
+FWLAB_HOT void advance(const HeadView<T>& h, int64_t t, const T* a, const T* b, const T* S_in, T* S_out, T* y) {
+  const T* kt = h.k + t * h.M;
+  const T* qt = h.q + t * h.M;
+  const T* vt = h.v + t * h.D;
+  const int64_t M = h.M;
+  for (int64_t i = 0; i < h.D; ++i) {
+    const T* Si = S_in + i * M;
+    T* So = S_out + i * M;
+    const T ai = a[i], vi = vt[i];
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t j = 0; j < M; ++j) {
+      const T s = ai * Si[j] * b[j] + vi * kt[j];
+      So[j] = s;
+      acc += s * qt[j];
+    }
+    if (y) y[t * h.D + i] = acc;
+  }
+}
+
+template <typename T>
+FWLAB_HOT void forward_head(const HeadView<T>& h, T* S, T* y, T* checkpoints) {
+  const int64_t DM = h.D * h.M;
+  std::vector<T> a(static_cast<size_t>(h.D)), b(static_cast<size_t>(h.M));
+  for (int64_t t = 0; t < h.Tn; ++t) {
+    if (t % kSegment == 0) std::copy(S, S + DM, checkpoints + (t / kSegment) * DM);
+    step_decays(h, t, a.data(), b.data());
+    advance(h, t, a.data(), b.data(), S, S, y);
+  }
+}
+
+template <typename T>
+FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T* dy, const T* dS_final, T* dq, T* dk, T* dv, T* dla,
+                   T* dlb, T* dS0) {
+  const int64_t D = h.D, M = h.M, DM = D * M;
+  std::vector<T> G(static_cast<size_t>(DM), T(0)), states(static_cast<size_t>(kSegment * DM));
+  std::vector<T> a(static_cast<size_t>(D)), b(static_cast<size_t>(M)), db(static_cast<size_t>(M));
+  if (dS_final) std::copy(dS_final, dS_final + DM, G.begin());
+  const int64_t segments = (h.Tn + kSegment - 1) / kSegment;
+  for (int64_t seg = segments - 1; seg >= 0; --seg) {
+    const int64_t start = seg * kSegment, end = std::min(h.Tn, start + kSegment);
+    // states[t - start] = S_t for t in [start, end), recomputed forward from S_start (the checkpoint).
+    const T* checkpoint = checkpoints + seg * DM;
+    for (int64_t t = start; t < end; ++t) {
+      T* S = states.data() + (t - start) * DM;
+      step_decays(h, t, a.data(), b.data());
+      advance(h, t, a.data(), b.data(), t == start ? checkpoint : S - DM, S, static_cast<T*>(nullptr));
+    }
+    for (int64_t t = end - 1; t >= start; --t) {
+      const T* St = states.data() + (t - start) * DM;
+      const T* Sprev = t == start ? checkpoint : St - DM;
+      const T* qt = h.q + t * M;
+      const T* kt = h.k + t * M;
+      const T* vt = h.v + t * D;
+      const T* dyt = dy ? dy + t * D : nullptr;
+      T* dqt = dq + t * M;
+      T* dkt = dk + t * M;
+      step_decays(h, t, a.data(), b.data());
+      std::fill(dqt, dqt + M, T(0));
+      std::fill(dkt, dkt + M, T(0));
+      std::fill(db.begin(), db.end(), T(0));
+      T da_scalar = 0;
+      for (int64_t i = 0; i < D; ++i) {
+        T* Gi = G.data() + i * M;
+        const T* Sti = St + i * M;
+        const T* Spi = Sprev + i * M;
+        const T dyi = dyt ? dyt[i] : T(0), vi = vt[i], ai = a[i];
+        T dv_acc = 0, da_acc = 0;
+        T* dbp = db.data();
+        const T* bp = b.data();
+#pragma omp simd reduction(+ : dv_acc, da_acc)
+        for (int64_t j = 0; j < M; ++j) {
+          const T g = Gi[j] + dyi * qt[j];  // gradient of S_t, y_t's read included
+          dqt[j] += Sti[j] * dyi;
+          dv_acc += g * kt[j];
+          dkt[j] += g * vi;
+          const T p = g * Spi[j];
+          da_acc += p * bp[j];
+          dbp[j] += p * ai;
+          Gi[j] = g * ai * bp[j];  // gradient of S_{t-1}
+        }
+        dv[t * D + i] = dv_acc;
+        if (h.a_width == 1) da_scalar += ai * da_acc;
+        else if (h.a_width > 1) dla[t * D + i] = ai * da_acc;
+      }
+      if (h.a_width == 1) dla[t] = da_scalar;
+      if (dlb)
+        for (int64_t j = 0; j < M; ++j) dlb[t * M + j] = b[j] * db[j];
+    }
+  }
+  std::copy(G.begin(), G.end(), dS0);
+}
+
+FWLAB_VECTOR_CLONES void forward_head_entry(const HeadView<float>& h, float* S, float* y, float* checkpoints) {
+  forward_head(h, S, y, checkpoints);
+}
+FWLAB_VECTOR_CLONES void forward_head_entry(const HeadView<double>& h, double* S, double* y, double* checkpoints) {
+  forward_head(h, S, y, checkpoints);
+}
+FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<float>& h, const float* checkpoints, const float* dy, const float* dS_final,
+                                             float* dq, float* dk, float* dv, float* dla, float* dlb, float* dS0) {
+  backward_head(h, checkpoints, dy, dS_final, dq, dk, dv, dla, dlb, dS0);
+}
+FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<double>& h, const double* checkpoints, const double* dy, const double* dS_final,
+                                             double* dq, double* dk, double* dv, double* dla, double* dlb, double* dS0) {
+  backward_head(h, checkpoints, dy, dS_final, dq, dk, dv, dla, dlb, dS0);
+}
+
+template <typename T>
+const T* ptr_or_null(const torch::Tensor& x, int64_t offset) {
+  return x.defined() ? x.data_ptr<T>() + offset : nullptr;
+}
+template <typename T>
+T* mut_ptr_or_null(const torch::Tensor& x, int64_t offset) {
+  return x.defined() ? x.data_ptr<T>() + offset : nullptr;
+}
+
+struct Sizes {
+  int64_t B, H, T, M, D, a_width;
+};
+
+Sizes sizes_of(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a) {
+  return {q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), log_a.defined() ? log_a.size(3) : 0};
+}
+
+template <typename T>
+HeadView<T> head_view(const Sizes& s, int64_t h, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                      const torch::Tensor& la, const torch::Tensor& lb) {
+  return {q.data_ptr<T>() + h * s.T * s.M, k.data_ptr<T>() + h * s.T * s.M, v.data_ptr<T>() + h * s.T * s.D,
+          ptr_or_null<T>(la, h * s.T * s.a_width), ptr_or_null<T>(lb, h * s.T * s.M), s.T, s.M, s.D, s.a_width};
+}
+
+torch::Tensor contiguous_or_undefined(const torch::Tensor& x) { return x.defined() ? x.contiguous() : x; }
+
+// An absent gate travels through autograd as an empty tensor (a custom Function takes no undefined inputs).
+torch::Tensor absent_if_empty(const torch::Tensor& x) { return x.numel() == 0 ? torch::Tensor() : x.contiguous(); }
+
+struct DecayFunction : public torch::autograd::Function<DecayFunction> {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
+                               torch::Tensor log_b, torch::Tensor S0) {
+    q = q.contiguous();
+    k = k.contiguous();
+    v = v.contiguous();
+    log_a = absent_if_empty(log_a);
+    log_b = absent_if_empty(log_b);
+    const auto s = sizes_of(q, v, log_a);
+    auto S = S0.contiguous().clone();
+    auto y = torch::empty({s.B, s.H, s.T, s.D}, v.options());
+    const int64_t segments = (s.T + kSegment - 1) / kSegment;
+    auto checkpoints = torch::empty({s.B, s.H, std::max<int64_t>(segments, 1), s.D, s.M}, v.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_fused", [&] {
+      at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t h = lo; h < hi; ++h)
+          forward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b), S.data_ptr<scalar_t>() + h * s.D * s.M,
+                                 y.data_ptr<scalar_t>() + h * s.T * s.D,
+                                 checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M);
+      });
+    });
+    ctx->save_for_backward({q, k, v, log_a.defined() ? log_a : torch::empty({0}, v.options()),
+                            log_b.defined() ? log_b : torch::empty({0}, v.options()), checkpoints});
+    return {y, S};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &checkpoints = saved[5];
+    const auto log_a = absent_if_empty(saved[3]), log_b = absent_if_empty(saved[4]);
+    const auto s = sizes_of(q, v, log_a);
+    auto dy = contiguous_or_undefined(grads[0]);
+    auto dS = contiguous_or_undefined(grads[1]);
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    auto dla = log_a.defined() ? torch::empty_like(log_a) : torch::Tensor();
+    auto dlb = log_b.defined() ? torch::empty_like(log_b) : torch::Tensor();
+    auto dS0 = torch::empty({s.B, s.H, s.D, s.M}, v.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_fused_backward", [&] {
+      at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t h = lo; h < hi; ++h)
+          backward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b),
+                                  checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M,
+                                  ptr_or_null<scalar_t>(dy, h * s.T * s.D), ptr_or_null<scalar_t>(dS, h * s.D * s.M),
+                                  dq.data_ptr<scalar_t>() + h * s.T * s.M, dk.data_ptr<scalar_t>() + h * s.T * s.M,
+                                  dv.data_ptr<scalar_t>() + h * s.T * s.D, mut_ptr_or_null<scalar_t>(dla, h * s.T * s.a_width),
+                                  mut_ptr_or_null<scalar_t>(dlb, h * s.T * s.M), dS0.data_ptr<scalar_t>() + h * s.D * s.M);
+      });
+    });
+    return {dq, dk, dv, dla, dlb, dS0};
+  }
+};
+
+}  // namespace
+
+RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                        const torch::Tensor& state0) {
+  // The chunked form is the path on other devices (matmul-friendly on GPUs).
+  if (!q.device().is_cpu()) return decay_recurrence_chunked(q, k, v, log_a, log_b, state0, 16);
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2), "decay_recurrence_fused: bad shapes");
+  TORCH_CHECK(!log_a.defined() || log_a.size(3) == v.size(3) || log_a.size(3) == 1, "decay_recurrence_fused: log_a must be [B, H, T, D] or [B, H, T, 1]");
+  TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), "decay_recurrence_fused: log_b must be [B, H, T, M]");
+  auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
+  const auto absent = torch::empty({0}, v.options());
+  auto out = DecayFunction::apply(q, k, v, log_a.defined() ? log_a : absent, log_b.defined() ? log_b : absent, S0);
+  return {out[0], out[1]};
+}
+
+}  // namespace fwlab::kernels
