@@ -29,7 +29,11 @@ for name in "${names[@]}"; do
   echo
 done
 
-# What made these files: the machine, the command, the code.
+# What made these files: the machine, the command, the code. Experiments this database holds no jobs for (not
+# run again here) keep their row of the previous README, with the commit that made them.
+previous=$(cat results/README.md 2>/dev/null || true)
+previous_commit=$(sed -n 's/^- fwlab commit: \([0-9a-f]*\).*/\1/p' <<<"$previous" | head -1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
   echo "# results/ — the experiment catalog at the \`$profile\` profile"
   echo
@@ -38,16 +42,23 @@ done
   echo "stability) and \`plots/\` (PNG, SVG and the gnuplot script with its data)."
   echo
   echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(. /etc/os-release && echo "$PRETTY_NAME"), no GPU (CPU libtorch $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo '?'))"
-  echo "- fwlab commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- fwlab commit: $commit$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
   echo
-  echo "| experiment | table | report | plots | jobs | worker time |"
-  echo "| --- | --- | --- | --- | ---: | ---: |"
+  echo "| experiment | table | report | plots | jobs | worker time | made at commit |"
+  echo "| --- | --- | --- | --- | ---: | ---: | --- |"
   for name in table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar; do
     [ -f "results/$name/table.md" ] || continue
     read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(j.finished - j.started), 0)) AS INTEGER)
       FROM cells c JOIN jobs j ON j.id = c.job_id WHERE c.experiment = '$name' AND c.profile = '$profile'" | tail -1 | tr ',' ' ')
-    echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | $jobs | $((secs / 60)) min $((secs % 60)) s |"
+    old_row=$(grep "^| $name |" <<<"$previous" || true)
+    if [ "$jobs" = 0 ] && [ -n "$old_row" ]; then
+      # An old row: six cells, then its commit if the README had that column already.
+      IFS='|' read -r _ _ _ _ _ old_jobs old_time old_commit _ <<<"$old_row"
+      echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) |$old_jobs|$old_time| $(echo "${old_commit:-$previous_commit}" | xargs) |"
+    else
+      echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | $jobs | $((secs / 60)) min $((secs % 60)) s | $commit |"
+    fi
   done
   echo
   echo "Worker time: the summed run time of the experiment's jobs, as the database recorded it (a job shared"

@@ -5,49 +5,49 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 11.10408148 11.10408148 11.10408148
-100 10.83315226 10.83315226 10.83315226
-150 10.62965054 10.62965054 10.62965054
+50 11.19022482 11.19022482 11.19022482
+100 10.83114676 10.83114676 10.83114676
+150 10.64535155 10.64535155 10.64535155
 EOD
 $p0s1 << EOD
-50 11.39411943 11.39411943 11.39411943
-100 11.00799598 11.00799598 11.00799598
-150 10.78527685 10.78527685 10.78527685
+50 11.3944557 11.3944557 11.3944557
+100 11.01966142 11.01966142 11.01966142
+150 10.78694035 10.78694035 10.78694035
 EOD
 $p0s2 << EOD
-50 11.69185935 11.69185935 11.69185935
-100 11.36299004 11.36299004 11.36299004
-150 11.1517508 11.1517508 11.1517508
+50 11.6919482 11.6919482 11.6919482
+100 11.36296551 11.36296551 11.36296551
+150 11.15179464 11.15179464 11.15179464
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_add.png"
+set output 'curves_add.png'
 unset arrow
 unset label
-set title "table1: add — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: add — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_add.svg"
+set output 'curves_add.svg'
 unset arrow
 unset label
-set title "table1: add — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: add — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
 unset output

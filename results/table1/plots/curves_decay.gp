@@ -5,42 +5,42 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 9.534605573 9.534605573 9.534605573
-100 8.668882646 8.668882646 8.668882646
-150 8.372518569 8.372518569 8.372518569
+50 9.534709288 9.534709288 9.534709288
+100 8.673111294 8.673111294 8.673111294
+150 8.37474968 8.37474968 8.37474968
 EOD
 $p0s1 << EOD
-50 9.504370182 9.504370182 9.504370182
-100 8.730703111 8.730703111 8.730703111
-150 8.472776474 8.472776474 8.472776474
+50 9.504379325 9.504379325 9.504379325
+100 8.730673405 8.730673405 8.730673405
+150 8.47278159 8.47278159 8.47278159
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_decay.png"
+set output 'curves_decay.png'
 unset arrow
 unset label
-set title "table1: decay — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: decay — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Norm ✗", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_decay.svg"
+set output 'curves_decay.svg'
 unset arrow
 unset label
-set title "table1: decay — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: decay — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Norm ✗", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
 unset output

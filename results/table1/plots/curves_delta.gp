@@ -5,50 +5,50 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 11.56923261 11.56923261 11.56923261
-100 10.95444636 10.95444636 10.95444636
-150 10.68438502 10.68438502 10.68438502
+50 11.59339177 11.59339177 11.59339177
+100 11.03794441 11.03794441 11.03794441
+150 10.75624587 10.75624587 10.75624587
 EOD
 $p0s1 << EOD
-50 11.42106042 11.42106042 11.42106042
-100 10.37713358 10.37713358 10.37713358
-150 10.07885504 10.07885504 10.07885504
+50 11.37562169 11.37562169 11.37562169
+100 10.28778093 10.28778093 10.28778093
+150 10.03317975 10.03317975 10.03317975
 EOD
 $p0s2 << EOD
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_delta.png"
+set output 'curves_delta.png'
 unset arrow
 unset label
-set title "table1: delta — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: delta — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
 set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
-set label "× diverged" at 0, graph 0.95 left offset 0.5, 0 tc lt 3
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     keyentry w l dt 2 lw 2 lc 3 t "φ ✗ — diverged at step 0 (nonfinite\\_loss)"
+set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (state\_overflow)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_delta.svg"
+set output 'curves_delta.svg'
 unset arrow
 unset label
-set title "table1: delta — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: delta — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
 set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
-set label "× diverged" at 0, graph 0.95 left offset 0.5, 0 tc lt 3
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     keyentry w l dt 2 lw 2 lc 3 t "φ ✗ — diverged at step 0 (nonfinite\\_loss)"
+set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (state\_overflow)'
 unset output

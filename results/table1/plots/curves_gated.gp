@@ -5,49 +5,49 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 9.097685982 9.097685982 9.097685982
-100 8.439375283 8.439375283 8.439375283
-150 8.161164598 8.161164598 8.161164598
+50 9.0801747 9.0801747 9.0801747
+100 8.426078435 8.426078435 8.426078435
+150 8.153334672 8.153334672 8.153334672
 EOD
 $p0s1 << EOD
-50 9.319857633 9.319857633 9.319857633
-100 8.571902161 8.571902161 8.571902161
-150 8.347396476 8.347396476 8.347396476
+50 9.319913062 9.319913062 9.319913062
+100 8.57203545 8.57203545 8.57203545
+150 8.347026531 8.347026531 8.347026531
 EOD
 $p0s2 << EOD
-50 9.397835506 9.397835506 9.397835506
-100 8.702522519 8.702522519 8.702522519
-150 8.43277078 8.43277078 8.43277078
+50 9.397810813 9.397810813 9.397810813
+100 8.702447481 8.702447481 8.702447481
+150 8.432751002 8.432751002 8.432751002
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_gated.png"
+set output 'curves_gated.png'
 unset arrow
 unset label
-set title "table1: gated — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: gated — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_gated.svg"
+set output 'curves_gated.svg'
 unset arrow
 unset label
-set title "table1: gated — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table1: gated — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Baseline", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Norm ✗", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "φ ✗"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
 unset output
