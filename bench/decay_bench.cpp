@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/memory_policy.h"
 #include "kernels/recurrences.h"
 
 namespace K = fwlab::kernels;
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--threads") threads = std::stoi(args[i + 1]);
   }
+  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs
   torch::set_num_threads(threads);
   if (!args.empty() && args[0] == "--memory" && args.size() >= 7)
     return measure_memory(args[1], {std::stoll(args[2]), std::stoll(args[3]), std::stoll(args[4]), std::stoll(args[5]), std::stoll(args[6])});

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "kernels/memory_policy.h"
 #include "models/gpt.h"
 
 using namespace fwlab;
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs
   torch::set_num_threads(threads);
   fmt::print("one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, m={} for the fast-weight "
              "rules, {} threads, median of {} steps\n",

@@ -34,6 +34,7 @@ void require_at_most(int64_t value, int64_t limit, const std::string& field) {
 }
 
 constexpr int64_t kMaxParameters = int64_t{1} << 40;
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
 
 }  // namespace
 
@@ -102,7 +103,7 @@ void validate(const ModelConfig& cfg) {
   if (cfg.d_ff < 0) throw ConfigError("d_ff", "must be >= 0 (0: 4 * d_model)");
   require_at_most(cfg.vocab, int64_t{1} << 24, "vocab");
   require_at_most(cfg.d_model, int64_t{1} << 16, "d_model");
-  require_at_most(cfg.n_layers, int64_t{1} << 12, "n_layers");
+  require_at_most(cfg.n_layers, kMaxLayers, "n_layers");
   require_at_most(cfg.n_heads, int64_t{1} << 12, "n_heads");
   require_at_most(cfg.head_dim, int64_t{1} << 14, "head_dim");
   require_at_most(cfg.n_heads * cfg.head_dim, int64_t{1} << 18, "head_dim");
@@ -215,6 +216,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
     opt("keep_softmax_every", plan.keep_softmax_every);
     opt("attention_every", plan.attention_every);
     require_positive(c.n_layers, "n_layers");
+    require_at_most(c.n_layers, kMaxLayers, "n_layers");  // before apply_plan allocates one spec per layer
     apply_plan(c, plan);
   }
   validate(c);

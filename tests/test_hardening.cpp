@@ -244,7 +244,7 @@ TEST_CASE("hardening: a FIFO as experiment file and absurd sizes are refused at 
     CHECK_THAT(r.output, Catch::Contains(fifo + ":1:1: not a regular file"));
   }
   const auto file = dir.file("big.toml");
-  for (const std::string setting : {"batch_size = 1000000000000", "d_model = 4611686018427387904", "seq_len = 9000000000", "m = 100000000"}) {
+  for (const std::string setting : {"batch_size = 1000000000000", "d_model = 4611686018427387904", "seq_len = 9000000000", "m = 100000000", "n_layers = 9993995"}) {
     test::spit(file, fmt::format("[experiment]\nname = \"big\"\n[defaults]\nsteps = 2\n{}\n[stage.s]\nmixer = \"fast_weight\"\n", setting));
     const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, dir.file("b.db"), fake_worker())));
     INFO(setting << ": " << r.output);

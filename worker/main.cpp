@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "kernels/memory_policy.h"
 #include "models/safetensors_header.h"
 #include "worker/corpus.h"
 #include "worker/inputs.h"
@@ -124,6 +125,7 @@ int validate(const std::string& job_dir) {
 
 int main(int argc, char** argv) {
   watch_parent();
+  keep_freed_memory_mapped();
   CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json.\n"
                "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
   app.footer(kExitCodes);
