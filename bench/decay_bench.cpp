@@ -37,7 +37,7 @@ namespace {
 
 struct Size {
   int64_t B, H, T, D, M;
-  std::string str() const { return fmt::format("B{} H{} T{} D=M={}", B, H, T, D); }
+  std::string str() const { return D == M ? fmt::format("B{} H{} T{} D=M={}", B, H, T, D) : fmt::format("B{} H{} T{} D={} M={}", B, H, T, D, M); }
   double state_bytes() const { return 4.0 * static_cast<double>(B * H * T * D * M); }
   double forward_flops() const { return 6.0 * static_cast<double>(B * H * T * D * M); }
 };
@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--threads") threads = std::stoi(args[i + 1]);
   }
-  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs
+  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs, with subnormals flushed to zero
+  at::globalContext().setFlushDenormal(true);
   torch::set_num_threads(threads);
   if (!args.empty() && args[0] == "--memory" && args.size() >= 7)
     return measure_memory(args[1], {std::stoll(args[2]), std::stoll(args[3]), std::stoll(args[4]), std::stoll(args[5]), std::stoll(args[6])});

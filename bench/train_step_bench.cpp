@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs
+  fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs, with subnormals flushed to zero
+  at::globalContext().setFlushDenormal(true);
   torch::set_num_threads(threads);
   fmt::print("one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, m={} for the fast-weight "
              "rules, {} threads, median of {} steps\n",

@@ -5,28 +5,28 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-128 2.949771 2.617383938 3.169501375
-256 2.367920656 2.336851438 2.417690125
-512 3.730897812 3.663763156 3.977961031
-1024 4.662162906 4.476536219 5.417350031
-2048 7.880497 6.709603438 8.466845313
-4096 13.05977013 12.36066972 13.09093497
+128 0.6718019687 0.6522461875 0.7051135625
+256 0.7850629375 0.73031225 0.794615125
+512 1.022008688 1.012098656 1.075996031
+1024 1.529452219 1.483084312 1.55011325
+2048 2.600893969 2.459865375 2.639841594
+4096 3.826829594 3.605043219 4.005519594
 EOD
 $p0s1 << EOD
-128 2.406674969 2.36421525 2.412354188
-256 2.330094562 2.290878781 2.421214688
-512 2.368905281 2.296437969 2.695202062
-1024 2.609529875 2.426173687 3.504218906
-2048 2.959157031 2.791717156 2.970882156
-4096 2.6985805 2.467012344 3.933765094
+128 0.6467758125 0.6467698438 0.6476133125
+256 0.6446533125 0.641575625 0.7621673437
+512 0.640435625 0.63936425 0.6480585313
+1024 0.6473137187 0.6372705937 0.6497708125
+2048 0.639259375 0.6377277188 0.648025
+4096 0.6457548125 0.6448872187 0.65164875
 EOD
 $p0s2 << EOD
-128 3.971478594 3.948173531 3.996056812
-256 2.682228875 2.668647969 3.004137219
-512 2.825476969 2.642772562 2.835108313
-1024 3.785003313 2.540511875 3.84139525
-2048 2.633291094 2.554523906 2.9106025
-4096 2.641716 2.636733937 3.157980094
+128 0.7140357813 0.7059013125 0.7472349687
+256 0.7471473438 0.7152289687 0.97592225
+512 0.9564525312 0.95270075 0.9747472188
+1024 0.9490766875 0.9460368437 1.006234687
+2048 0.971836375 0.956132875 0.9805206562
+4096 0.99316525 0.9368604062 1.075060219
 EOD
 $p1s0 << EOD
 128 1.25 1.25 1.25
@@ -53,64 +53,64 @@ $p1s2 << EOD
 4096 0.125 0.125 0.125
 EOD
 set terminal pngcairo size 1400,600 enhanced font 'DejaVu Sans,10'
-set output "generation.png"
+set output 'generation.png'
 set multiplot layout 1,2
 unset arrow
 unset label
-set title "fig1\\_generation: time per generated token"
-set xlabel "sequence length so far (tokens)"
-set ylabel "ms per generated token (median; bars: min–max)"
+set title 'fig1\_generation: time per generated token'
+set xlabel 'sequence length so far (tokens)'
+set ylabel 'ms per generated token (median; bars: min–max)'
 set logscale x 2
 unset logscale y
 set xtics (128, 256, 512, 1024, 2048, 4096)
 set xrange [91.42857143:5734.4]
 set autoscale y
-plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax (KV cache)", \
-     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Delta, m = 32", \
-     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Decay, m = 32"
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
 unset arrow
 unset label
-set title "fig1\\_generation: memory carried between tokens"
-set xlabel "sequence length so far (tokens)"
-set ylabel "state memory (MiB: KV cache or fast-weight state)"
+set title 'fig1\_generation: memory carried between tokens'
+set xlabel 'sequence length so far (tokens)'
+set ylabel 'state memory (MiB: KV cache or fast-weight state)'
 set logscale x 2
 set logscale y
 set xtics (128, 256, 512, 1024, 2048, 4096)
 set xrange [91.42857143:5734.4]
 set autoscale y
-plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax (KV cache)", \
-     $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Delta, m = 32", \
-     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Decay, m = 32"
+plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
+     $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
+     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
 unset multiplot
 unset output
 set terminal svg size 1400,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "generation.svg"
+set output 'generation.svg'
 set multiplot layout 1,2
 unset arrow
 unset label
-set title "fig1\\_generation: time per generated token"
-set xlabel "sequence length so far (tokens)"
-set ylabel "ms per generated token (median; bars: min–max)"
+set title 'fig1\_generation: time per generated token'
+set xlabel 'sequence length so far (tokens)'
+set ylabel 'ms per generated token (median; bars: min–max)'
 set logscale x 2
 unset logscale y
 set xtics (128, 256, 512, 1024, 2048, 4096)
 set xrange [91.42857143:5734.4]
 set autoscale y
-plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax (KV cache)", \
-     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Delta, m = 32", \
-     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Decay, m = 32"
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
 unset arrow
 unset label
-set title "fig1\\_generation: memory carried between tokens"
-set xlabel "sequence length so far (tokens)"
-set ylabel "state memory (MiB: KV cache or fast-weight state)"
+set title 'fig1\_generation: memory carried between tokens'
+set xlabel 'sequence length so far (tokens)'
+set ylabel 'state memory (MiB: KV cache or fast-weight state)'
 set logscale x 2
 set logscale y
 set xtics (128, 256, 512, 1024, 2048, 4096)
 set xrange [91.42857143:5734.4]
 set autoscale y
-plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax (KV cache)", \
-     $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Delta, m = 32", \
-     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Decay, m = 32"
+plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
+     $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
+     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
 unset multiplot
 unset output
