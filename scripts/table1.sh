@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README's main job: Mao's Table 1 at a profile (default: quick, about 20 minutes on 2 cores) — sweep the grid
+# README's main job: Mao's Table 1 at a profile (default: quick, about 10 minutes on 2 cores) — sweep the grid
 # into results/fwlab.db, print the table (rules x {baseline, norm off, phi off}, test perplexity, N/A and * as in
 # the paper), and write the divergence report and the plots. Jobs that finished in an earlier call are not run
 # again. Usage: scripts/table1.sh [profile]
