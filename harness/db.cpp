@@ -168,30 +168,28 @@ int read_only_authorizer(void*, int action, const char* arg1, const char* arg2, 
 std::vector<Statement> Db::prepare_read_only(const std::string& sql) {
   std::vector<Statement> out;
   sqlite3_set_authorizer(db_, read_only_authorizer, nullptr);
+  struct Unset {  // the authorizer only judges these statements, however preparing ends
+    sqlite3* db;
+    ~Unset() { sqlite3_set_authorizer(db, nullptr, nullptr); }
+  } unset{db_};
   const char* at = sql.c_str();
   const char* end = at + sql.size();
-  try {
-    for (int index = 1; at < end; ++index) {
-      sqlite3_stmt* stmt = nullptr;
-      const char* tail = nullptr;
-      const int rc = sqlite3_prepare_v2(db_, at, static_cast<int>(end - at), &stmt, &tail);
-      std::string text(at, static_cast<size_t>((tail ? tail : end) - at));
-      text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
-      if (rc == SQLITE_AUTH)
-        throw DbError(fmt::format("statement {} ({}) is not allowed: queries may only read (SELECT, WITH, informational PRAGMA)", index, text));
-      if (rc != SQLITE_OK) throw DbError(fmt::format("statement {} ({}): {}", index, text, sqlite3_errmsg(db_)));
-      at = tail ? tail : end;
-      if (!stmt) continue;  // whitespace or a comment
-      out.emplace_back(db_, stmt);
-      // VACUUM INTO and the like pass the authorizer but write: SQLite itself knows which statements only read.
-      if (!sqlite3_stmt_readonly(stmt))
-        throw DbError(fmt::format("statement {} ({}) would write; queries may only read (SELECT, WITH, read-only PRAGMA)", index, text));
-    }
-  } catch (...) {
-    sqlite3_set_authorizer(db_, nullptr, nullptr);
-    throw;
+  for (int index = 1; at < end; ++index) {
+    sqlite3_stmt* stmt = nullptr;
+    const char* tail = nullptr;
+    const int rc = sqlite3_prepare_v2(db_, at, static_cast<int>(end - at), &stmt, &tail);
+    std::string text(at, static_cast<size_t>((tail ? tail : end) - at));
+    text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
+    if (rc == SQLITE_AUTH)
+      throw DbError(fmt::format("statement {} ({}) is not allowed: queries may only read (SELECT, WITH, informational PRAGMA)", index, text));
+    if (rc != SQLITE_OK) throw DbError(fmt::format("statement {} ({}): {}", index, text, sqlite3_errmsg(db_)));
+    at = tail ? tail : end;
+    if (!stmt) continue;  // whitespace or a comment
+    out.emplace_back(db_, stmt);
+    // VACUUM INTO and the like pass the authorizer but write: SQLite itself knows which statements only read.
+    if (!sqlite3_stmt_readonly(stmt))
+      throw DbError(fmt::format("statement {} ({}) would write; queries may only read (SELECT, WITH, read-only PRAGMA)", index, text));
   }
-  sqlite3_set_authorizer(db_, nullptr, nullptr);
   return out;
 }
 

@@ -97,23 +97,24 @@ int64_t mark_orphans_interrupted(Db& db) {
   const std::string host = host_name();
   int64_t marked = 0;
   db.transaction([&] {
+    // Rows (id, owner pid) of `sql` whose owner is no longer alive on this host.
     auto dead = [&](const char* sql) {
-      std::vector<std::pair<std::string, int64_t>> out;
+      std::vector<nlohmann::json> ids;
       auto q = db.prepare(sql);
       q.bind(1, host);
       while (q.step())
-        if (!pid_alive(q.integer(1))) out.emplace_back(q.text(0), q.integer(1));
-      return out;
+        if (!pid_alive(q.integer(1))) ids.push_back(q.value(0));
+      return ids;
     };
     auto sweep = db.prepare("UPDATE sweeps SET status = 'interrupted', finished = ? WHERE id = ? AND status = 'running'");
-    for (const auto& [id, pid] : dead("SELECT id, pid FROM sweeps WHERE status = 'running' AND host = ? AND pid IS NOT NULL")) {
-      sweep.bind(1, now()).bind(2, static_cast<int64_t>(std::stoll(id)));
+    for (const auto& id : dead("SELECT id, pid FROM sweeps WHERE status = 'running' AND host = ? AND pid IS NOT NULL")) {
+      sweep.bind(1, now()).bind(2, id);
       sweep.run();
       ++marked;
     }
     auto job = db.prepare("UPDATE jobs SET status = 'interrupted', cause = 'orchestrator_died', reason = 'its orchestrator is gone', "
                           "owner_pid = NULL WHERE id = ? AND status = 'running'");
-    for (const auto& [id, pid] : dead("SELECT id, owner_pid FROM jobs WHERE status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL")) {
+    for (const auto& id : dead("SELECT id, owner_pid FROM jobs WHERE status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL")) {
       job.bind(1, id);
       job.run();
       ++marked;

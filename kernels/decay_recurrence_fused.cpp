@@ -180,11 +180,7 @@ FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<double>& h, const do
 }
 
 template <typename T>
-const T* ptr_or_null(const torch::Tensor& x, int64_t offset) {
-  return x.defined() ? x.data_ptr<T>() + offset : nullptr;
-}
-template <typename T>
-T* mut_ptr_or_null(const torch::Tensor& x, int64_t offset) {
+T* ptr_or_null(const torch::Tensor& x, int64_t offset) {
   return x.defined() ? x.data_ptr<T>() + offset : nullptr;
 }
 
@@ -252,8 +248,8 @@ struct DecayFunction : public torch::autograd::Function<DecayFunction> {
                                   checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M,
                                   ptr_or_null<scalar_t>(dy, h * s.T * s.D), ptr_or_null<scalar_t>(dS, h * s.D * s.M),
                                   dq.data_ptr<scalar_t>() + h * s.T * s.M, dk.data_ptr<scalar_t>() + h * s.T * s.M,
-                                  dv.data_ptr<scalar_t>() + h * s.T * s.D, mut_ptr_or_null<scalar_t>(dla, h * s.T * s.a_width),
-                                  mut_ptr_or_null<scalar_t>(dlb, h * s.T * s.M), dS0.data_ptr<scalar_t>() + h * s.D * s.M);
+                                  dv.data_ptr<scalar_t>() + h * s.T * s.D, ptr_or_null<scalar_t>(dla, h * s.T * s.a_width),
+                                  ptr_or_null<scalar_t>(dlb, h * s.T * s.M), dS0.data_ptr<scalar_t>() + h * s.D * s.M);
       });
     });
     return {dq, dk, dv, dla, dlb, dS0};
