@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "analysis/table.h"
+#include "contract/job_status.h"
 
 namespace fs = std::filesystem;
 
@@ -274,7 +275,7 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
     p.x_from_zero = true;  // a run that diverged at step 0 is marked there
     for (const auto& key : keys)
       for (const auto* j : rows[key]) {
-        if (j->status == "not run" || j->status == "pending") continue;
+        if (j->status == "not run" || j->status == to_string(JobStatus::pending)) continue;
         Series se;
         const auto& row_label = shown_as[key];
         se.title = !others.empty() ? series_label(spec, *j, others)

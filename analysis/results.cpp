@@ -6,11 +6,15 @@
 #include <limits>
 #include <set>
 
+#include "contract/job_status.h"
+
 namespace fwlab {
 
 bool JobRecord::failed() const {
-  static const std::set<std::string> kFailed = {"failed", "crashed", "timeout", "blocked"};
-  return kFailed.count(status) > 0;
+  // Ended without a result: a table cell that says why rather than a number.
+  const auto s = parse_job_status(status);
+  return s && (*s == JobStatus::failed || *s == JobStatus::crashed || *s == JobStatus::timeout || *s == JobStatus::blocked ||
+               *s == JobStatus::cancelled);
 }
 
 namespace {

@@ -277,21 +277,6 @@ std::string tex_escape(const std::string& s) {
   return out;
 }
 
-// A CSV field. Spreadsheets run a text cell starting with = + - @ as a formula (CSV injection): such cells
-// get a leading apostrophe, unless they are plain numbers.
-std::string csv_field(const std::string& text) {
-  std::string s = text;
-  if (!s.empty() && std::string("=+-@\t\r").find(s[0]) != std::string::npos) {
-    char* end = nullptr;
-    std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size()) s = "'" + s;
-  }
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 // The header line, then one line per row: label cells then value cells, each through `escape`.
 std::vector<std::vector<std::string>> text_grid(const Table& t, std::string (*escape)(const std::string&)) {
   std::vector<std::vector<std::string>> grid(1);
@@ -306,6 +291,21 @@ std::vector<std::vector<std::string>> text_grid(const Table& t, std::string (*es
 }
 
 }  // namespace
+
+// A CSV field. Spreadsheets run a text cell starting with = + - @ as a formula (CSV injection): such cells
+// get a leading apostrophe, unless they are plain numbers.
+std::string csv_field(const std::string& text) {
+  std::string s = text;
+  if (!s.empty() && std::string("=+-@\t\r").find(s[0]) != std::string::npos) {
+    char* end = nullptr;
+    std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) s = "'" + s;
+  }
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
 
 std::string render_markdown(const Table& t) {
   std::string out = fmt::format("### {}\n\n{}\n\n", t.title, t.caption);

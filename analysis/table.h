@@ -51,5 +51,8 @@ Table build_table(const ResultSet& results, const TableSpec& spec);
 std::string render_markdown(const Table& t);
 std::string render_latex(const Table& t);
 std::string render_csv(const Table& t);
+// One CSV field: quoted when it must be, and a text cell a spreadsheet would run as a formula gets a leading
+// apostrophe (fwlab query --format csv writes its cells through it too).
+std::string csv_field(const std::string& text);
 
 }  // namespace fwlab

@@ -9,7 +9,8 @@
 #include <fstream>
 
 #include "harness/db.h"
-#include "harness/executor.h"
+#include "harness/local_launcher.h"
+#include "harness/scheduler.h"
 #include "harness/experiment.h"
 #include "harness/ingest.h"
 #include "harness/plan.h"
@@ -61,12 +62,14 @@ int main(int argc, char** argv) {
   auto ex = load_experiment(toml, "");
   auto jobs = plan_jobs(ex, FWLAB_SOURCE_DIR, "bench");
   Db db((root / "fwlab.db").string());
-  ExecOptions opt;
-  opt.worker = worker;
+  Store store(db);
+  SweepOptions opt;
   opt.runs_dir = (root / "runs").string();
-  opt.experiment = ex.name;
   fs::create_directories(opt.runs_dir);
-  auto summary = run_sweep(db, 1, jobs, opt);
+  store.register_jobs(1, jobs, ex.name, "", opt.runs_dir);
+  LocalLauncher pool(LocalSettings{worker, 1, 0});
+  Scheduler scheduler(store, pool, 1, jobs, opt);
+  auto summary = drive(scheduler, {});
   const double swept = seconds_since(t0);
 
   // (2) Ingestion of n_rows metric rows written as the worker writes them.

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS evals(
 CREATE TABLE IF NOT EXISTS divergences(
   job_id TEXT PRIMARY KEY, step INTEGER, cause TEXT, value TEXT, last_finite_loss REAL, lr REAL,
   first_nonfinite_layer TEXT, state_layer TEXT);
+CREATE TABLE IF NOT EXISTS waves(
+  token TEXT PRIMARY KEY, sweep_id INTEGER, launcher TEXT NOT NULL, submitted REAL, batch_id TEXT, script TEXT);
 CREATE INDEX IF NOT EXISTS jobs_by_experiment ON jobs(experiment, stage);
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs(status);
 CREATE INDEX IF NOT EXISTS cells_by_job ON cells(job_id);
@@ -120,12 +122,34 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       exec("PRAGMA synchronous=NORMAL");
-      transaction([&] { exec(kSchema); });
+      transaction([&] {
+        exec(kSchema);
+        add_missing_columns();
+      });
     } catch (const DbError& e) {  // e.g. a read-only file or folder
       sqlite3_close_v2(db_);
       db_ = nullptr;
       throw DbOpenError(fmt::format("{}: cannot write the results database: {}", path, e.what()));
     }
+  }
+}
+
+// Columns added since the first schema: a database made by an older fwlab gains them (NULL / default values).
+void Db::add_missing_columns() {
+  static const std::vector<std::pair<std::string, std::string>> kAdded = {
+      {"jobs", "launcher TEXT"},          // local | slurm: who runs it while it is submitted or running
+      {"jobs", "batch_id TEXT"},          // the batch system's id of the job (Slurm: ARRAY_TASK)
+      {"jobs", "submit_token TEXT"},      // the wave it was submitted in (waves.token)
+      {"jobs", "retries_used INTEGER NOT NULL DEFAULT 0"},  // retries after infrastructure failures, this sweep
+      {"jobs", "timeout_s REAL"},
+      {"sweeps", "executor TEXT"},        // the launcher's settings (JSON), for sync to submit later waves
+      {"sweeps", "options TEXT"},         // retries, runs folder, threads (JSON)
+  };
+  for (const auto& added : kAdded) {
+    const auto name = added.second.substr(0, added.second.find(' '));
+    auto q = prepare("SELECT 1 FROM pragma_table_info('" + added.first + "') WHERE name = ?");
+    q.bind(1, name);
+    if (!q.step()) exec("ALTER TABLE " + added.first + " ADD COLUMN " + added.second);
   }
 }
 

@@ -49,6 +49,7 @@ class Db {
   const std::string& path() const { return path_; }
 
  private:
+  void add_missing_columns();
   sqlite3* db_ = nullptr;
   std::string path_;
 };

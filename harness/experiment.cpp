@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <regex>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -37,32 +38,13 @@ const std::map<std::string, std::string>& key_aliases() {
   return aliases;
 }
 
-static size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-  for (const auto& c : candidates)
-    if (auto d = edit_distance(key, c); d < best_d) best_d = d, best = c;
-  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
-}
-
 namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
 const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "init_checkpoint"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
-                                            "exclude", "cell", "profile", "table", "plot"};
+                                            "exclude", "cell", "profile", "table", "plot", "executor"};
 
 class Parser {
  public:
@@ -170,8 +152,8 @@ void apply_profile(toml::table& doc, const std::string& profile, const Parser& p
       start = dot + 1;
     }
     const std::string shown = fmt::format("profile.{}.\"{}\"", profile, path);
-    if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table"}.count(parts[0]))
-      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid, preset or table");
+    if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table", "executor"}.count(parts[0]))
+      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor");
     toml::table* t = &doc;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       auto* next = (*t)[parts[i]].as_table();
@@ -229,6 +211,79 @@ CellRule read_rule(const toml::table& t, const std::string& where, const Experim
   }());
   if (!extra && r.match.empty()) p.fail(t, where, "names no axis value; it would match every cell");
   return r;
+}
+
+}  // namespace
+
+namespace {
+
+// A value Slurm takes as written must look like one: no spaces, no shell, nothing sbatch would read as an option.
+void check_pattern(const toml::node& n, const std::string& key, const std::string& value, const char* pattern, const char* form,
+                   const Parser& p) {
+  if (!std::regex_match(value, std::regex(pattern))) p.fail(n, key, fmt::format("'{}' is not {}", value, form));
+}
+
+ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
+  if (!node.is_table()) p.fail(node, "executor", "must be a table ([executor])");
+  ExecutorSpec e;
+  static const std::vector<std::string> kKeys = {"kind", "partition", "time", "mem", "gres", "account", "qos",
+                                                 "cpus", "gpus", "array_limit", "signal_before", "extra"};
+  for (const auto& entry : *node.as_table()) {  // not structured bindings: clang 14 cannot capture those in lambdas
+    const toml::node& v = entry.second;
+    const std::string key(entry.first.str()), shown = "executor." + key;
+    e.pos[key] = p.pos(v);
+    auto text = [&]() {
+      if (!v.is_string()) p.fail(v, shown, "must be a string");
+      return v.as_string()->get();
+    };
+    auto integer = [&](int64_t lo, int64_t hi) {
+      if (!v.is_integer()) p.fail(v, shown, "must be an integer");
+      const auto x = v.as_integer()->get();
+      if (x < lo || x > hi) p.fail(v, shown, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
+      return x;
+    };
+    if (key == "kind") {
+      e.kind = text();
+      if (e.kind != "local" && e.kind != "slurm") p.fail(v, shown, fmt::format("'{}' is not an executor (local or slurm)", e.kind));
+    } else if (key == "partition" || key == "account" || key == "qos") {
+      auto& field = key == "partition" ? e.partition : key == "account" ? e.account : e.qos;
+      field = text();
+      check_pattern(v, shown, field, "[A-Za-z0-9_.,-]+", "a Slurm name", p);
+    } else if (key == "time") {
+      e.time = text();
+      check_pattern(v, shown, e.time, "([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}", "a Slurm time limit (MINUTES, HH:MM:SS or D-HH:MM:SS)", p);
+    } else if (key == "mem") {
+      e.mem = text();
+      check_pattern(v, shown, e.mem, "[0-9]+[KMGT]?", "a Slurm memory size (e.g. 16G)", p);
+    } else if (key == "gres") {
+      e.gres = text();
+      check_pattern(v, shown, e.gres, "[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?)*",
+                    "a Slurm gres list (e.g. gpu:a100:1)", p);
+    } else if (key == "cpus") {
+      e.cpus = integer(1, 1024);
+    } else if (key == "gpus") {
+      e.gpus = integer(0, 64);
+    } else if (key == "array_limit") {
+      e.array_limit = integer(0, 1'000'000);
+    } else if (key == "signal_before") {
+      e.signal_before = integer(0, 65535);  // sbatch --signal's limit
+    } else if (key == "extra") {
+      if (!v.is_array()) p.fail(v, shown, "must be a list of sbatch arguments, e.g. [\"--constraint=a100\"]");
+      for (const auto& a : *v.as_array()) {
+        if (!a.is_string()) p.fail(a, shown, "must be a list of strings");
+        const auto arg = a.as_string()->get();
+        static const std::set<std::string> kOwned = {"--array", "--job-name", "--comment", "--output", "--error", "--parsable",
+                                                     "--signal", "--requeue", "--no-requeue", "--wrap", "--chdir"};
+        if (arg.rfind("--", 0) != 0) p.fail(a, shown, fmt::format("'{}' is not an sbatch option (--name=value)", arg));
+        if (kOwned.count(arg.substr(0, arg.find('='))))
+          p.fail(a, shown, fmt::format("'{}' is set by fwlab itself (one array per wave, its logs, its signal)", arg));
+        e.extra.push_back(arg);
+      }
+    } else {
+      p.fail(v, shown, "unknown key" + did_you_mean(key, kKeys));
+    }
+  }
+  return e;
 }
 
 }  // namespace
@@ -472,6 +527,8 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
   for (size_t i = 0; i < ex.extra_cells.size(); ++i)
     if (ex.extra_cells[i].stage.empty())
       throw ExperimentError(fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
+
+  if (auto* e = doc.get("executor")) ex.executor = parse_executor(*e, p);
 
   // [table] and [[plot]] belong to the analysis commands, which check them; keep where each key was written.
   std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n, const std::string& key) {

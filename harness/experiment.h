@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/did_you_mean.h"
+
 namespace fwlab {
 
 // A problem in an experiment file: names file:line:column and the key. Exit code 2.
@@ -56,6 +58,18 @@ struct CellRule {  // not_applicable / exclude / cell entries: axis values (+ se
   SourcePos pos;
 };
 
+// [executor]: where the jobs run (harness/README.md). Local by default; Slurm takes the cluster's settings.
+struct ExecutorSpec {
+  std::string kind = "local";  // local | slurm
+  std::string partition, time, mem, gres, account, qos;  // "" = the cluster's default
+  int64_t cpus = 0;            // per job (0: --threads, or 1)
+  int64_t gpus = 0;            // per job (--gpus-per-task)
+  int64_t array_limit = 0;     // array tasks running at once (0: no limit)
+  int64_t signal_before = 120; // seconds before the time limit: the worker checkpoints and the job is requeued
+  std::vector<std::string> extra;  // further sbatch arguments, passed as given (no shell)
+  std::map<std::string, SourcePos> pos;  // where each key was written
+};
+
 struct Experiment {
   std::string name, description, file;
   Settings defaults;
@@ -64,6 +78,7 @@ struct Experiment {
   std::map<std::string, std::map<std::string, Settings>> presets;  // axis -> value name -> settings
   std::vector<CellRule> not_applicable, exclude, extra_cells;
   std::vector<std::string> profiles;
+  ExecutorSpec executor;
   // [table] and [[plot]], for the analysis commands (analysis/ checks them), with the position of every key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
   nlohmann::json table = nlohmann::json::object();
@@ -73,9 +88,6 @@ struct Experiment {
 
 // Parses `path` with profile `profile` ("" for none) applied. Throws ExperimentError.
 Experiment load_experiment(const std::string& path, const std::string& profile);
-
-// " (did you mean 'x'?)" for the candidate closest to `key`, or "" when none is close.
-std::string did_you_mean(const std::string& key, const std::vector<std::string>& candidates);
 
 // The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).
 const std::map<std::string, std::string>& key_aliases();

@@ -1,5 +1,6 @@
 // fwlab: experiment files -> jobs -> fwlab-worker processes -> SQLite, and questions about the results.
 #include <CLI/CLI.hpp>
+#include <boost/process.hpp>
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,11 +16,15 @@
 #include "analysis/report.h"
 #include "analysis/table.h"
 #include "harness/db.h"
-#include "harness/executor.h"
+#include "harness/local_launcher.h"
+#include "harness/scheduler.h"
+#include "harness/slurm_launcher.h"
+#include "harness/store.h"
 #include "harness/experiment.h"
 #include "harness/ingest.h"
 #include "harness/plan.h"
-#include "worker/events.h"
+#include "contract/events.h"
+#include "contract/job_status.h"
 
 namespace fs = std::filesystem;
 using namespace fwlab;
@@ -93,36 +98,68 @@ struct Common {
   std::string db_path = "results/fwlab.db";
 };
 
-int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int threads, const Common& c,
-              const std::string& runs, bool dry_run, bool retry_failed, bool retry_diverged, double timeout, int retries,
-              const std::string& worker) {
+struct SweepArgs {
+  std::string file, profile, runs, worker, executor;
+  int jobs = 1, threads = 0, retries = 1;
+  double timeout = 0;
+  bool dry_run = false, retry_failed = false, retry_diverged = false, detach = false;
+};
+
+void print_dry_run(const Experiment& ex, const std::string& profile, const std::vector<PlannedJob>& planned, const Common& c) {
+  std::map<std::string, std::string> known;
+  if (fs::exists(c.db_path)) {
+    Db db(c.db_path, true);
+    auto q = db.prepare("SELECT id, status FROM jobs");
+    while (q.step()) known[q.text(0)] = q.text(1);
+  }
+  fmt::print("{} ({} profile): {} cells\n", ex.name, profile.empty() ? "no" : profile, planned.size());
+  fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
+  for (const auto& j : planned) {
+    const auto status = !j.applicable ? "n/a" : known.count(j.id) ? known[j.id] : "new";
+    const auto state = j.applicable ? fmt::format("{} ({}B)", fmt_elements(j.state.elements_at(j.context)),
+                                                  fmt_elements(j.state.elements_at(j.context) * 4))
+                                    : "-";
+    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-", status,
+               j.applicable ? fmt_elements(j.params) : "-", state);
+  }
+}
+
+void print_summary(const std::string& name, const SweepSummary& s) {
+  fmt::print("{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
+             "{} already done, {} n/a{}\n",
+             name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped, s.na,
+             s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "");
+}
+
+// Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in
+// flight, finished or failed (some did not end well). A cluster sweep with jobs left stays open for sync.
+void close_sweep(Db& db, int64_t sweep_id, const SweepSummary& s, bool more, bool detachable) {
+  if (more && detachable) return;
+  if (more && !s.interrupted_by_signal) return;
+  const char* status = s.interrupted_by_signal ? "interrupted" : s.unsuccessful() ? "failed" : "finished";
+  auto upd = db.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
+  upd.bind(1, unix_time()).bind(2, std::string(status)).bind(3, sweep_id);
+  upd.run();
+}
+
+int sweep_exit(const SweepSummary& s) {
+  if (s.interrupted_by_signal) return 130;
+  return s.unsuccessful() ? 1 : 0;
+}
+
+int cmd_sweep(const SweepArgs& a, const Common& c) {
   Experiment ex;
   std::vector<PlannedJob> planned;
   try {
-    ex = load_experiment(file, profile);
+    ex = load_experiment(a.file, a.profile);
     planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kFwlabVersion);
     plot_specs(ex, table_spec(ex));  // a broken [table] or [[plot]] is found now, not after hours of jobs
   } catch (const ExperimentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
   }
-  if (dry_run) {
-    std::map<std::string, std::string> known;
-    if (fs::exists(c.db_path)) {
-      Db db(c.db_path, true);
-      auto q = db.prepare("SELECT id, status FROM jobs");
-      while (q.step()) known[q.text(0)] = q.text(1);
-    }
-    fmt::print("{} ({} profile): {} cells\n", ex.name, profile.empty() ? "no" : profile, planned.size());
-    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
-    for (const auto& j : planned) {
-      const auto status = !j.applicable ? "n/a" : known.count(j.id) ? known[j.id] : "new";
-      const auto state = j.applicable ? fmt::format("{} ({}B)", fmt_elements(j.state.elements_at(j.context)),
-                                                    fmt_elements(j.state.elements_at(j.context) * 4))
-                                      : "-";
-      fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-",
-                 status, j.applicable ? fmt_elements(j.params) : "-", state);
-    }
+  if (a.dry_run) {
+    print_dry_run(ex, a.profile, planned, c);
     return 0;
   }
   // Every argument and every job's input files are checked before anything is written.
@@ -131,41 +168,95 @@ int cmd_sweep(const std::string& file, const std::string& profile, int jobs, int
     fmt::print(stderr, "fwlab: {} input problem(s) found; nothing was run\n", problems.size());
     return 2;
   }
-  ExecOptions opt;
-  opt.worker = resolve_worker(worker.empty() ? default_worker() : worker);
-  opt.runs_dir = runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : runs;
-  if (fs::path(c.db_path).parent_path().empty() && runs.empty()) opt.runs_dir = "runs";
+  const std::string kind = a.executor.empty() ? ex.executor.kind : a.executor;
+  if (a.detach && kind != "slurm") throw ArgumentError("--detach: only jobs on a cluster outlive fwlab (use --executor slurm)");
+  const auto worker = resolve_worker(a.worker.empty() ? default_worker() : a.worker);
+  std::string runs = a.runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : a.runs;
+  if (fs::path(c.db_path).parent_path().empty() && a.runs.empty()) runs = "runs";
   check_db_path(c.db_path, true);
-  check_runs_dir(opt.runs_dir);
-  opt.experiment = ex.name;
-  opt.profile = profile;
+  check_runs_dir(runs);
+  if (kind == "slurm") {
+    for (const char* client : {"sbatch", "squeue", "scontrol"})
+      if (boost::process::search_path(client).empty())
+        throw ArgumentError(fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
+    runs = fs::absolute(runs).lexically_normal().string();  // the nodes read it: no path relative to here
+  }
+  SweepOptions opt;
+  opt.runs_dir = runs;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  opt.jobs = std::max(1, jobs);
-  opt.threads_per_job = threads > 0 ? threads : std::max(1, cores / opt.jobs);
-  opt.timeout_s = timeout;
-  opt.retries = retries;
-  opt.retry_failed = retry_failed;
-  opt.retry_diverged = retry_diverged;
+  const int jobs = kind == "slurm" ? 1 : std::max(1, a.jobs);
+  opt.threads_per_job = kind == "slurm" ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
+                        : a.threads > 0 ? a.threads : std::max(1, cores / jobs);
+  opt.retries = a.retries;
+  opt.retry_failed = a.retry_failed;
+  opt.retry_diverged = a.retry_diverged;
   opt.progress = ::isatty(STDOUT_FILENO) != 0;
+  std::unique_ptr<Launcher> launcher;
+  nlohmann::json executor = {{"kind", "local"}};
+  if (kind == "slurm") {
+    SlurmSettings settings{ex.executor, worker, runs};
+    executor = to_json(settings);
+    launcher = std::make_unique<SlurmLauncher>(settings);
+    opt.round_lock = c.db_path + ".lock";
+  } else {
+    launcher = std::make_unique<LocalLauncher>(LocalSettings{worker, jobs, a.timeout});
+  }
   Db db(c.db_path);
-  mark_orphans_interrupted(db);  // sweeps killed earlier are not left "running"
-  auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status) VALUES(?,?,?,?,?,?,?, 'running')");
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  ins.bind(1, ex.name).bind(2, file).bind(3, profile).bind(4, fmt::format("sweep {} --profile {} --jobs {}", file, profile, opt.jobs))
-      .bind(5, std::string(host)).bind(6, static_cast<int64_t>(getpid())).bind(7, unix_time());
+  Store store(db);
+  store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
+  auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
+                        "VALUES(?,?,?,?,?,?,?, 'running', ?, ?)");
+  ins.bind(1, ex.name).bind(2, a.file).bind(3, a.profile).bind(4, fmt::format("sweep {} --profile {} --executor {}", a.file, a.profile, kind))
+      .bind(5, host_name()).bind(6, static_cast<int64_t>(getpid())).bind(7, unix_time()).bind(8, executor.dump())
+      .bind(9, nlohmann::json{{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}.dump());
   ins.run();
   const int64_t sweep_id = sqlite3_last_insert_rowid(db.handle());
+  store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
   install_signal_handlers();
-  auto s = run_sweep(db, sweep_id, planned, opt);
-  const char* status = s.interrupted_by_signal ? "interrupted" : (s.failed + s.crashed + s.timeout + s.blocked) ? "failed" : "finished";
-  auto upd = db.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
-  upd.bind(1, unix_time()).bind(2, std::string(status)).bind(3, sweep_id);
-  upd.run();
-  fmt::print("{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} interrupted, {} already done, {} n/a\n",
-             ex.name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.interrupted, s.skipped, s.na);
-  if (s.interrupted_by_signal) return 130;
-  return std::string(status) == "finished" ? 0 : 1;
+  Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
+  const auto s = drive(scheduler, {opt.progress, a.detach, launcher->detachable(), kind == "slurm" ? 1000 : 50});
+  const bool more = scheduler.queued() > 0 || s.in_flight > 0;
+  close_sweep(db, sweep_id, s, more, launcher->detachable());
+  print_summary(ex.name, s);
+  if (more && launcher->detachable())
+    fmt::print("{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next waves\n",
+               ex.name, s.in_flight, scheduler.queued(), c.db_path);
+  return sweep_exit(s);
+}
+
+// Cluster sweeps still open: each is reconciled from its jobs' status files and squeue, its finished records
+// ingested, its next wave submitted. `wait`: until every one has ended.
+int cmd_sync(const Common& c, bool wait, bool quiet) {
+  check_db_path(c.db_path, false);
+  Db db(c.db_path);
+  Store store(db);
+  int code = 0;
+  install_signal_handlers();
+  std::vector<std::tuple<int64_t, std::string, nlohmann::json, nlohmann::json>> open;
+  {
+    auto q = db.prepare("SELECT id, experiment, executor, options FROM sweeps WHERE status = 'running' AND "
+                        "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
+    while (q.step())
+      open.emplace_back(q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false));
+  }
+  if (open.empty() && !quiet) fmt::print("no cluster sweep in flight\n");
+  for (const auto& sweep : open) {
+    const auto settings = slurm_settings_from_json(std::get<2>(sweep));
+    SweepOptions opt;
+    opt.runs_dir = settings.runs_dir;
+    opt.retries = std::get<3>(sweep).value("retries", 1);
+    opt.threads_per_job = std::get<3>(sweep).value("threads", 1);
+    opt.continuing = true;
+    opt.round_lock = c.db_path + ".lock";
+    SlurmLauncher launcher(settings);
+    Scheduler scheduler(store, launcher, std::get<0>(sweep), store.sweep_jobs(std::get<0>(sweep)), opt);
+    const auto s = drive(scheduler, {false, !wait, true, 1000});
+    const bool more = scheduler.queued() > 0 || s.in_flight > 0;
+    close_sweep(db, std::get<0>(sweep), s, more, true);
+    if (!quiet) print_summary(fmt::format("{} (sweep {})", std::get<1>(sweep), std::get<0>(sweep)), s);
+    code = std::max(code, sweep_exit(s));
+  }
+  return code;
 }
 
 int cmd_status(const std::string& file, const std::string& profile, const Common& c) {
@@ -182,11 +273,20 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
       return 2;
     }
   }
-  // Status marks what a killed orchestrator left "running" (when the database is writable; else it only reads).
+  // Status marks what a killed orchestrator left "running" and reconciles cluster sweeps (when the database is
+  // writable; else it only reads).
   try {
     Db writable(c.db_path);
-    mark_orphans_interrupted(writable);
+    Store(writable).mark_orphans_interrupted();
+    bool cluster = false;
+    {
+      auto q = writable.prepare("SELECT 1 FROM sweeps WHERE status = 'running' AND json_extract(executor, '$.kind') = 'slurm'");
+      cluster = q.step();
+    }
+    if (cluster) cmd_sync(c, false, true);
   } catch (const DbError&) {
+  } catch (const SlurmError& e) {
+    fmt::print(stderr, "fwlab: status: cannot ask Slurm ({}); counts as last recorded\n", e.what());
   }
   Db db(c.db_path, true);
   auto q = db.prepare(
@@ -207,7 +307,8 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
     std::string parts;
     for (const auto& [st, n] : by_status) {
       total += n;
-      if (st == "pending" || st == "running" || st == "interrupted") left += n;
+      if (const auto status = parse_job_status(st); status && (*status == JobStatus::pending || is_active(*status) || *status == JobStatus::interrupted))
+        left += n;
       parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, st);
     }
     std::string eta = left == 0 ? "done" : mean_s.count(key) ? fmt::format("ETA ~{:.0f} s (serial)", mean_s[key] * static_cast<double>(left)) : "ETA unknown";
@@ -224,12 +325,7 @@ struct QueryResult {
 void print_query_result(const QueryResult& r, const std::string& format) {
   auto cell = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); };
   if (format == "csv") {
-    auto quote = [](const std::string& s) {
-      if (s.find_first_of(",\"\n") == std::string::npos) return s;
-      std::string q = "\"";
-      for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      return q + "\"";
-    };
+    const auto quote = csv_field;
     std::vector<std::string> fields;
     for (const auto& n : r.names) fields.push_back(quote(n));
     fmt::print("{}\n", fmt::join(fields, ","));
@@ -445,23 +541,30 @@ int main(int argc, char** argv) {
   Common common;
   auto add_db = [&](CLI::App* sub) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); };
 
-  std::string file, profile, runs, worker, sql, format = "table", job;
-  int jobs = 1, threads = 0, retries = 1;
-  double timeout = 0;
-  bool dry_run = false, retry_failed = false, retry_diverged = false;
+  std::string file, profile, sql, format = "table", job;
+  SweepArgs sa;
   auto* sweep = app.add_subcommand("sweep", "expand an experiment file into jobs and run them");
-  sweep->add_option("FILE", file, "experiment file (experiments/*.toml)")->required()->check(CLI::ExistingFile);
-  sweep->add_option("--profile", profile, "profile of the file: smoke, quick, paper, ...");
-  sweep->add_option("--jobs,-j", jobs, "workers at once")->capture_default_str()->check(CLI::Range(1, 1024));
-  sweep->add_option("--threads", threads, "threads per job (default: cores / jobs)")->check(CLI::Range(1, 1024));
-  sweep->add_option("--runs", runs, "job directories (default: runs/ beside the database)");
-  sweep->add_option("--timeout", timeout, "per-job timeout in seconds (0: none; a stage's timeout wins)")->check(CLI::NonNegativeNumber);
-  sweep->add_option("--retries", retries, "extra attempts after a crash or timeout")->capture_default_str()->check(CLI::Range(0, 100));
-  sweep->add_option("--worker", worker, "fwlab-worker executable");
-  sweep->add_flag("--dry-run", dry_run, "print the expanded grid with status, parameters and state size; run nothing");
-  sweep->add_flag("--retry-failed", retry_failed, "run again jobs that failed (bad spec or data)");
-  sweep->add_flag("--retry-diverged", retry_diverged, "run again jobs that diverged");
+  sweep->add_option("FILE", sa.file, "experiment file (experiments/*.toml)")->required()->check(CLI::ExistingFile);
+  sweep->add_option("--profile", sa.profile, "profile of the file: smoke, quick, paper, ...");
+  sweep->add_option("--executor", sa.executor, "where the jobs run: local (a pool of processes) or slurm (job arrays); "
+                                               "default: the file's [executor], else local")->check(CLI::IsMember({"local", "slurm"}));
+  sweep->add_flag("--detach", sa.detach, "slurm: submit what can be submitted and exit; `fwlab sync` (or `status`) goes on");
+  sweep->add_option("--jobs,-j", sa.jobs, "local: workers at once")->capture_default_str()->check(CLI::Range(1, 1024));
+  sweep->add_option("--threads", sa.threads, "threads per job (default: cores / jobs; slurm: executor.cpus)")->check(CLI::Range(1, 1024));
+  sweep->add_option("--runs", sa.runs, "job directories (default: runs/ beside the database; slurm: on a filesystem the nodes share)");
+  sweep->add_option("--timeout", sa.timeout, "local: per-job timeout in seconds (0: none; a stage's timeout wins)")->check(CLI::NonNegativeNumber);
+  sweep->add_option("--retries", sa.retries, "extra attempts after an infrastructure failure (crash, timeout, preemption, node failure)")
+      ->capture_default_str()->check(CLI::Range(0, 100));
+  sweep->add_option("--worker", sa.worker, "fwlab-worker executable");
+  sweep->add_flag("--dry-run", sa.dry_run, "print the expanded grid with status, parameters and state size; run nothing");
+  sweep->add_flag("--retry-failed", sa.retry_failed, "run again jobs that failed (bad spec or data) or were cancelled");
+  sweep->add_flag("--retry-diverged", sa.retry_diverged, "run again jobs that diverged");
   add_db(sweep);
+
+  bool wait = false;
+  auto* sync = app.add_subcommand("sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
+  sync->add_flag("--wait", wait, "keep going until every cluster sweep has ended");
+  add_db(sync);
 
   auto* status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
   status->add_option("FILE", file, "only this experiment file")->check(CLI::ExistingFile);
@@ -507,7 +610,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
-    if (*sweep) return cmd_sweep(file, profile, jobs, threads, common, runs, dry_run, retry_failed, retry_diverged, timeout, retries, worker);
+    if (*sweep) return cmd_sweep(sa, common);
+    if (*sync) return cmd_sync(common, wait, false);
     if (*status) return cmd_status(file, profile, common);
     if (*query) return cmd_query(sql, format, common);
     if (*table) return cmd_table(file, profile, table_format, out, common);
@@ -523,6 +627,9 @@ int main(int argc, char** argv) {
   } catch (const ExperimentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
+  } catch (const SlurmError& e) {  // sbatch refused (a partition that does not exist, ...) or Slurm is unreachable
+    fmt::print(stderr, "fwlab: slurm: {}\n", e.what());
+    return 1;
   } catch (const fs::filesystem_error& e) {  // a path given to fwlab that cannot be used
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;

@@ -10,9 +10,9 @@
 #include <optional>
 #include <set>
 
-#include "models/safetensors_header.h"
-#include "worker/inputs.h"
-#include "worker/job_spec.h"
+#include "contract/safetensors_header.h"
+#include "contract/inputs.h"
+#include "contract/job_spec.h"
 
 namespace fwlab {
 
@@ -222,14 +222,15 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
           parse_job_spec(check, repo_root);
           // The model the worker will build: the parent's configuration overridden by this job's model keys.
           if (!source_unreadable) {
-            const auto cfg = parent_model ? merge_model_config(model_config_from_json(*parent_model), model) : model_config_from_json(model);
+            const auto parent = parent_model ? std::optional<ModelConfig>(model_config_from_json(*parent_model)) : std::nullopt;
+            const auto cfg = resolve_model_config(parent ? &*parent : nullptr, model);
             job.params = count_parameters(cfg);
             job.state = state_size(cfg);
             job.context = cfg.context;
           }
         } catch (const ConfigError& e) {
           if (e.field().rfind("model", 0) == 0 || stage.from.empty()) spec_failure(e, all, stage, coords);
-          spec_failure(ConfigError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2)), all, stage, coords);
+          spec_failure(ConfigError("model." + e.field(), e.message()), all, stage, coords);
         }
       }
       // Identity: the canonical (key-sorted) configuration without run-time settings, plus the parent job,

@@ -7,12 +7,10 @@
 #include <vector>
 
 #include "harness/experiment.h"
-#include "models/model_config.h"
+#include "contract/model_config.h"
+#include "contract/version.h"
 
 namespace fwlab {
-
-// The version that enters every job identity: changing it makes every job new.
-inline constexpr const char* kFwlabVersion = "0.1.0";
 
 struct PlannedJob {
   std::string stage;

@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "models/model_config.h"
+#include "contract/model_config.h"
 
 namespace fwlab {
 

@@ -6,7 +6,7 @@
 
 #include "models/dropout.h"
 #include "models/mixer.h"
-#include "models/model_config.h"
+#include "contract/model_config.h"
 
 namespace fwlab {
 

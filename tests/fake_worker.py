@@ -22,6 +22,8 @@ status_path = os.path.join(job_dir, "status.json")
 if os.path.exists(status_path) and json.load(open(status_path)).get("status") == "finished":
     sys.exit(0)
 seq = sum(1 for _ in open(path)) if os.path.exists(path) else 0
+with open(os.path.join(job_dir, "starts"), "a") as f:  # the never-twice tests count the lines
+    f.write(f"{os.getpid()}\n")
 events = open(path, "a")
 
 

@@ -14,6 +14,7 @@
 
 #include "harness/db.h"
 #include "harness/ingest.h"
+#include "harness/scheduler.h"
 #include "tests/test_support.h"
 
 using namespace fwlab;
@@ -335,4 +336,77 @@ TEST_CASE("db: two processes creating the same new database at once both open it
     }
   }
   CHECK(failures == 0);
+}
+
+TEST_CASE("fwlab sweep: the [executor] table is checked like every other key; --detach needs a cluster", "[harness]") {
+  test::TempDir dir("executor");
+  const auto file = dir.file("e.toml"), db = dir.file("fwlab.db");
+  auto refused = [&](const std::string& executor, const std::string& message) {
+    test::spit(file, "[experiment]\nname = \"e\"\n[stage.run]\nmixer = \"softmax\"\n[executor]\n" + executor + "\n");
+    const auto r = test::run_command(fake_sweep(file, db, " --executor slurm"));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(file + ":6:") && Catch::Contains(message));
+    CHECK(!std::filesystem::exists(db));  // nothing was started or written
+  };
+  refused("time = \"2 days\"", "executor.time: '2 days' is not a Slurm time limit");
+  refused("mem = \"lots\"", "executor.mem: 'lots' is not a Slurm memory size");
+  refused("partition = \"gpu; rm -rf /\"", "executor.partition: 'gpu; rm -rf /' is not a Slurm name");
+  refused("cpus = 0", "executor.cpus: must be in [1, 1024], got 0");
+  refused("extra = [\"--array=0-3\"]", "executor.extra: '--array=0-3' is set by fwlab itself");
+  refused("extra = [\"-p gpu\"]", "executor.extra: '-p gpu' is not an sbatch option");
+  refused("kind = \"kubernetes\"", "executor.kind: 'kubernetes' is not an executor (local or slurm)");
+  refused("partiton = \"gpu\"", "executor.partiton: unknown key (did you mean 'partition'?)");
+  test::spit(file, "[experiment]\nname = \"e\"\n[stage.run]\nmixer = \"softmax\"\n");
+  const auto detach = test::run_command(fake_sweep(file, db, " --detach"));
+  CHECK(detach.exit_code == 2);
+  CHECK_THAT(detach.output, Catch::Contains("--detach: only jobs on a cluster outlive fwlab"));
+  CHECK(!std::filesystem::exists(db));
+}
+
+TEST_CASE("what an ending means: the worker's record first, then Slurm's final state; which endings are retried", "[harness]") {
+  auto batch = [](const std::string& state) { return Ended{"j", Ended::How::batch, -1, state, ""}; };
+  const StatusFile running{JobStatus::running, {}, "", "", nlohmann::json::object()};
+  const StatusFile finished{JobStatus::finished, 0, "", "", nlohmann::json::object()};
+  const StatusFile crashed{JobStatus::crashed, 1, "crash", "CUDA error", nlohmann::json::object()};
+  const StatusFile interrupted{JobStatus::interrupted, 4, "interrupted", "stopped by signal", nlohmann::json::object()};
+  struct Case {
+    std::string state;
+    std::optional<StatusFile> file;
+    JobStatus status;
+    bool retryable;
+    std::string cause;
+  };
+  const std::vector<Case> cases = {
+      {"TIMEOUT", running, JobStatus::timeout, true, "timeout"},
+      {"DEADLINE", running, JobStatus::timeout, true, "deadline"},
+      {"PREEMPTED", interrupted, JobStatus::interrupted, true, "preempted"},
+      {"NODE_FAIL", running, JobStatus::crashed, true, "node_fail"},
+      {"BOOT_FAIL", std::nullopt, JobStatus::crashed, true, "boot_fail"},
+      {"OUT_OF_MEMORY", running, JobStatus::crashed, false, "out_of_memory"},
+      {"CANCELLED", interrupted, JobStatus::cancelled, false, "cancelled"},
+      {"CANCELLED", finished, JobStatus::finished, false, ""},  // the result was in before the cancel: it stands
+      {"COMPLETED", finished, JobStatus::finished, false, ""},
+      {"", finished, JobStatus::finished, false, ""},            // forgotten by squeue: the status file is the truth
+      {"FAILED", crashed, JobStatus::crashed, true, "crash"},
+      {"COMPLETED", interrupted, JobStatus::interrupted, true, "interrupted"},  // stopped, but not requeued
+      {"", running, JobStatus::crashed, true, "lost"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.state << " with status file " << (c.file ? std::string(to_string(c.file->status)) : "none"));
+    const auto v = judge(batch(c.state), c.file, false, true);
+    CHECK(v.outcome.status == c.status);
+    CHECK(v.retryable == c.retryable);
+    CHECK(v.outcome.cause == (c.cause.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.cause)));
+  }
+  const auto unseen = judge(batch("FAILED"), std::nullopt, false, false);
+  CHECK(unseen.outcome.status == JobStatus::crashed);
+  CHECK(unseen.outcome.cause == "job_dir_unseen");
+  CHECK(!unseen.retryable);
+  // The local pool: exit codes and signals.
+  CHECK(judge({"j", Ended::How::exited, 3, "", ""}, std::nullopt, false, true).outcome.status == JobStatus::diverged);
+  CHECK(judge({"j", Ended::How::exited, 2, "", ""}, std::nullopt, false, true).outcome.cause == "bad_spec");
+  CHECK(judge({"j", Ended::How::signaled, 9, "", ""}, std::nullopt, false, true).retryable);
+  CHECK(judge({"j", Ended::How::signaled, 15, "", ""}, std::nullopt, true, true).outcome.status == JobStatus::interrupted);
+  CHECK(!judge({"j", Ended::How::launch_failed, -1, "", "no such file"}, std::nullopt, false, true).retryable);
 }

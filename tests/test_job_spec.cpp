@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "tests/test_support.h"
-#include "worker/events.h"
-#include "worker/job_spec.h"
+#include "contract/events.h"
+#include "contract/job_spec.h"
 
 using namespace fwlab;
 
@@ -87,9 +87,77 @@ TEST_CASE("event log: numbered lines, torn last line tolerated and repaired", "[
 
 TEST_CASE("status.json is replaced atomically", "[events]") {
   test::TempDir dir("status");
-  write_status(dir.path().string(), {{"status", "running"}});
-  write_status(dir.path().string(), {{"status", "finished"}, {"exit_code", 0}});
+  write_status(dir.path().string(), StatusFile{JobStatus::running, {}, "", "", {{"pid", 7}}});
+  write_status(dir.path().string(), StatusFile{JobStatus::diverged, kExitDiverged, "loss_spike", "loss_spike at step 9", {{"step", 9}}});
   auto j = nlohmann::json::parse(test::slurp(dir.file("status.json")));
-  CHECK(j["status"] == "finished");
+  CHECK(j["status"] == "diverged");
+  CHECK(j["exit_code"] == 3);
+  CHECK(j["step"] == 9);
+  CHECK(!j.contains("pid"));
   CHECK(!std::filesystem::exists(dir.file("status.json.tmp")));
+  const auto back = read_status(dir.path().string());
+  REQUIRE(back);
+  CHECK(back->status == JobStatus::diverged);
+  CHECK(back->exit_code == 3);
+  CHECK(back->cause == "loss_spike");
+  CHECK(back->details["step"] == 9);
+  test::spit(dir.file("status.json"), R"({"status": "exploded"})");
+  CHECK(!read_status(dir.path().string()));  // a state no one knows is no state
+}
+
+TEST_CASE("every job status has one name, and the names read back", "[events]") {
+  for (auto s : {JobStatus::pending, JobStatus::submitted, JobStatus::running, JobStatus::finished, JobStatus::diverged,
+                 JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked, JobStatus::interrupted,
+                 JobStatus::cancelled})
+    CHECK(parse_job_status(to_string(s)) == s);
+  CHECK(!parse_job_status("Finished"));
+  CHECK(sql_list({JobStatus::pending, JobStatus::running}) == "'pending', 'running'");
+  CHECK(status_of_exit(kExitInterrupted) == JobStatus::interrupted);
+  CHECK(status_of_exit(137) == JobStatus::crashed);
+}
+
+TEST_CASE("typed events: what the worker writes, ingestion reads back", "[events]") {
+  EventReader reader;
+  auto round_trip = [&](const nlohmann::json& written) {
+    auto line = written;
+    line["seq"] = 5;
+    line["time"] = 1.5;
+    auto r = reader.read(line.dump());
+    REQUIRE(r);
+    CHECK(r->seq == 5);
+    CHECK(r->time == 1.5);
+    CHECK(r->type == written["type"]);
+    return r->event;
+  };
+  auto m = std::get<MetricEvent>(round_trip(to_json(MetricEvent{"train_loss", 12, 2.25})));
+  CHECK((m.key == "train_loss" && m.step == 12 && m.value == 2.25));
+  auto inf = std::get<MetricEvent>(round_trip(to_json(MetricEvent{"grad_norm", 3, HUGE_VAL})));
+  CHECK(std::isinf(inf.value));
+  CHECK(std::isnan(std::get<MetricEvent>(round_trip(to_json(MetricEvent{"x", 1, std::nan("")}))).value));
+  EvalEvent ev;
+  ev.split = "test";
+  ev.step = 40;
+  ev.checkpoint = "best";
+  ev.loss = 1.25;
+  ev.accuracy = 0.5;
+  ev.tokens = 640;
+  auto e = std::get<EvalEvent>(round_trip(to_json(ev)));
+  CHECK((e.split == "test" && e.step == 40 && e.checkpoint == "best" && e.loss == 1.25 && e.accuracy == 0.5 && e.tokens == 640));
+  CHECK(!e.ppl);
+  auto d = std::get<DivergenceEvent>(round_trip(to_json(DivergenceEvent{7, "nonfinite_loss", "nan", 2.5, 0.01, 3, nullptr})));
+  CHECK((d.step == 7 && d.cause == "nonfinite_loss" && d.value == "nan" && d.last_finite_loss == 2.5 && d.lr == 0.01));
+  CHECK(d.first_nonfinite_layer == 3);
+  auto end = std::get<EndEvent>(round_trip(to_json(EndEvent{JobStatus::failed, kExitBadSpec, "bad_data", "no corpus", {{"step", 0}}})));
+  CHECK((end.status == JobStatus::failed && end.exit_code == 2 && end.cause == "bad_data" && end.reason == "no corpus"));
+  CHECK(end.details["step"] == 0);
+  auto start = std::get<StartEvent>(round_trip(to_json(StartEvent{"node7", 1234, {{"device", "cuda"}}})));
+  CHECK((start.host == "node7" && start.params == 1234 && start.details["device"] == "cuda"));
+  CHECK(std::get<OtherEvent>(round_trip({{"type", "checkpoint"}, {"kind", "best"}})).type == "checkpoint");
+  // Damaged lines: a string where a number belongs reads as absent; a line that is not an object, as nothing.
+  auto odd = reader.read(R"({"type":"eval","split":"valid","step":"x","loss":"high"})");
+  REQUIRE(odd);
+  CHECK(std::get<EvalEvent>(odd->event).step == 0);
+  CHECK(!std::get<EvalEvent>(odd->event).loss);
+  CHECK(!reader.read("[1, 2]"));
+  CHECK(!reader.read("{\"type\": \"metric\""));
 }

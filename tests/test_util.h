@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "models/model_config.h"
+#include "contract/model_config.h"
 #include "tests/test_support.h"
 
 namespace fwlab::test {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
-#include "worker/events.h"
+#include "contract/events.h"
 
 using namespace fwlab;
 using nlohmann::json;

@@ -7,12 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace fwlab {
+#include "contract/corpus_files.h"
 
-class DataError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace fwlab {
 
 struct TextSplits {
   std::string train, valid, test;
@@ -24,8 +21,6 @@ struct TextSplits {
 // name, every 20th file starting at index 18 goes to valid and starting at 19 to test (25 files each, 5%);
 // the other 450 files are train.
 TextSplits load_brown(const std::string& dir);
-// The corpus files of a Brown directory, sorted; throws DataError when it cannot be listed or holds none.
-std::vector<std::string> brown_files(const std::string& dir);
 std::string strip_brown_tags(const std::string& tagged);
 
 // WikiText-103 raw layout: wiki.train.raw, wiki.valid.raw, wiki.test.raw in `dir`.

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/job_spec.h"
+#include "contract/job_spec.h"
 
 namespace fwlab {
 

@@ -27,7 +27,7 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
   model->to(device);
   model->eval();
   log.write(start_event(spec, job_dir, model));
-  write_status(job_dir, {{"status", "running"}, {"pid", static_cast<int64_t>(getpid())}});
+  write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
   torch::NoGradGuard guard;
   const int64_t B = spec.bench.batch, vocab = model->config().vocab;
   auto sorted = spec.bench.seq_lens;
@@ -54,16 +54,13 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
                                                      {"gen_ms_per_token_max", per_token_ms.back()},
                                                      {"gen_state_bytes", static_cast<double>(bytes)},
                                                      {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
-      log.write({{"type", "metric"}, {"step", L}, {"key", key}, {"value", value}});
+      log.write(MetricEvent{key, L, value});
     if (::isatty(STDERR_FILENO))
       fmt::print(stderr, "length {:>6}: {:.3f} ms/token (min {:.3f}, max {:.3f}), state {} bytes\n", L, median,
                  per_token_ms.front(), per_token_ms.back(), bytes);
   }
-  nlohmann::json end = {{"type", "end"}, {"status", "finished"}, {"exit_code", 0}};
-  log.write(end);
-  end.erase("type");
-  end["time"] = unix_time();
-  write_status(job_dir, end);
+  log.write(EndEvent{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});
+  write_status(job_dir, StatusFile{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});
   return kExitFinished;
 }
 

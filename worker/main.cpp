@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "kernels/memory_policy.h"
-#include "models/safetensors_header.h"
+#include "contract/safetensors_header.h"
 #include "worker/corpus.h"
-#include "worker/inputs.h"
+#include "contract/inputs.h"
 #include "worker/trainer.h"
 
 namespace fs = std::filesystem;
@@ -38,20 +38,16 @@ void on_signal(int) { request_stop(); }
 // The exit code of a final state the job's record already holds (finished, diverged, failed): a result is never
 // run twice, even when the orchestrator died before recording it. -1 when the job has no final state.
 int recorded_final_code(const std::string& job_dir) {
-  std::ifstream in(fs::path(job_dir) / "status.json");
-  if (!in) return -1;
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return -1;
-  const auto status = j.value("status", nlohmann::json()).is_string() ? j["status"].get<std::string>() : "";
-  if (status == "finished") return kExitFinished;
-  if (status == "diverged") return kExitDiverged;
-  if (status == "failed") return kExitBadSpec;
+  const auto status = read_status(job_dir);
+  if (!status) return -1;
+  if (status->status == JobStatus::finished) return kExitFinished;
+  if (status->status == JobStatus::diverged) return kExitDiverged;
+  if (status->status == JobStatus::failed) return kExitBadSpec;
   return -1;
 }
 
 int already_ended(const std::string& job_dir, int code) {
-  fmt::print(stderr, "fwlab-worker: {} already ended ({}); nothing is run again\n", job_dir,
-             code == kExitFinished ? "finished" : code == kExitDiverged ? "diverged" : "failed");
+  fmt::print(stderr, "fwlab-worker: {} already ended ({}); nothing is run again\n", job_dir, to_string(status_of_exit(code)));
   return code;
 }
 
@@ -92,8 +88,9 @@ int run(const std::string& job_dir) {
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
   auto fail = [&](const char* cause, const std::string& message, int code) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);
-    log.write({{"type", "end"}, {"status", "failed"}, {"cause", cause}, {"reason", message}, {"exit_code", code}});
-    write_status(job_dir, {{"status", "failed"}, {"cause", cause}, {"reason", message}, {"exit_code", code}, {"time", unix_time()}});
+    const auto status = status_of_exit(code);
+    log.write(EndEvent{status, code, cause, message, nlohmann::json::object()});
+    write_status(job_dir, StatusFile{status, code, cause, message, nlohmann::json::object()});
     return code;
   };
   try {

@@ -5,14 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace fwlab {
+#include "contract/mqar_spec.h"
 
-struct MqarSpec {
-  int64_t vocab = 256;    // keys from [1, V/2), values from [V/2, V)
-  int64_t seq_len = 64;   // model input length L
-  int64_t pairs = 4;      // n
-  double power_a = 0.01;  // query gaps ~ i^(a-1)
-};
+namespace fwlab {
 
 struct MqarBatch {
   int64_t batch = 0, len = 0;
@@ -20,8 +15,6 @@ struct MqarBatch {
   std::vector<int32_t> targets;  // [batch, len]; -1 where nothing is asked
 };
 
-// Throws std::invalid_argument naming the field when the spec cannot hold its pairs.
-void validate_mqar(const MqarSpec& spec);
 // Deterministic in (spec, batch, seed).
 MqarBatch make_mqar_batch(const MqarSpec& spec, int64_t batch, uint64_t seed);
 

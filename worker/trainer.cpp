@@ -1,5 +1,8 @@
 #include "worker/trainer.h"
 
+#include "contract/version.h"
+#include "worker/mqar.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -34,11 +37,15 @@ struct TrainState {
   double running_min = std::numeric_limits<double>::infinity();
   int64_t spike_run = 0;
   double last_finite_loss = kNaN;
+  // The log interval under way: a job stopped between two log points (a signal) logs the same mean on resuming.
+  double interval_loss = 0.0, interval_ms = 0.0;
+  int64_t interval_steps = 0;
 
   nlohmann::json to_json() const {
     return {{"step", step}, {"best_valid", json_number(best_valid)}, {"best_step", best_step},
             {"running_min", json_number(running_min)}, {"spike_run", spike_run},
-            {"last_finite_loss", json_number(last_finite_loss)}};
+            {"last_finite_loss", json_number(last_finite_loss)}, {"interval_loss", interval_loss},
+            {"interval_ms", interval_ms}, {"interval_steps", interval_steps}};
   }
   static double number(const nlohmann::json& v) {
     if (v.is_number()) return v.get<double>();
@@ -53,6 +60,9 @@ struct TrainState {
     s.running_min = number(j.at("running_min"));
     s.spike_run = j.at("spike_run").get<int64_t>();
     s.last_finite_loss = number(j.at("last_finite_loss"));
+    s.interval_loss = j.value("interval_loss", 0.0);  // absent in checkpoints of older workers
+    s.interval_ms = j.value("interval_ms", 0.0);
+    s.interval_steps = j.value("interval_steps", int64_t{0});
     return s;
   }
 };
@@ -152,14 +162,17 @@ EvalResult evaluate_mqar(GPT& model, const JobSpec& spec, torch::Device device, 
   return {nll / static_cast<double>(count), count, static_cast<double>(correct) / static_cast<double>(count)};
 }
 
-nlohmann::json eval_event(const char* split, int64_t step, const EvalResult& r, bool byte_level) {
-  nlohmann::json e = {{"type", "eval"}, {"split", split}, {"step", step}, {"loss", json_number(r.loss)},
-                      {"tokens", r.tokens}};
+EvalEvent eval_event(const char* split, int64_t step, const EvalResult& r, bool byte_level) {
+  EvalEvent e;
+  e.split = split;
+  e.step = step;
+  e.loss = r.loss;
+  e.tokens = r.tokens;
   if (std::isnan(r.accuracy)) {
-    e["ppl"] = json_number(std::exp(r.loss));
-    if (byte_level) e["bpc"] = json_number(r.loss / std::log(2.0));
+    e.ppl = std::exp(r.loss);
+    if (byte_level) e.bpc = r.loss / std::log(2.0);
   } else {
-    e["accuracy"] = r.accuracy;
+    e.accuracy = r.accuracy;
   }
   return e;
 }
@@ -220,10 +233,6 @@ TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
 
 void request_stop() { g_stop = true; }
 
-nlohmann::json json_number(double v) {
-  if (std::isfinite(v)) return v;
-  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
-}
 
 int64_t peak_rss_bytes() {
   rusage u{};
@@ -238,9 +247,9 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   if (spec.model.empty()) return source;
   ModelConfig target;
   try {
-    target = merge_model_config(source->config(), spec.model);
+    target = resolve_model_config(&source->config(), spec.model);
   } catch (const ConfigError& e) {
-    throw SpecError("model." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
+    throw SpecError(e.field(), e.message());
   }
   auto conv = convert_model(source, target, spec.seed);
   if (log)
@@ -268,7 +277,7 @@ nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, cons
           {"pid", static_cast<int64_t>(getpid())},
           {"threads", torch::get_num_threads()},
           {"device", spec.device},
-          {"versions", {{"fwlab", FWLAB_VERSION}, {"git", FWLAB_GIT_COMMIT}, {"torch", TORCH_VERSION}}}};
+          {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
 }
 
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
@@ -298,28 +307,24 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
                      {"valid_tokens", corpus.valid.size()}, {"test_tokens", corpus.test.size()}};
   log.write(start);
-  write_status(job_dir, {{"status", "running"}, {"step", st.step}, {"pid", static_cast<int64_t>(getpid())}});
+  write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"step", st.step}, {"pid", static_cast<int64_t>(getpid())}}});
 
-  auto finish = [&](const char* status, int code, nlohmann::json extra) {
-    nlohmann::json end = {{"type", "end"}, {"status", status}, {"step", st.step}, {"exit_code", code}};
-    end.update(extra);
+  auto finish = [&](JobStatus status, int code, std::string cause, std::string reason, nlohmann::json details) {
+    details["step"] = st.step;
+    EndEvent end{status, code, cause, reason, details};
     log.write(end);
-    end.erase("type");
-    end["best_valid_loss"] = json_number(st.best_valid);
-    end["best_step"] = st.best_step;
-    end["time"] = unix_time();
-    write_status(job_dir, end);
+    details["best_valid_loss"] = json_number(st.best_valid);
+    details["best_step"] = st.best_step;
+    write_status(job_dir, StatusFile{status, code, cause, reason, details});
     return code;
   };
   // `where`: the first layer whose output is not finite (first_nonfinite_layer) or whose state is over the limit
   // (state_layer), when it can be found cheaply.
   auto diverge = [&](const char* cause, double value, double lr, nlohmann::json where) {
-    nlohmann::json e = {{"type", "divergence"}, {"step", st.step}, {"cause", cause}, {"value", json_number(value)},
-                        {"last_finite_loss", json_number(st.last_finite_loss)}, {"lr", lr},
-                        {"first_nonfinite_layer", nullptr}};
-    e.update(where);
+    DivergenceEvent e{st.step, cause, json_number(value), st.last_finite_loss, lr,
+                      where.value("first_nonfinite_layer", nlohmann::json()), where.value("state_layer", nlohmann::json())};
     log.write(e);
-    return finish("diverged", kExitDiverged, {{"cause", cause}, {"reason", fmt::format("{} at step {}", cause, st.step)}});
+    return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st.step), nlohmann::json::object());
   };
   auto run_eval = [&](const char* split) {
     if (mqar) return evaluate_mqar(model, spec, device, split[0] == 'v' ? 0xE7A1 : 0x7E57);
@@ -330,13 +335,19 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t tokens_per_step = spec.train.batch_size * T * spec.train.grad_accum;
   Progress progress(spec.train.steps);
   const int64_t first_step = st.step;
-  double interval_loss = 0.0, interval_ms = 0.0;
-  int64_t interval_steps = 0;
+  auto& interval_loss = st.interval_loss;
+  auto& interval_ms = st.interval_ms;
+  auto& interval_steps = st.interval_steps;
   const int64_t eval_every = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
   const int64_t ckpt_every = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every;
 
   for (; st.step < spec.train.steps; ++st.step) {
-    if (g_stop) return finish("interrupted", kExitInterrupted, {{"reason", "stopped by signal"}});
+    if (g_stop) {
+      // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state
+      // at this step boundary is saved, so the job resumes here and its curve is the one it would have had.
+      if (st.step > first_step) save_resume(job_dir, model, opt, st);
+      return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal", nlohmann::json::object());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const double lr = learning_rate(spec.optim, st.step, spec.train.steps);
     if (spec.debug.nan_param_at_step == st.step) {
@@ -403,8 +414,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
           {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_ms / 1000.0)},
           {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
       for (const auto& [key, value] : metrics)
-        log.write({{"type", "metric"}, {"step", st.step + 1}, {"key", key}, {"value", json_number(value)}});
-      if (recurrent) log.write({{"type", "metric"}, {"step", st.step + 1}, {"key", "state_max_abs"}, {"value", state_max}});
+        log.write(MetricEvent{key, st.step + 1, value});
+      if (recurrent) log.write(MetricEvent{"state_max_abs", st.step + 1, state_max});
       interval_loss = interval_ms = 0.0;
       interval_steps = 0;
     }
@@ -435,11 +446,11 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     best->to(device);
     auto r = mqar ? evaluate_mqar(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
     auto e = eval_event("test", st.best_step, r, corpus.byte_level);
-    e["checkpoint"] = "best";
+    e.checkpoint = "best";
     log.write(e);
   }
   fs::remove(resume_path(job_dir));  // a finished job is never resumed
-  return finish("finished", kExitFinished, {{"final_train_loss", json_number(st.last_finite_loss)}});
+  return finish(JobStatus::finished, kExitFinished, "", "", {{"final_train_loss", json_number(st.last_finite_loss)}});
 }
 
 }  // namespace fwlab

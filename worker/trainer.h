@@ -5,13 +5,10 @@
 #include <string>
 
 #include "models/gpt.h"
-#include "worker/events.h"
-#include "worker/job_spec.h"
+#include "contract/events.h"
+#include "contract/job_spec.h"
 
 namespace fwlab {
-
-// Exit codes of fwlab-worker (documented in worker/README.md).
-enum ExitCode : int { kExitFinished = 0, kExitCrashed = 1, kExitBadSpec = 2, kExitDiverged = 3, kExitInterrupted = 4 };
 
 // Set from the SIGINT / SIGTERM handler; the loops stop at the next step boundary.
 void request_stop();
@@ -25,7 +22,6 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
-nlohmann::json json_number(double v);  // NaN and infinities as strings, which JSON cannot hold as numbers
 int64_t peak_rss_bytes();
 
 }  // namespace fwlab

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model_config.h"
-#include "worker/mqar.h"
+#include "contract/model_config.h"
+#include "contract/mqar_spec.h"
 
 namespace fwlab {
 

@@ -1,12 +1,12 @@
-#include "worker/inputs.h"
+#include "contract/inputs.h"
 
 #include <fmt/format.h>
 
 #include <filesystem>
 
-#include "models/model_config.h"
-#include "models/safetensors_header.h"
-#include "worker/corpus.h"
+#include "contract/model_config.h"
+#include "contract/safetensors_header.h"
+#include "contract/corpus_files.h"
 
 namespace fwlab {
 

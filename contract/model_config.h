@@ -15,9 +15,10 @@ class ConfigError : public std::runtime_error {
  public:
   ConfigError(std::string field, const std::string& message);
   const std::string& field() const { return field_; }
+  const std::string& message() const { return message_; }
 
  private:
-  std::string field_;
+  std::string field_, message_;
 };
 
 // The token mixer of one layer.
@@ -68,6 +69,11 @@ inline constexpr const char* kModelConfigKey = "fwlab.model_config";
 // The configuration a job builds from a source configuration: `overrides` (the job's model keys) replace the
 // source's keys, and a new mixer plan ("mixer" or "layers") replaces the source's layers. Throws ConfigError.
 ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& overrides);
+
+// The model a job builds, as the harness plans it and the worker builds it: its model keys alone (from
+// scratch), or the configuration of the checkpoint it starts from (`parent`) with its model keys merged over it.
+// Throws ConfigError naming the job key ("model.<field>").
+ModelConfig resolve_model_config(const ModelConfig* parent, const nlohmann::json& model_keys);
 
 // Fills cfg.layers from a plan.
 void apply_plan(ModelConfig& cfg, const LayerPlan& plan);

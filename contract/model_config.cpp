@@ -1,4 +1,4 @@
-#include "models/model_config.h"
+#include "contract/model_config.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 namespace fwlab {
 
 ConfigError::ConfigError(std::string field, const std::string& message)
-    : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)) {}
+    : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)), message_(message) {}
 
 namespace {
 
@@ -288,6 +288,18 @@ ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& 
   if (overrides.contains("mixer") || overrides.contains("layers")) merged.erase("layers");
   for (const auto& [key, value] : overrides.items()) merged[key] = value;
   return model_config_from_json(merged);
+}
+
+}  // namespace fwlab
+
+namespace fwlab {
+
+ModelConfig resolve_model_config(const ModelConfig* parent, const nlohmann::json& model_keys) {
+  try {
+    return parent ? merge_model_config(*parent, model_keys) : model_config_from_json(model_keys);
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.field().empty() ? "model" : "model." + e.field(), e.message());
+  }
 }
 
 }  // namespace fwlab

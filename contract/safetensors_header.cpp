@@ -1,4 +1,4 @@
-#include "models/safetensors_header.h"
+#include "contract/safetensors_header.h"
 
 #include <fmt/format.h>
 

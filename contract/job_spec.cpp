@@ -1,4 +1,4 @@
-#include "worker/job_spec.h"
+#include "contract/job_spec.h"
 
 #include <fmt/format.h>
 
@@ -6,21 +6,11 @@
 #include <fstream>
 #include <set>
 
+#include "contract/did_you_mean.h"
+
 namespace fwlab {
 
 namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 // Reads one JSON object, remembering which keys were used so that the rest can be reported as unknown.
 class Reader {
@@ -66,11 +56,7 @@ class Reader {
   void reject_unknown() const {
     for (const auto& [key, value] : j_.items()) {
       if (known_.count(key)) continue;
-      std::string best;
-      size_t best_d = 3;  // suggest only close spellings
-      for (const auto& k : known_)
-        if (auto d = edit_distance(key, k); d < best_d) best_d = d, best = k;
-      throw SpecError(prefix_ + key, best.empty() ? "unknown key" : fmt::format("unknown key (did you mean '{}'?)", best));
+      throw SpecError(prefix_ + key, "unknown key" + did_you_mean(key, std::vector<std::string>(known_.begin(), known_.end())));
     }
   }
 

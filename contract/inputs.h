@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "worker/job_spec.h"
+#include "contract/job_spec.h"
 
 namespace fwlab {
 
