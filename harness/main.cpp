@@ -136,7 +136,16 @@ void print_summary(const std::string& name, const SweepSummary& s) {
 void close_sweep(Db& db, int64_t sweep_id, const SweepSummary& s, bool more, bool detachable) {
   if (more && detachable) return;
   if (more && !s.interrupted_by_signal) return;
-  const char* status = s.interrupted_by_signal ? "interrupted" : s.unsuccessful() ? "failed" : "finished";
+  bool unsuccessful = s.unsuccessful() > 0;
+  if (detachable) {  // a cluster sweep's endings were recorded over several syncs: its jobs say how it went
+    auto q = db.prepare(fmt::format("SELECT COUNT(*) FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? "
+                                    "AND j.status IN ({})",
+                                    sql_list({JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked,
+                                              JobStatus::cancelled, JobStatus::interrupted})));
+    q.bind(1, sweep_id);
+    unsuccessful = q.step() && q.integer(0) > 0;
+  }
+  const char* status = s.interrupted_by_signal ? "interrupted" : unsuccessful ? "failed" : "finished";
   auto upd = db.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
   upd.bind(1, unix_time()).bind(2, std::string(status)).bind(3, sweep_id);
   upd.run();
@@ -289,11 +298,12 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
     fmt::print(stderr, "fwlab: status: cannot ask Slurm ({}); counts as last recorded\n", e.what());
   }
   Db db(c.db_path, true);
-  auto q = db.prepare(
+  auto q = db.prepare(fmt::format(
       "SELECT c.experiment, c.profile, COALESCE(j.status, 'n/a'), COUNT(*), "
-      "AVG(CASE WHEN j.status IN ('finished','diverged') THEN j.finished - j.started END) "
+      "AVG(CASE WHEN j.status IN ({}) THEN j.finished - j.started END) "
       "FROM cells c LEFT JOIN jobs j ON j.id = c.job_id WHERE (? = '' OR c.experiment = ?) "
-      "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");
+      "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+      sql_list({JobStatus::finished, JobStatus::diverged})));
   q.bind(1, experiment).bind(2, experiment);
   std::map<std::pair<std::string, std::string>, std::map<std::string, int64_t>> counts;
   std::map<std::pair<std::string, std::string>, double> mean_s;

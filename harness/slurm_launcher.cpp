@@ -105,7 +105,7 @@ exit "$code"
 
 // squeue's view of fwlab's jobs: batch id (ARRAY_TASK) -> (state, comment). One call for all of them.
 std::map<std::string, std::pair<std::string, std::string>> read_queue() {
-  const auto r = run_command("squeue", {"--noheader", "--array", "--states=all", "--name=fwlab", "--format=%i|%T|%k"});
+  const auto r = run_command("squeue", {"--noheader", "--me", "--array", "--states=all", "--name=fwlab", "--format=%i|%T|%k"});
   if (r.code != 0) throw SlurmError(fmt::format("squeue failed (exit {}): {}", r.code, r.err));
   std::map<std::string, std::pair<std::string, std::string>> out;
   std::istringstream in(r.out);

@@ -238,7 +238,7 @@ int64_t Store::mark_orphans_interrupted() {
     }
     auto job = db_.prepare("UPDATE jobs SET status = ?, cause = 'orchestrator_died', reason = 'its orchestrator is gone', "
                            "owner_pid = NULL WHERE id = ? AND status = ?");
-    for (const auto& id : dead("SELECT id, owner_pid FROM jobs WHERE status = 'running' AND owner_host = ? AND owner_pid IS NOT NULL")) {
+    for (const auto& id : dead(fmt::format("SELECT id, owner_pid FROM jobs WHERE status = '{}' AND owner_host = ? AND owner_pid IS NOT NULL", running))) {
       job.bind(1, interrupted).bind(2, id).bind(3, running);
       job.run();
       ++marked;
