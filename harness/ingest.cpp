@@ -26,10 +26,10 @@ nlohmann::json finite_or_null(const std::optional<double>& v) {
 nlohmann::json optional_json(const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 // One statement per table, prepared once per ingestion; each event type goes where analysis reads it.
-struct Store {
+struct Inserts {
   Statement event, metric, eval, divergence, start;
   const std::string& job_id;
-  Store(Db& db, const std::string& id)
+  Inserts(Db& db, const std::string& id)
       : event(db.prepare("INSERT OR IGNORE INTO events(job_id, seq, type, time, body) VALUES(?,?,?,?,?)")),
         metric(db.prepare("INSERT OR REPLACE INTO metrics(job_id, key, step, value, time) VALUES(?,?,?,?,?)")),
         eval(db.prepare("INSERT OR REPLACE INTO evals(job_id, split, step, checkpoint, loss, ppl, bpc, accuracy, tokens, time) "
@@ -67,7 +67,7 @@ struct Store {
 
 int64_t ingest_lines(Db& db, const std::string& job_id, std::string_view text) {
   EventReader reader;
-  Store store(db, job_id);
+  Inserts store(db, job_id);
   int64_t added = 0;
   size_t pos = 0;
   while (pos < text.size()) {

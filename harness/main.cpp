@@ -133,7 +133,9 @@ void print_summary(const std::string& name, const SweepSummary& s) {
 
 // Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in
 // flight, finished or failed (some did not end well). A cluster sweep with jobs left stays open for sync.
-void close_sweep(Db& db, int64_t sweep_id, const SweepSummary& s, bool more, bool detachable) {
+void close_sweep(Db& db, int64_t sweep_id, const Scheduler& scheduler) {
+  const auto& s = scheduler.summary();
+  const bool more = scheduler.queued() > 0 || s.in_flight > 0, detachable = scheduler.detachable();
   if (more && detachable) return;
   if (more && !s.interrupted_by_signal) return;
   bool unsuccessful = s.unsuccessful() > 0;
@@ -223,11 +225,10 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
   install_signal_handlers();
   Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
-  const auto s = drive(scheduler, {opt.progress, a.detach, launcher->detachable(), kind == "slurm" ? 1000 : 50});
-  const bool more = scheduler.queued() > 0 || s.in_flight > 0;
-  close_sweep(db, sweep_id, s, more, launcher->detachable());
+  const auto s = drive(scheduler, {opt.progress, a.detach});
+  close_sweep(db, sweep_id, scheduler);
   print_summary(ex.name, s);
-  if (more && launcher->detachable())
+  if ((scheduler.queued() > 0 || s.in_flight > 0) && launcher->detachable())
     fmt::print("{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next waves\n",
                ex.name, s.in_flight, scheduler.queued(), c.db_path);
   return sweep_exit(s);
@@ -241,28 +242,32 @@ int cmd_sync(const Common& c, bool wait, bool quiet) {
   Store store(db);
   int code = 0;
   install_signal_handlers();
-  std::vector<std::tuple<int64_t, std::string, nlohmann::json, nlohmann::json>> open;
+  struct OpenSweep {
+    int64_t id;
+    std::string experiment;
+    nlohmann::json executor, options;  // as the sweep recorded them
+  };
+  std::vector<OpenSweep> open;
   {
     auto q = db.prepare("SELECT id, experiment, executor, options FROM sweeps WHERE status = 'running' AND "
                         "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
     while (q.step())
-      open.emplace_back(q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false));
+      open.push_back({q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false)});
   }
   if (open.empty() && !quiet) fmt::print("no cluster sweep in flight\n");
   for (const auto& sweep : open) {
-    const auto settings = slurm_settings_from_json(std::get<2>(sweep));
+    const auto settings = slurm_settings_from_json(sweep.executor);
     SweepOptions opt;
     opt.runs_dir = settings.runs_dir;
-    opt.retries = std::get<3>(sweep).value("retries", 1);
-    opt.threads_per_job = std::get<3>(sweep).value("threads", 1);
+    opt.retries = sweep.options.value("retries", 1);
+    opt.threads_per_job = sweep.options.value("threads", 1);
     opt.continuing = true;
     opt.round_lock = c.db_path + ".lock";
     SlurmLauncher launcher(settings);
-    Scheduler scheduler(store, launcher, std::get<0>(sweep), store.sweep_jobs(std::get<0>(sweep)), opt);
-    const auto s = drive(scheduler, {false, !wait, true, 1000});
-    const bool more = scheduler.queued() > 0 || s.in_flight > 0;
-    close_sweep(db, std::get<0>(sweep), s, more, true);
-    if (!quiet) print_summary(fmt::format("{} (sweep {})", std::get<1>(sweep), std::get<0>(sweep)), s);
+    Scheduler scheduler(store, launcher, sweep.id, store.sweep_jobs(sweep.id), opt);
+    const auto s = drive(scheduler, {false, !wait});
+    close_sweep(db, sweep.id, scheduler);
+    if (!quiet) print_summary(fmt::format("{} (sweep {})", sweep.experiment, sweep.id), s);
     code = std::max(code, sweep_exit(s));
   }
   return code;

@@ -128,7 +128,7 @@ void Scheduler::take_jobs() {
       // On a cluster: submitted by an earlier run of this sweep (or another sweep) to this launcher, it is watched,
       // never submitted again; another launcher's job is left to it.
       if (row->launcher == launcher_.name()) {
-        mine_[j.id] = true;
+        mine_.insert(j.id);
         ++total_;
       } else {
         ++summary_.skipped;
@@ -144,7 +144,7 @@ void Scheduler::take_jobs() {
     if (!opt_.continuing) fresh_budget.push_back(j.id);  // a new sweep: a fresh retry budget
     if (s == JobStatus::running && stale_local)
       store_.set_outcome(j.id, {JobStatus::interrupted, "orchestrator_died", "its orchestrator is gone", nullptr});
-    mine_[j.id] = true;
+    mine_.insert(j.id);
     queue_.push_back(&j);
     ++total_;
   }
@@ -264,14 +264,10 @@ bool Scheduler::round() {
     }
   } lock(opt_.round_lock);
   for (const auto& e : launcher_.collect(store_)) record(e);
-  size_t in_flight = 0;
-  for (const auto& id : launcher_.in_flight(store_)) {
-    if (!mine_.count(id)) continue;
-    ++in_flight;
-    ingest_events(store_.db(), id, (fs::path(opt_.runs_dir) / id).string());
-  }
+  for (const auto& id : launcher_.in_flight(store_))
+    if (mine_.count(id)) ingest_events(store_.db(), id, (fs::path(opt_.runs_dir) / id).string());
   if (!stopping_) start_ready();
-  in_flight = 0;
+  size_t in_flight = 0;  // after the wave just started
   for (const auto& id : launcher_.in_flight(store_)) in_flight += mine_.count(id);
   summary_.in_flight = static_cast<int>(in_flight);
   return (!queue_.empty() && !stopping_) || in_flight > 0;
@@ -317,7 +313,7 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
     if (g_signals && !stopping) {
       stopping = true;
       if (d.progress) fmt::print("\n");
-      if (d.detachable)
+      if (s.detachable())
         fmt::print(stderr, "fwlab: interrupted: the {} job(s) on the cluster go on; `fwlab sync` records them\n", s.summary().in_flight);
       else
         fmt::print(stderr, "fwlab: interrupted: stopping {} running job(s) (Ctrl-C again to kill at once)\n", s.summary().in_flight);
@@ -325,11 +321,12 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
     }
     if (g_signals >= 2) s.stop(true);
     const bool more = s.round();
-    if (!more || d.detach || (stopping && d.detachable)) break;
+    if (!more || d.detach || (stopping && s.detachable())) break;
     draw(false);
     // Poll fast right after something happened (short jobs), backing off while nothing does.
     const size_t state_now = s.ended() + s.queued() * 100000 + static_cast<size_t>(s.summary().in_flight) * 1000000000;
-    poll_ms = state_now != last_state ? 1 : std::min(d.max_poll_ms, poll_ms * 2);
+    // A cluster's queue is asked once a second at most; the local pool's processes every 50 ms.
+    poll_ms = state_now != last_state ? 1 : std::min(s.detachable() ? 1000 : 50, poll_ms * 2);
     last_state = state_now;
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }

@@ -55,6 +55,7 @@ class Scheduler {
   size_t total() const { return total_; }
   size_t ended() const { return ended_; }
   size_t queued() const { return queue_.size(); }
+  bool detachable() const { return launcher_.detachable(); }
 
  private:
   void take_jobs();
@@ -69,7 +70,7 @@ class Scheduler {
   SweepOptions opt_;
   std::map<std::string, const PlannedJob*> by_id_;  // this sweep's applicable jobs
   std::deque<const PlannedJob*> queue_;            // to start (in order), after their dependencies
-  std::map<std::string, bool> mine_;               // jobs this scheduler is responsible for
+  std::set<std::string> mine_;                     // jobs this scheduler is responsible for
   std::set<std::string> done_;                     // ... that ended while it ran
   SweepSummary summary_;
   size_t total_ = 0, ended_ = 0;
@@ -81,8 +82,6 @@ class Scheduler {
 struct DriveOptions {
   bool progress = false;
   bool detach = false;      // return once everything that can be submitted is (a cluster)
-  bool detachable = false;  // the launcher's jobs outlive fwlab
-  int max_poll_ms = 50;     // the local pool polls processes; a cluster's queue is asked less often
 };
 void install_signal_handlers();
 // Rounds until every job has ended (or, detached, until nothing more can be submitted now), drawing progress.
