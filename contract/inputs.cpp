@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "contract/hf_gpt2.h"
 #include "contract/model_config.h"
 #include "contract/safetensors_header.h"
 #include "contract/corpus_files.h"
@@ -54,6 +57,27 @@ void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
   }
 }
 
+// Tokens of the spec's tokenizer: 256 bytes, or the entries of GPT-2's encoder.json (0 when unreadable: the
+// tokenizer files' own check reports that).
+int64_t tokenizer_vocab(const DataSpec& d) {
+  if (d.tokenizer == "byte") return 256;
+  std::ifstream in(fs::path(d.bpe_dir) / "encoder.json");
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() ? static_cast<int64_t>(j.size()) : 0;
+}
+
+void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {
+  try {
+    const auto ck = read_hf_checkpoint(hf_dir(spec.init_checkpoint));
+    const bool text = spec.data.source != "tokens" && spec.data.source != "mqar";
+    if (const int64_t n = text ? tokenizer_vocab(spec.data) : 0; n > 0 && n != ck.config.vocab)
+      out.emplace_back("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {}/config.json has vocab_size = {}",
+                                                     spec.data.tokenizer, n, hf_dir(spec.init_checkpoint), ck.config.vocab));
+  } catch (const safetensors::FormatError& e) {
+    out.emplace_back("init_checkpoint", e.what());
+  }
+}
+
 void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
   try {
     const auto header = safetensors::read_header(path);
@@ -73,7 +97,8 @@ std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint
   if (text && spec.data.tokenizer == "gpt2")
     for (const char* name : {"encoder.json", "vocab.bpe"})
       if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);
-  if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
+  if (check_checkpoint && is_hf_source(spec.init_checkpoint)) hf_problems(spec, out);
+  else if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
   return out;
 }
 

@@ -110,6 +110,8 @@ void validate(const ModelConfig& cfg) {
   require_at_most(cfg.context, int64_t{1} << 24, "context");
   require_at_most(cfg.d_ff, int64_t{1} << 20, "d_ff");
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
+  require_one_of(cfg.activation, {"gelu_tanh", "gelu"}, "activation");
+  if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0)) throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
   if (static_cast<int64_t>(cfg.layers.size()) != cfg.n_layers)
     throw ConfigError("layers", fmt::format("has {} entries but n_layers = {}", cfg.layers.size(), cfg.n_layers));
   for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
@@ -184,14 +186,20 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
 nlohmann::json to_json(const ModelConfig& c) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : c.layers) layers.push_back(to_json(l));
-  return {{"vocab", c.vocab},     {"d_model", c.d_model}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-          {"head_dim", c.head_dim}, {"context", c.context}, {"d_ff", c.d_ff},         {"dropout", c.dropout},
-          {"layers", layers}};
+  nlohmann::json j = {{"vocab", c.vocab},     {"d_model", c.d_model}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+                      {"head_dim", c.head_dim}, {"context", c.context}, {"d_ff", c.d_ff},         {"dropout", c.dropout},
+                      {"layers", layers}};
+  // Written only when they differ from GPT-2's, so the configurations of models built before they existed
+  // read back unchanged.
+  const ModelConfig defaults;
+  if (c.activation != defaults.activation) j["activation"] = c.activation;
+  if (c.ln_eps != defaults.ln_eps) j["ln_eps"] = c.ln_eps;
+  return j;
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {
-  reject_unknown(j, {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "layers",
-                     "mixer", "keep_softmax_every", "attention_every"},
+  reject_unknown(j, {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
+                     "ln_eps", "layers", "mixer", "keep_softmax_every", "attention_every"},
                  "");
   ModelConfig c;
   auto opt = [&](const char* key, auto& out) {
@@ -205,6 +213,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   opt("context", c.context);
   opt("d_ff", c.d_ff);
   opt("dropout", c.dropout);
+  opt("activation", c.activation);
+  opt("ln_eps", c.ln_eps);
   if (j.contains("layers")) {
     if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
     if (!j["layers"].is_array()) throw ConfigError("layers", "must be a list of mixer objects");

@@ -48,6 +48,10 @@ struct ModelConfig {
   int64_t context = 256;
   int64_t d_ff = 0;  // 0: 4 * d_model (GPT-2)
   double dropout = 0.1;
+  // GPT-2's MLP nonlinearity: "gelu_tanh" (gelu_new, the tanh approximation GPT-2 was trained with) or "gelu"
+  // (the exact erf form, Hugging Face's "gelu"); and the LayerNorm epsilon (layer_norm_epsilon).
+  std::string activation = "gelu_tanh";
+  double ln_eps = 1e-5;
   std::vector<MixerSpec> layers;  // one per layer, bottom first
 
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }

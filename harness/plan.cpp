@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "contract/hf_gpt2.h"
 #include "contract/safetensors_header.h"
 #include "contract/inputs.h"
 #include "contract/job_spec.h"
@@ -77,6 +78,7 @@ constexpr size_t kMaxCellsPerStage = 100'000;
 // unreadable checkpoints before it runs anything).
 std::optional<nlohmann::json> checkpoint_model(const std::string& path) {
   try {
+    if (is_hf_source(path)) return to_json(read_hf_config(hf_dir(path)));
     const auto header = safetensors::read_header(path);
     const auto it = header.metadata.find(kModelConfigKey);
     if (it == header.metadata.end()) return std::nullopt;
@@ -85,6 +87,20 @@ std::optional<nlohmann::json> checkpoint_model(const std::string& path) {
   } catch (const safetensors::FormatError&) {
     return std::nullopt;
   }
+}
+
+// Identity of a source checkpoint: its file, or the files of an hf: directory (config.json, shards, index).
+std::string source_identity(const std::string& source) {
+  std::error_code ec;
+  if (!is_hf_source(source)) return fs::is_regular_file(source, ec) ? files_identity("checkpoint", {source}) : "missing";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(hf_dir(source), ec)) {
+    const auto name = e.path().filename().string();
+    if (e.is_regular_file() && (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json")))
+      files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files.empty() ? "missing" : files_identity("hf-checkpoint", files);
 }
 
 void set_path(nlohmann::json& j, const std::string& dotted, const nlohmann::json& value) {
@@ -210,7 +226,8 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
         const auto& parent = jobs[it->second];
         if (!parent.applicable) job.applicable = false;
         job.depends_on = parent.id;
-        parent_model = parent.spec.value("model", nlohmann::json::object());
+        parent_model = parent.model;  // the parent's resolved configuration (null: its source is unreadable)
+        source_unreadable = parent.model.is_null();
       } else if (job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
         parent_model = checkpoint_model(job.spec["init_checkpoint"].get<std::string>());
         source_unreadable = !parent_model;  // check_job_inputs says why before anything runs
@@ -224,6 +241,7 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
           if (!source_unreadable) {
             const auto parent = parent_model ? std::optional<ModelConfig>(model_config_from_json(*parent_model)) : std::nullopt;
             const auto cfg = resolve_model_config(parent ? &*parent : nullptr, model);
+            job.model = to_json(cfg);
             job.params = count_parameters(cfg);
             job.state = state_size(cfg);
             job.context = cfg.context;
@@ -244,9 +262,7 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
       if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
         // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
-        const fs::path source = job.spec["init_checkpoint"].get<std::string>();
-        std::error_code ec;
-        canonical["fwlab_identity"]["init_checkpoint"] = fs::is_regular_file(source, ec) ? files_identity("checkpoint", {source}) : "missing";
+        canonical["fwlab_identity"]["init_checkpoint"] = source_identity(job.spec["init_checkpoint"].get<std::string>());
       }
       job.id = sha256_hex(canonical.dump()).substr(0, 16);
       job.settings = std::move(all);

@@ -20,6 +20,7 @@ struct PlannedJob {
   std::string depends_on;                            // id of the job this one starts from ("" none)
   std::string id;                                    // identity: hash of the canonical config
   double timeout_s = 0;
+  nlohmann::json model;  // the resolved model configuration (null: N/A, or its source checkpoint is unreadable)
   int64_t params = 0;
   StateSize state;
   int64_t context = 0;

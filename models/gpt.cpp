@@ -16,11 +16,11 @@ std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg)
   throw ConfigError("kind", fmt::format("unknown mixer kind '{}'", spec.kind));
 }
 
-Block::Block(const MixerSpec& spec, const ModelConfig& cfg) {
+Block::Block(const MixerSpec& spec, const ModelConfig& cfg) : gelu_approximation_(cfg.activation == "gelu" ? "none" : "tanh") {
   const int64_t d = cfg.d_model;
-  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.ln_eps)));
   mixer = register_module("mixer", make_mixer(spec, cfg));
-  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.ln_eps)));
   fc = register_module("fc", torch::nn::Linear(d, cfg.ff_dim()));
   proj = register_module("proj", torch::nn::Linear(cfg.ff_dim(), d));
   drop = register_module("drop", Dropout(cfg.dropout));
@@ -28,7 +28,7 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg) {
   init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
 }
 
-torch::Tensor Block::mlp(const torch::Tensor& x) { return drop(proj(torch::gelu(fc(ln2(x)), "tanh"))); }
+torch::Tensor Block::mlp(const torch::Tensor& x) { return drop(proj(torch::gelu(fc(ln2(x)), gelu_approximation_))); }
 
 torch::Tensor Block::forward(const torch::Tensor& x) {
   auto h = x + mixer->forward(ln1(x));
@@ -55,7 +55,7 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
     blocks_.push_back(std::make_shared<Block>(spec, cfg));
     list->push_back(blocks_.back());
   }
-  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model})));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model}).eps(cfg.ln_eps)));
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {

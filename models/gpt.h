@@ -23,6 +23,7 @@ class Block : public torch::nn::Module {
 
  private:
   torch::Tensor mlp(const torch::Tensor& x);
+  std::string gelu_approximation_;  // torch::gelu's name for cfg.activation
 };
 
 // Per-sequence state for token-by-token generation.

@@ -6,20 +6,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "models/generate.h"
 #include "worker/trainer.h"
 
 namespace fwlab {
-
-namespace {
-
-int64_t state_bytes(const GenerationState& st) {
-  int64_t n = 0;
-  for (const auto& l : st.layers)
-    for (const auto& t : {l.S, l.z, l.c, l.k, l.v}) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
-  return n;
-}
-
-}  // namespace
 
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
   const torch::Device device(spec.device);

@@ -16,6 +16,7 @@
 #include "contract/safetensors_header.h"
 #include "worker/corpus.h"
 #include "contract/inputs.h"
+#include "worker/generate_text.h"
 #include "worker/trainer.h"
 
 namespace fs = std::filesystem;
@@ -127,7 +128,7 @@ int validate(const std::string& job_dir) {
 int main(int argc, char** argv) {
   watch_parent();
   keep_freed_memory_mapped();
-  CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json.\n"
+  CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
                "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
   app.footer(kExitCodes);
   app.require_subcommand(1);
@@ -136,6 +137,22 @@ int main(int argc, char** argv) {
   run_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
   auto* validate_cmd = app.add_subcommand("validate", "check JOB_DIR/job.json without running it");
   validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
+  GenerateArgs gen;
+  auto* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model (KV cache for softmax layers, the O(1) "
+                                                 "step form for fast-weight and SRU layers)");
+  gen_cmd->add_option("CHECKPOINT", gen.checkpoint, "an fwlab checkpoint (best.safetensors) or hf:DIR (a Hugging Face GPT-2)")->required();
+  gen_cmd->add_option("--prompt", gen.prompt, "the text to continue")->required();
+  gen_cmd->add_option("--tokens", gen.sampling.tokens, "new tokens")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  gen_cmd->add_option("--temperature", gen.sampling.temperature, "softmax temperature of sampling")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--top-k", gen.sampling.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--seed", gen.sampling.seed, "seed of sampling")->capture_default_str();
+  gen_cmd->add_flag("--greedy", gen.sampling.greedy, "take the most likely token at every step (deterministic)");
+  gen_cmd->add_option("--tokenizer", gen.tokenizer, "byte or gpt2 (default: the checkpoint's)")->check(CLI::IsMember({"byte", "gpt2"}));
+  gen_cmd->add_option("--bpe-dir", gen.bpe_dir, "GPT-2 BPE files (encoder.json + vocab.bpe)")->check(CLI::ExistingDirectory);
+  gen_cmd->add_option("--device", gen.device, "cpu, cuda or cuda:N")->capture_default_str();
+  gen_cmd->add_option("--threads", gen.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -143,5 +160,9 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadSpec;
   }
   if (*validate_cmd) return validate(job_dir);
+  if (*gen_cmd) {
+    at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range
+    return run_generate(gen, FWLAB_SOURCE_DIR);
+  }
   return run(job_dir);
 }

@@ -18,6 +18,7 @@
 
 #include "models/checkpoint.h"
 #include "models/convert.h"
+#include "models/hf_gpt2.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/optimizer.h"
@@ -243,7 +244,10 @@ int64_t peak_rss_bytes() {
 GPT build_model(const JobSpec& spec, EventLog* log) {
   torch::manual_seed(spec.seed);
   if (spec.init_checkpoint.empty()) return GPT(model_config_from_json(spec.model));
-  auto source = load_model(spec.init_checkpoint);
+  nlohmann::json imported;
+  auto source = load_source_model(spec.init_checkpoint, &imported);
+  if (log && is_hf_source(spec.init_checkpoint))  // every tensor of the directory and where it went
+    log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-gpt2"}, {"tensors", imported}});
   if (spec.model.empty()) return source;
   ModelConfig target;
   try {
@@ -293,6 +297,10 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     corpus = load_corpus(spec.data, cfg.vocab);
     if (corpus.vocab > cfg.vocab)
       throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
+    // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
+    if (is_hf_source(spec.init_checkpoint) && corpus.tokenizer != "pretokenized" && corpus.vocab != cfg.vocab)
+      throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
+                                                    corpus.tokenizer, corpus.vocab, spec.init_checkpoint, cfg.vocab));
   }
   const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
@@ -331,6 +339,10 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     return evaluate_lm(model, split[0] == 'v' ? corpus.valid : corpus.test, spec, device);
   };
 
+  // The tokenizer travels with the checkpoint, so that `fwlab-worker generate` reads and writes text as trained.
+  std::map<std::string, std::string> best_metadata;
+  if (!mqar) best_metadata["fwlab.tokenizer"] = corpus.tokenizer;
+  if (!mqar && corpus.tokenizer == "gpt2") best_metadata["fwlab.bpe_dir"] = spec.data.bpe_dir;
   const bool recurrent = is_recurrent(cfg);
   const int64_t tokens_per_step = spec.train.batch_size * T * spec.train.grad_accum;
   Progress progress(spec.train.steps);
@@ -426,7 +438,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       if (r.loss < st.best_valid) {
         st.best_valid = r.loss;
         st.best_step = st.step + 1;
-        save_model(best_path(job_dir), model, {{"fwlab.step", std::to_string(st.step + 1)}});
+        best_metadata["fwlab.step"] = std::to_string(st.step + 1);
+        save_model(best_path(job_dir), model, best_metadata);
         log.write({{"type", "checkpoint"}, {"kind", "best"}, {"step", st.step + 1}, {"path", "best.safetensors"},
                    {"valid_loss", r.loss}});
       }
