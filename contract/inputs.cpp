@@ -53,7 +53,14 @@ void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
   } else if (d.source == "wikitext103") {
     for (const char* name : {"wiki.train.raw", "wiki.valid.raw", "wiki.test.raw"}) add(file_problem(fs::path(d.path) / name));
   } else if (d.source == "tokens") {
-    for (const char* name : {"train.bin", "valid.bin", "test.bin"}) add(file_problem(fs::path(d.path) / name, 2, "uint16"));
+    // nanoGPT's names (train.bin, val.bin); valid.bin is read too, and test.bin is optional.
+    const fs::path dir(d.path);
+    const uintmax_t width = d.token_dtype == "uint32" ? 4 : 2;
+    const char* unit = d.token_dtype == "uint32" ? "uint32" : "uint16";
+    add(file_problem(dir / "train.bin", width, unit));
+    const bool val = fs::exists(dir / "val.bin") || !fs::exists(dir / "valid.bin");
+    add(file_problem(dir / (val ? "val.bin" : "valid.bin"), width, unit));
+    if (fs::exists(dir / "test.bin")) add(file_problem(dir / "test.bin", width, unit));
   }
 }
 

@@ -111,6 +111,8 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   d.get("tokenizer", s.data.tokenizer);
   one_of(s.data.tokenizer, {"byte", "gpt2"}, "data.tokenizer");
   d.get("bpe_dir", s.data.bpe_dir);
+  d.get("token_dtype", s.data.token_dtype);
+  one_of(s.data.token_dtype, {"uint16", "uint32"}, "data.token_dtype");
   auto mq = d.sub("mqar");
   mq.get("vocab", s.data.mqar.vocab);
   mq.get("seq_len", s.data.mqar.seq_len);

@@ -16,10 +16,11 @@ namespace fwlab {
 using SpecError = ConfigError;
 
 struct DataSpec {
-  std::string source = "brown";  // brown | wikitext103 | enwik8 | tokens | mqar
+  std::string source = "brown";  // brown | wikitext103 | enwik8 | tokens (train.bin, val.bin, [test.bin]) | mqar
   std::string path;              // directory or file; default for brown: <repo>/data/brown
   std::string tokenizer = "byte";  // byte | gpt2 (ignored by tokens and mqar)
   std::string bpe_dir;           // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
+  std::string token_dtype = "uint16";  // tokens: uint16 (nanoGPT) or uint32 (vocabularies over 65,535)
   MqarSpec mqar;
 };
 

@@ -1,7 +1,6 @@
 #include "harness/plan.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "contract/file_identity.h"
 #include "contract/hf_gpt2.h"
 #include "contract/safetensors_header.h"
 #include "contract/inputs.h"
@@ -18,15 +18,6 @@
 namespace fwlab {
 
 namespace fs = std::filesystem;
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 std::string coords_label(const nlohmann::json& coords) {
   std::string out;
@@ -49,24 +40,6 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
   }
   std::sort(files.begin(), files.end());
   return files_identity(source, files);
-}
-
-std::string files_identity(const std::string& tag, const std::vector<fs::path>& files) {
-  std::error_code ec;
-  std::string fingerprint = tag;
-  constexpr uintmax_t kHashLimit = 64u << 20;  // hash contents up to 64 MiB in all; beyond, names/sizes/mtimes
-  uintmax_t total = 0;
-  for (const auto& f : files) total += fs::file_size(f, ec);
-  for (const auto& f : files) {
-    fingerprint += fmt::format("|{}:{}", f.filename().string(), fs::file_size(f, ec));
-    if (total <= kHashLimit) {
-      std::ifstream in(f, std::ios::binary);
-      fingerprint += fmt::format(":{}", sha256_hex(std::string((std::istreambuf_iterator<char>(in)), {})));
-    } else {
-      fingerprint += fmt::format(":{}", fs::last_write_time(f, ec).time_since_epoch().count());
-    }
-  }
-  return sha256_hex(fingerprint).substr(0, 16);
 }
 
 namespace {

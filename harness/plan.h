@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/experiment.h"
+#include "contract/file_identity.h"
 #include "contract/model_config.h"
 #include "contract/version.h"
 
@@ -37,12 +38,8 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
 // (identical problems of several jobs once).
 std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root);
 
-// Hex SHA-256 of a string (OpenSSL).
-std::string sha256_hex(const std::string& data);
 // Identity of a job's data: a content hash of the files it reads (size/mtime for very large files).
 std::string data_identity(const nlohmann::json& data_spec, const std::string& repo_root);
-// Identity of a set of files: `tag`, names and sizes, and their content hash (size/mtime beyond 64 MiB in all).
-std::string files_identity(const std::string& tag, const std::vector<std::filesystem::path>& files);
 
 // Human-readable cell label: "rule=add variant=baseline".
 std::string coords_label(const nlohmann::json& coords);

@@ -66,22 +66,37 @@ TEST_CASE("enwik8: raw bytes split 90 / 5 / 5", "[data]") {
   CHECK(s.test == bytes.substr(1900));
 }
 
-TEST_CASE("pre-tokenised uint16 files", "[data]") {
+TEST_CASE("pre-tokenised files: uint16 and uint32, nanoGPT's val.bin, an optional test split", "[data]") {
   test::TempDir dir("tokens");
-  auto write = [&](const char* name, std::vector<uint16_t> ids) {
+  auto write = [&](const char* name, std::vector<uint32_t> ids, int width = 2) {
     std::string b;
-    for (auto id : ids) b += {static_cast<char>(id & 0xff), static_cast<char>(id >> 8)};
+    for (auto id : ids)
+      for (int k = 0; k < width; ++k) b += static_cast<char>((id >> (8 * k)) & 0xff);
     test::spit(dir.file(name), b);
   };
   write("train.bin", {1, 2, 300, 50256});
   write("valid.bin", {7});
   write("test.bin", {8, 9});
-  auto t = load_uint16_tokens(dir.path().string(), 50257);
-  CHECK(t.train == std::vector<int32_t>{1, 2, 300, 50256});
-  CHECK(t.test == std::vector<int32_t>{8, 9});
-  CHECK_THROWS_WITH(load_uint16_tokens(dir.path().string(), 300), Catch::Contains("train.bin: token 300 at byte offset 4 is outside the vocabulary of 300"));
+  auto t = map_token_files(dir.path().string(), 2, 50257);
+  CHECK(t.train.to_vector() == std::vector<int32_t>{1, 2, 300, 50256});
+  CHECK(t.valid.to_vector() == std::vector<int32_t>{7});
+  CHECK(t.test.to_vector() == std::vector<int32_t>{8, 9});
+  // The training split is checked as windows are read, so that a huge file is never scanned whole.
+  auto small = map_token_files(dir.path().string(), 2, 300);
+  CHECK(small.train.slice(0, 2) == std::vector<int32_t>{1, 2});
+  CHECK_THROWS_WITH(small.train.slice(1, 2), Catch::Contains("train.bin: token 300 at byte offset 4 is outside the vocabulary of 300"));
   test::spit(dir.file("valid.bin"), "abc");
-  CHECK_THROWS_WITH(load_uint16_tokens(dir.path().string(), 50257), Catch::Contains("valid.bin: 3 bytes is not a whole number of uint16 tokens"));
+  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 2, 50257), Catch::Contains("valid.bin: 3 bytes is not a whole number of uint16 tokens"));
+  // nanoGPT's layout: val.bin, no test.bin; uint32 ids beyond 65,535.
+  fs::remove(dir.file("valid.bin"));
+  fs::remove(dir.file("test.bin"));
+  write("train.bin", {70000, 5, 131071}, 4);
+  write("val.bin", {99999}, 4);
+  auto big = map_token_files(dir.path().string(), 4, 131072);
+  CHECK(big.train.to_vector() == std::vector<int32_t>{70000, 5, 131071});
+  CHECK(big.valid.to_vector() == std::vector<int32_t>{99999});
+  CHECK(big.test.empty());
+  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 4, 70000), Catch::Contains("val.bin: token 99999 at byte offset 0"));
 }
 
 TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
@@ -139,8 +154,9 @@ TEST_CASE("evaluation windows: non-overlapping, or T2R's last half", "[data]") {
 }
 
 TEST_CASE("training windows are a pure function of the seed", "[data]") {
-  std::vector<int32_t> tokens(1000);
-  std::iota(tokens.begin(), tokens.end(), 0);
+  std::vector<int32_t> ids(1000);
+  std::iota(ids.begin(), ids.end(), 0);
+  const TokenStream tokens(ids);
   auto a = sample_windows(tokens, 4, 9, mix_seed(1, 5));
   CHECK(a == sample_windows(tokens, 4, 9, mix_seed(1, 5)));
   CHECK(a != sample_windows(tokens, 4, 9, mix_seed(1, 6)));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
@@ -303,4 +304,117 @@ TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, nev
     CHECK(finetune.status()["cause"] == "bad_checkpoint");
     CHECK(finetune.of_type("divergence").empty());
   }
+}
+
+TEST_CASE("worker: a 4 GiB memory-mapped train.bin trains in a few hundred MB of RAM", "[worker]") {
+  test::TempDir data("mmap");
+  constexpr uintmax_t kTrainBytes = uintmax_t{4} << 30;  // 2^31 uint16 tokens; as int32 in memory it would take 8 GiB
+  {
+    std::ofstream(data.file("train.bin"), std::ios::binary).close();
+    fs::resize_file(data.file("train.bin"), kTrainBytes);  // sparse: zeros, no disk space, the pages read on demand
+  }
+  std::string ids;
+  for (int i = 0; i < 2000; ++i) ids += {static_cast<char>(i % 97), 0};
+  test::spit(data.file("val.bin"), ids);  // nanoGPT's names: train.bin and val.bin, no test split
+  Job job;
+  auto spec = tiny_job();
+  spec["data"] = {{"source", "tokens"}, {"path", data.path().string()}};
+  spec["model"]["vocab"] = 100;
+  spec["train"]["steps"] = 8;
+  job.write(spec);
+  auto r = job.run();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto start = job.of_type("start").at(0);
+  CHECK(start["data"]["train_tokens"] == kTrainBytes / 2);
+  CHECK(start["data"]["test_tokens"] == 0);
+  double peak = 0;
+  for (const auto& e : job.of_type("metric"))
+    if (e["key"] == "peak_rss_bytes") peak = std::max(peak, e["value"].get<double>());
+  INFO("peak RSS " << peak / (1 << 20) << " MiB");
+  CHECK(peak > 0);
+  CHECK(peak < 400.0 * (1 << 20));
+  CHECK(job.of_type("eval").size() == 1);  // validation only: no test split to score
+}
+
+TEST_CASE("worker: GPT-2 BPE text is tokenized once and cached beside the corpus; a changed corpus is tokenized again", "[worker]") {
+  test::TempDir data("bpecache");
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
+  for (const char* split : {"train", "valid", "test"}) test::spit(data.file(fmt::format("wiki.{}.raw", split)), text);
+  auto run = [&] {
+    Job job;
+    auto spec = tiny_job();
+    spec["data"] = {{"source", "wikitext103"}, {"path", data.path().string()}, {"tokenizer", "gpt2"}};
+    spec["model"]["vocab"] = 50257;
+    spec["train"]["steps"] = 2;
+    spec["eval"]["every"] = 0;
+    job.write(spec);
+    auto r = job.run();
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return std::pair{job.of_type("start").at(0)["data"], job.curve()};
+  };
+  const auto [first, first_curve] = run();
+  CHECK(first["token_cache"]["hit"] == false);
+  const fs::path cache = first["token_cache"]["path"].get<std::string>();
+  CHECK(cache.parent_path() == data.path() / ".fwlab-tokens");
+  CHECK(fs::file_size(cache / "train.bin") == 2 * first["train_tokens"].get<uintmax_t>());
+  const auto [second, second_curve] = run();
+  CHECK(second["token_cache"]["hit"] == true);
+  CHECK(second["token_cache"]["path"] == first["token_cache"]["path"]);
+  CHECK(second_curve == first_curve);  // the cached ids are the ids
+  test::spit(data.file("wiki.train.raw"), text + " One more sentence for the changed corpus . \n");
+  const auto [third, third_curve] = run();
+  CHECK(third["token_cache"]["hit"] == false);
+  CHECK(third["token_cache"]["path"] != first["token_cache"]["path"]);
+  CHECK(third["train_tokens"].get<int64_t>() > first["train_tokens"].get<int64_t>());
+}
+
+TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then generates text from it (CI smoke)", "[worker]") {
+  test::TempDir hf("hfsmoke");
+  auto py = test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/hf_gpt2.py write " + hf.path().string() +
+                              " --no-expected --vocab 256 --positions 32");
+  INFO(py.output);
+  REQUIRE(py.exit_code == 0);
+  Job job;
+  auto spec = tiny_job();
+  spec["init_checkpoint"] = "hf:" + hf.path().string();
+  spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  spec["train"]["steps"] = 8;
+  job.write(spec);
+  auto r = job.run();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto import = job.of_type("import").at(0);
+  CHECK(import["tensors"].size() == 3 * (12 + 2) + 4 + 1);  // every tensor of both shards: 12 per layer, 2 mask buffers, lm_head
+  const auto conversion = job.of_type("conversion").at(0);
+  CHECK(conversion["copied"].size() > 0);
+  CHECK(conversion["rescaled"].size() == 3 * 2);  // W_v rows of every layer (decay's UGI rescale)
+  CHECK(job.of_type("start").at(0)["model"]["layers"][0]["rule"] == "decay");
+
+  const auto generate = fmt::format("{} generate {} --prompt 'The county ' --tokens 16 --greedy --threads 1", FWLAB_WORKER,
+                                    job.dir.file("best.safetensors"));
+  auto a = test::run_command(generate), b = test::run_command(generate);
+  INFO(a.output);
+  REQUIRE(a.exit_code == 0);
+  CHECK_THAT(a.output, Catch::Contains("11 prompt + 16 new tokens (greedy, byte)") && Catch::Contains("tokens/s") &&
+                           Catch::Contains("state per sequence"));
+  const auto text = [](const std::string& out) { return out.substr(0, out.find('\n')); };
+  CHECK(text(a.output) == text(b.output));  // greedy is deterministic
+  // The hf: directory itself, sampled; and a tokenizer its vocabulary cannot hold.
+  auto sampled = test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8 --tokenizer byte --seed 3 --top-k 5",
+                                               FWLAB_WORKER, hf.path().string()));
+  CHECK(sampled.exit_code == 0);
+  CHECK_THAT(sampled.output, Catch::Contains("T = 1, top-k 5, seed 3"));
+  auto wrong = test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8", FWLAB_WORKER, hf.path().string()));
+  CHECK(wrong.exit_code == 2);
+  CHECK_THAT(wrong.output, Catch::Contains("--tokenizer: the gpt2 tokenizer has 50257 tokens but the model only 256"));
+
+  Job mismatched;
+  spec["data"] = {{"tokenizer", "gpt2"}};
+  mismatched.write(spec);
+  auto bad = mismatched.run();
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("data.tokenizer: the gpt2 tokenizer has 50257 tokens but hf:"));
 }

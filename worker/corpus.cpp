@@ -70,20 +70,18 @@ TextSplits load_enwik8(const std::string& path) {
   return s;
 }
 
-TokenSplits load_uint16_tokens(const std::string& dir, int64_t vocab) {
-  auto load = [&](const char* name) {
-    const auto path = (fs::path(dir) / name).string();
-    auto bytes = read_file(path);
-    if (bytes.size() % 2) throw DataError(fmt::format("{}: {} bytes is not a whole number of uint16 tokens", path, bytes.size()));
-    std::vector<int32_t> ids(bytes.size() / 2);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      ids[i] = static_cast<unsigned char>(bytes[2 * i]) | (static_cast<unsigned char>(bytes[2 * i + 1]) << 8);
-      if (ids[i] >= vocab)
-        throw DataError(fmt::format("{}: token {} at byte offset {} is outside the vocabulary of {}", path, ids[i], 2 * i, vocab));
-    }
-    return ids;
-  };
-  return {load("train.bin"), load("valid.bin"), load("test.bin")};
+TokenSplits map_token_files(const std::string& dir, int width, int64_t vocab) {
+  const fs::path d(dir);
+  auto map = [&](const fs::path& path) { return TokenStream::map_file(path.string(), width, vocab); };
+  TokenSplits t;
+  t.train = map(d / "train.bin");
+  t.valid = map(fs::exists(d / "val.bin") || !fs::exists(d / "valid.bin") ? d / "val.bin" : d / "valid.bin");
+  t.valid.check_all();
+  if (fs::exists(d / "test.bin")) {
+    t.test = map(d / "test.bin");
+    t.test.check_all();
+  }
+  return t;
 }
 
 }  // namespace fwlab

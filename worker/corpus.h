@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "contract/corpus_files.h"
+#include "worker/token_stream.h"
 
 namespace fwlab {
 
@@ -31,11 +32,13 @@ TextSplits load_wikitext(const std::string& dir);
 TextSplits load_enwik8(const std::string& path);
 
 struct TokenSplits {
-  std::vector<int32_t> train, valid, test;
+  TokenStream train, valid, test;
 };
-// Pre-tokenised corpora: train.bin, valid.bin, test.bin in `dir`, each a flat array of little-endian uint16 ids
-// (the nanoGPT layout). Every id must be < vocab.
-TokenSplits load_uint16_tokens(const std::string& dir, int64_t vocab);
+// Pre-tokenised corpora as nanoGPT prepares them: DIR/train.bin and DIR/val.bin (or valid.bin), optionally
+// DIR/test.bin, each a flat array of little-endian ids of `width` bytes (2: uint16, 4: uint32 for vocabularies
+// over 65,535). The training split is memory-mapped and its ids checked as they are read; validation and test
+// are checked whole. Every id must be < vocab.
+TokenSplits map_token_files(const std::string& dir, int width, int64_t vocab);
 
 std::string read_file(const std::string& path);
 

@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <random>
 
 #include "worker/corpus.h"
+#include "worker/token_cache.h"
 #include "worker/tokenizer.h"
 
 namespace fwlab {
+
+namespace fs = std::filesystem;
 
 uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
   uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
@@ -16,10 +20,28 @@ uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+std::vector<fs::path> corpus_files(const DataSpec& spec) {
+  if (spec.source == "brown") {
+    const auto names = brown_files(spec.path);
+    return {names.begin(), names.end()};
+  }
+  if (spec.source == "wikitext103")
+    return {fs::path(spec.path) / "wiki.train.raw", fs::path(spec.path) / "wiki.valid.raw", fs::path(spec.path) / "wiki.test.raw"};
+  return {fs::path(spec.path)};
+}
+
+TextSplits load_text(const DataSpec& spec) {
+  return spec.source == "brown" ? load_brown(spec.path) : spec.source == "wikitext103" ? load_wikitext(spec.path) : load_enwik8(spec.path);
+}
+
+}  // namespace
+
 LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
   LmCorpus c;
   if (spec.source == "tokens") {
-    auto t = load_uint16_tokens(spec.path, model_vocab);
+    auto t = map_token_files(spec.path, spec.token_dtype == "uint32" ? 4 : 2, model_vocab);
     c.train = std::move(t.train);
     c.valid = std::move(t.valid);
     c.test = std::move(t.test);
@@ -27,30 +49,43 @@ LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
     c.tokenizer = "pretokenized";
     return c;
   }
-  TextSplits text = spec.source == "brown"         ? load_brown(spec.path)
-                    : spec.source == "wikitext103" ? load_wikitext(spec.path)
-                                                   : load_enwik8(spec.path);
-  std::unique_ptr<Tokenizer> tok;
-  if (spec.tokenizer == "byte") tok = std::make_unique<ByteTokenizer>();
-  else tok = std::make_unique<Gpt2Bpe>(spec.bpe_dir + "/encoder.json", spec.bpe_dir + "/vocab.bpe");
-  c.train = tok->encode(text.train);
-  c.valid = tok->encode(text.valid);
-  c.test = tok->encode(text.test);
+  if (spec.tokenizer == "byte") {  // a byte is its own id: nothing worth caching
+    ByteTokenizer tok;
+    const auto text = load_text(spec);
+    c.train = TokenStream(tok.encode(text.train));
+    c.valid = TokenStream(tok.encode(text.valid));
+    c.test = TokenStream(tok.encode(text.test));
+    c.vocab = tok.vocab_size();
+    c.byte_level = true;
+    c.tokenizer = tok.name();
+    return c;
+  }
+  const auto encoder = spec.bpe_dir + "/encoder.json", merges = spec.bpe_dir + "/vocab.bpe";
+  auto tok = std::make_shared<Gpt2Bpe>(encoder, merges);
+  TokenizeRequest request{spec.source, corpus_files(spec), {encoder, merges}, tok->name(), tok->vocab_size(), [&] {
+                            const auto text = load_text(spec);
+                            return std::vector<std::vector<int32_t>>{tok->encode(text.train), tok->encode(text.valid), tok->encode(text.test)};
+                          }};
+  auto splits = cached_tokenization(request);
+  c.train = std::move(splits.train);
+  c.valid = std::move(splits.valid);
+  c.test = std::move(splits.test);
   c.vocab = tok->vocab_size();
-  c.byte_level = tok->byte_level();
   c.tokenizer = tok->name();
+  c.cache_dir = splits.cache_dir;
+  c.cache_hit = splits.hit;
   return c;
 }
 
-std::vector<int32_t> sample_windows(const std::vector<int32_t>& tokens, int64_t batch, int64_t len, uint64_t seed) {
-  const auto n = static_cast<int64_t>(tokens.size());
+std::vector<int32_t> sample_windows(const TokenStream& tokens, int64_t batch, int64_t len, uint64_t seed) {
+  const auto n = tokens.size();
   if (n < len) throw DataError(fmt::format("the training split has {} tokens, fewer than one window of {}", n, len));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> start(0, n - len);
   std::vector<int32_t> out(static_cast<size_t>(batch * len));
   for (int64_t b = 0; b < batch; ++b) {
     const auto s = start(rng);
-    std::copy(tokens.begin() + s, tokens.begin() + s + len, out.begin() + b * len);
+    tokens.copy(s, len, out.data() + b * len);
   }
   return out;
 }

@@ -6,14 +6,17 @@
 #include <vector>
 
 #include "contract/job_spec.h"
+#include "worker/token_stream.h"
 
 namespace fwlab {
 
 struct LmCorpus {
-  std::vector<int32_t> train, valid, test;
+  TokenStream train, valid, test;  // test may be empty (nanoGPT's prepared corpora have train and val only)
   int64_t vocab = 0;
   bool byte_level = false;  // one token per byte: loss / ln 2 is bits per byte (character)
   std::string tokenizer;
+  std::string cache_dir;    // GPT-2 BPE: where the tokenized splits are cached
+  bool cache_hit = false;
 };
 
 // Loads the spec's source and tokenises it (throws DataError naming the file at fault).
@@ -24,7 +27,7 @@ uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0);
 
 // `batch` windows of `len` contiguous tokens at uniformly random starts; a pure function of `seed`, so a resumed
 // run draws exactly the batches it would have drawn. Row-major [batch, len].
-std::vector<int32_t> sample_windows(const std::vector<int32_t>& tokens, int64_t batch, int64_t len, uint64_t seed);
+std::vector<int32_t> sample_windows(const TokenStream& tokens, int64_t batch, int64_t len, uint64_t seed);
 
 // Evaluation windows of T + 1 tokens over a split. Non-overlapping windows score every target; with
 // `last_half` (T2R's protocol) windows advance by T/2 and score only their last T/2 targets (the first window

@@ -79,7 +79,7 @@ torch::Tensor to_tensor(const std::vector<int32_t>& ids, int64_t rows, int64_t c
 }
 
 // Language-model batch: windows of T + 1 tokens split into inputs and next-token targets.
-std::pair<torch::Tensor, torch::Tensor> lm_batch(const std::vector<int32_t>& tokens, int64_t B, int64_t T, uint64_t seed,
+std::pair<torch::Tensor, torch::Tensor> lm_batch(const TokenStream& tokens, int64_t B, int64_t T, uint64_t seed,
                                                  torch::Device device) {
   auto w = to_tensor(sample_windows(tokens, B, T + 1, seed), B, T + 1, device);
   return {w.narrow(1, 0, T), w.narrow(1, 1, T)};
@@ -113,7 +113,7 @@ struct EvalResult {
   double accuracy = kNaN;  // mqar
 };
 
-EvalResult evaluate_lm(GPT& model, const std::vector<int32_t>& tokens, const JobSpec& spec, torch::Device device) {
+EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spec, torch::Device device) {
   const int64_t T = spec.train.seq_len, B = spec.train.batch_size;
   auto windows = eval_windows(static_cast<int64_t>(tokens.size()), T, spec.eval.last_half, spec.eval.max_tokens);
   if (windows.empty()) throw DataError(fmt::format("an evaluation split of {} tokens holds no window of {}", tokens.size(), T + 1));
@@ -127,7 +127,7 @@ EvalResult evaluate_lm(GPT& model, const std::vector<int32_t>& tokens, const Job
     auto mask = torch::zeros({static_cast<int64_t>(n), T}, torch::kBool);
     for (size_t r = 0; r < n; ++r) {
       const auto& w = windows[i + r];
-      std::copy(tokens.begin() + w.start, tokens.begin() + w.start + T + 1, ids.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(T + 1)));
+      tokens.copy(w.start, T + 1, ids.data() + r * static_cast<size_t>(T + 1));
       mask[static_cast<int64_t>(r)].narrow(0, w.score_from, T - w.score_from).fill_(true);
     }
     auto all = to_tensor(ids, static_cast<int64_t>(n), T + 1, device);
@@ -295,12 +295,12 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   LmCorpus corpus;
   if (!mqar) {
     corpus = load_corpus(spec.data, cfg.vocab);
-    if (corpus.vocab > cfg.vocab)
-      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
     // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
     if (is_hf_source(spec.init_checkpoint) && corpus.tokenizer != "pretokenized" && corpus.vocab != cfg.vocab)
       throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
                                                     corpus.tokenizer, corpus.vocab, spec.init_checkpoint, cfg.vocab));
+    if (corpus.vocab > cfg.vocab)
+      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
   }
   const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
@@ -314,6 +314,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   if (!mqar)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
                      {"valid_tokens", corpus.valid.size()}, {"test_tokens", corpus.test.size()}};
+  if (!corpus.cache_dir.empty()) start["data"]["token_cache"] = {{"path", corpus.cache_dir}, {"hit", corpus.cache_hit}};
   log.write(start);
   write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"step", st.step}, {"pid", static_cast<int64_t>(getpid())}}});
 
@@ -454,7 +455,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     if (spec.debug.exit_at_step == st.step) std::raise(SIGKILL);  // a crash at a known point, for the tests
   }
 
-  if (spec.eval.test && st.best_step >= 0) {
+  // A corpus without a test split (nanoGPT prepares train and val only) reports its best validation score.
+  if (spec.eval.test && st.best_step >= 0 && (mqar || !corpus.test.empty())) {
     auto best = load_model(best_path(job_dir));
     best->to(device);
     auto r = mqar ? evaluate_mqar(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
