@@ -293,6 +293,23 @@ StateSize state_size(const ModelConfig& c) {
 }
 
 
+void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target) {
+  auto same = [&](const char* field, const auto& a, const auto& b) {
+    if (a != b)
+      throw ConfigError(field, fmt::format("the target model has {} = {} but the source checkpoint has {}; only mixers may change", field,
+                                           b, a));
+  };
+  same("vocab", src.vocab, target.vocab);
+  same("d_model", src.d_model, target.d_model);
+  same("n_layers", src.n_layers, target.n_layers);
+  same("n_heads", src.n_heads, target.n_heads);
+  same("head_dim", src.head_dim, target.head_dim);
+  same("context", src.context, target.context);
+  same("d_ff", src.ff_dim(), target.ff_dim());
+  same("activation", src.activation, target.activation);
+  same("ln_eps", src.ln_eps, target.ln_eps);
+}
+
 ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& overrides) {
   auto merged = to_json(source);
   if (overrides.contains("mixer") || overrides.contains("layers")) merged.erase("layers");

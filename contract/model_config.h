@@ -79,6 +79,10 @@ ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& 
 // Throws ConfigError naming the job key ("model.<field>").
 ModelConfig resolve_model_config(const ModelConfig* parent, const nlohmann::json& model_keys);
 
+// Swap-then-finetune keeps everything but the mixers: throws ConfigError naming the first other field that
+// differs between the source and the target configuration.
+void check_only_mixers_change(const ModelConfig& source, const ModelConfig& target);
+
 // Fills cfg.layers from a plan.
 void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -14,7 +15,7 @@
 
 namespace fwlab {
 
-std::string SourcePos::str() const { return fmt::format("{}:{}:{}", file, line, column); }
+std::string SourcePos::str() const { return label.empty() ? fmt::format("{}:{}:{}", file, line, column) : label; }
 
 const std::map<std::string, std::string>& key_aliases() {
   static const std::map<std::string, std::string> aliases = {
@@ -114,6 +115,17 @@ class Parser {
 
   const std::string& file() const { return file_; }
 
+  toml::table& hold() { return held_.emplace_back(); }
+
+  // Gives `n` (and everything inside it) a position outside the file.
+  void label(const toml::node& n, const SourcePos& where) {
+    moved_[&n] = where;
+    if (auto* a = n.as_array())
+      for (const auto& e : *a) label(e, where);
+    if (auto* t = n.as_table())
+      for (const auto& [k, v] : *t) label(v, where);
+  }
+
   // A value a profile copied into the document has no source position of its own: errors about it name the
   // profile's line. `copy` mirrors `original` node for node.
   void copied(const toml::node& copy, const toml::node& original) const {
@@ -127,7 +139,36 @@ class Parser {
  private:
   std::string file_;
   mutable std::unordered_map<const toml::node*, SourcePos> moved_;
+  std::deque<toml::table> held_;  // values from outside the file (--set)
 };
+
+// Replaces the value at dotted `path` of the document (a profile key or a --set), creating tables on the way
+// but never a stage or preset the file does not define. `value`'s position is what errors name.
+void set_document_path(toml::table& doc, const std::string& path, const toml::node& value, const std::string& shown,
+                       const Parser& p) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    auto dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table", "executor"}.count(parts[0]))
+    p.fail(value, shown, "a key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor");
+  toml::table* t = &doc;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    auto* next = (*t)[parts[i]].as_table();
+    if (!next) {
+      if ((parts[0] == "stage" && i == 1) || (parts[0] == "preset" && i <= 2))
+        p.fail(value, shown, fmt::format("'{}' is not defined in the file", fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+      t->insert_or_assign(parts[i], toml::table{});
+      next = (*t)[parts[i]].as_table();
+    }
+    t = next;
+  }
+  t->insert_or_assign(parts.back(), value);
+  p.copied(*t->get(parts.back()), value);
+}
 
 // Applies `[profile.NAME]`: each key is a dotted path into the document whose value it replaces.
 void apply_profile(toml::table& doc, const std::string& profile, const Parser& p) {
@@ -142,31 +183,27 @@ void apply_profile(toml::table& doc, const std::string& profile, const Parser& p
     throw ExperimentError(fmt::format("{}:1:1: --profile {}: no such profile (defined: {}){}", p.file(), profile, list,
                                       did_you_mean(profile, names)));
   }
-  for (const auto& [k, value] : *chosen) {
-    const std::string path(k.str());
-    std::vector<std::string> parts;
-    for (size_t start = 0;;) {
-      auto dot = path.find('.', start);
-      parts.push_back(path.substr(start, dot - start));
-      if (dot == std::string::npos) break;
-      start = dot + 1;
+  for (const auto& [k, value] : *chosen)
+    set_document_path(doc, std::string(k.str()), value, fmt::format("profile.{}.\"{}\"", profile, k.str()), p);
+}
+
+// `--set KEY=VALUE`, after the profile. VALUE is read as TOML (numbers, booleans, quoted strings, arrays, inline
+// tables); anything that is not a TOML value is taken as a bare string, so paths need no quotes.
+void apply_sets(toml::table& doc, const std::vector<std::string>& sets, Parser& p) {
+  for (const auto& set : sets) {
+    const auto eq = set.find('=');
+    const std::string label = fmt::format("--set {}", set);
+    if (eq == std::string::npos || eq == 0) throw ExperimentError(fmt::format("{}: expected KEY=VALUE (e.g. defaults.data.path=/data/pile)", label));
+    const std::string key = set.substr(0, eq), text = set.substr(eq + 1);
+    toml::table& holder = p.hold();  // the parsed value lives as long as the parser: positions are keyed by node
+    try {
+      holder = toml::parse("v = " + text);
+    } catch (const toml::parse_error&) {
+      holder.insert("v", text);
     }
-    const std::string shown = fmt::format("profile.{}.\"{}\"", profile, path);
-    if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table", "executor"}.count(parts[0]))
-      p.fail(value, shown, "a profile key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor");
-    toml::table* t = &doc;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      auto* next = (*t)[parts[i]].as_table();
-      if (!next) {
-        if ((parts[0] == "stage" && i == 1) || (parts[0] == "preset" && i <= 2))
-          p.fail(value, shown, fmt::format("'{}' is not defined in the file", fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
-        t->insert_or_assign(parts[i], toml::table{});
-        next = (*t)[parts[i]].as_table();
-      }
-      t = next;
-    }
-    t->insert_or_assign(parts.back(), value);
-    p.copied(*t->get(parts.back()), value);
+    const toml::node& value = *holder.get("v");
+    p.label(value, SourcePos{p.file(), 0, 0, label});
+    set_document_path(doc, key, value, key, p);
   }
 }
 
@@ -288,7 +325,7 @@ ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
 
 }  // namespace
 
-Experiment load_experiment(const std::string& path, const std::string& profile) {
+Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets) {
   Parser p(path);
   // Only a regular file: reading a FIFO or a device would hang or never end.
   std::error_code ec;
@@ -314,9 +351,11 @@ Experiment load_experiment(const std::string& path, const std::string& profile) 
     return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
   });
   apply_profile(doc, profile, p);
+  apply_sets(doc, sets, p);
 
   Experiment ex;
   ex.file = path;
+  ex.sets = sets;
   for (const auto& [k, v] : doc) {
     const std::string key(k.str());
     if (!kTopSections.count(key))

@@ -23,7 +23,8 @@ class ExperimentError : public std::runtime_error {
 struct SourcePos {
   std::string file;
   int64_t line = 0, column = 0;
-  std::string str() const;  // "file:line:column"
+  std::string label;          // where a value came from outside the file ("--set KEY=VALUE")
+  std::string str() const;  // "file:line:column", or the label
 };
 
 // One value set on a job key, with where it came from.
@@ -78,6 +79,7 @@ struct Experiment {
   std::map<std::string, std::map<std::string, Settings>> presets;  // axis -> value name -> settings
   std::vector<CellRule> not_applicable, exclude, extra_cells;
   std::vector<std::string> profiles;
+  std::vector<std::string> sets;  // the --set overrides applied, as given
   ExecutorSpec executor;
   // [table] and [[plot]], for the analysis commands (analysis/ checks them), with the position of every key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
@@ -86,8 +88,11 @@ struct Experiment {
   std::map<std::string, SourcePos> analysis_pos;
 };
 
-// Parses `path` with profile `profile` ("" for none) applied. Throws ExperimentError.
-Experiment load_experiment(const std::string& path, const std::string& profile);
+// Parses `path` with profile `profile` ("" for none) applied, then the command line's `--set KEY=VALUE`
+// overrides: KEY is a dotted path into the file as a profile writes it (defaults.data.path,
+// stage.pretrain.init_checkpoint, ...), VALUE a TOML value (a bare word is a string). Errors about a --set value
+// name it instead of a line. Throws ExperimentError.
+Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets = {});
 
 // The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).
 const std::map<std::string, std::string>& key_aliases();

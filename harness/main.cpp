@@ -94,9 +94,24 @@ std::string fmt_elements(int64_t n) {
   return std::to_string(n);
 }
 
+// 124439808 -> "124,439,808".
+std::string grouped(int64_t n) {
+  auto digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
 struct Common {
   std::string db_path = "results/fwlab.db";
+  std::vector<std::string> sets;  // --set KEY=VALUE over the experiment file
 };
+
+// " --profile P --set K=V ...": how to name the same experiment on another command line.
+std::string experiment_args(const std::string& profile, const Common& c) {
+  std::string out = profile.empty() ? "" : " --profile " + profile;
+  for (const auto& s : c.sets) out += " --set " + s;
+  return out;
+}
 
 struct SweepArgs {
   std::string file, profile, runs, worker, executor;
@@ -113,14 +128,16 @@ void print_dry_run(const Experiment& ex, const std::string& profile, const std::
     while (q.step()) known[q.text(0)] = q.text(1);
   }
   fmt::print("{} ({} profile): {} cells\n", ex.name, profile.empty() ? "no" : profile, planned.size());
-  fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
+  fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
   for (const auto& j : planned) {
     const auto status = !j.applicable ? "n/a" : known.count(j.id) ? known[j.id] : "new";
     const auto state = j.applicable ? fmt::format("{} ({}B)", fmt_elements(j.state.elements_at(j.context)),
                                                   fmt_elements(j.state.elements_at(j.context) * 4))
                                     : "-";
-    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>9} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-", status,
-               j.applicable ? fmt_elements(j.params) : "-", state);
+    // Exact counts (124,439,808 for GPT-2 small); "?" where the source checkpoint cannot be read yet.
+    const auto params = !j.applicable ? "-" : j.model.is_null() ? "?" : grouped(j.params);
+    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-", status,
+               params, j.model.is_null() && j.applicable ? "?" : state);
   }
 }
 
@@ -162,7 +179,7 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   Experiment ex;
   std::vector<PlannedJob> planned;
   try {
-    ex = load_experiment(a.file, a.profile);
+    ex = load_experiment(a.file, a.profile, c.sets);
     planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kFwlabVersion);
     plot_specs(ex, table_spec(ex));  // a broken [table] or [[plot]] is found now, not after hours of jobs
   } catch (const ExperimentError& e) {
@@ -217,7 +234,7 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
   auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
                         "VALUES(?,?,?,?,?,?,?, 'running', ?, ?)");
-  ins.bind(1, ex.name).bind(2, a.file).bind(3, a.profile).bind(4, fmt::format("sweep {} --profile {} --executor {}", a.file, a.profile, kind))
+  ins.bind(1, ex.name).bind(2, a.file).bind(3, a.profile).bind(4, fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind))
       .bind(5, host_name()).bind(6, static_cast<int64_t>(getpid())).bind(7, unix_time()).bind(8, executor.dump())
       .bind(9, nlohmann::json{{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}.dump());
   ins.run();
@@ -281,7 +298,7 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
   std::string experiment;
   if (!file.empty()) {
     try {
-      experiment = load_experiment(file, profile).name;
+      experiment = load_experiment(file, profile, c.sets).name;
     } catch (const ExperimentError& e) {
       fmt::print(stderr, "fwlab: {}\n", e.what());
       return 2;
@@ -483,12 +500,12 @@ int cmd_show(const std::string& prefix, const Common& c) {
 int with_results(const std::string& file, const std::string& profile, const Common& c,
                  const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body) {
   try {
-    const auto ex = load_experiment(file, profile);
+    const auto ex = load_experiment(file, profile, c.sets);
     const auto table = table_spec(ex);
     const auto plots = plot_specs(ex, table);
     if (!fs::exists(c.db_path)) {
       fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep {}{}` first)\n", c.db_path, file,
-                 profile.empty() ? "" : " --profile " + profile);
+                 experiment_args(profile, c));
       return 2;
     }
     Db db(c.db_path, true);
@@ -555,6 +572,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Common common;
   auto add_db = [&](CLI::App* sub) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); };
+  auto add_set = [&](CLI::App* sub) {
+    sub->add_option("--set", common.sets, "KEY=VALUE: set a key of the file (a dotted path as a profile writes it, e.g. "
+                                          "defaults.data.path=/data/pile or stage.pretrain.init_checkpoint=hf:/models/gpt2), "
+                                          "after the profile; repeatable. Give the same --set to table, report and plot")
+        ->type_name("KEY=VALUE")->allow_extra_args(false);  // one value per --set: FILE is never taken for one
+  };
 
   std::string file, profile, sql, format = "table", job;
   SweepArgs sa;
@@ -574,6 +597,7 @@ int main(int argc, char** argv) {
   sweep->add_flag("--dry-run", sa.dry_run, "print the expanded grid with status, parameters and state size; run nothing");
   sweep->add_flag("--retry-failed", sa.retry_failed, "run again jobs that failed (bad spec or data) or were cancelled");
   sweep->add_flag("--retry-diverged", sa.retry_diverged, "run again jobs that diverged");
+  add_set(sweep);
   add_db(sweep);
 
   bool wait = false;
@@ -584,6 +608,7 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
   status->add_option("FILE", file, "only this experiment file")->check(CLI::ExistingFile);
   status->add_option("--profile", profile, "profile of the file");
+  add_set(status);
   add_db(status);
 
   auto* query = app.add_subcommand("query", "run read-only SQL on the results database (statements that write are refused)");
@@ -603,12 +628,14 @@ int main(int argc, char** argv) {
   table->add_option("--profile", profile, "profile of the file");
   table->add_option("--format", table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
   table->add_option("--out", out, "write to this file instead of printing");
+  add_set(table);
   add_db(table);
 
   auto* report = app.add_subcommand("report", "divergence report: each diverged run, stability by setting, learning-rate frontier");
   report->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
   report->add_option("--profile", profile, "profile of the file");
   report->add_option("--out", out, "write the Markdown to this file instead of printing");
+  add_set(report);
   add_db(report);
 
   auto* plot = app.add_subcommand("plot", "figures with gnuplot (PNG, SVG and the .gp script)");
@@ -616,6 +643,7 @@ int main(int argc, char** argv) {
   plot->add_option("--profile", profile, "profile of the file");
   plot->add_option("--out", out, "directory for the figures (default: EXPERIMENT/plots beside the database)");
   plot->add_option("--gnuplot", gnuplot, "gnuplot executable")->capture_default_str();
+  add_set(plot);
   add_db(plot);
 
   try {

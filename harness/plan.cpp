@@ -210,18 +210,22 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
           auto check = job.spec;
           if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
           parse_job_spec(check, repo_root);
-          // The model the worker will build: the parent's configuration overridden by this job's model keys.
-          if (!source_unreadable) {
+        } catch (const ConfigError& e) {
+          spec_failure(e, all, stage, coords);
+        }
+        // The model the worker will build: the parent's configuration overridden by this job's model keys.
+        if (!source_unreadable) {
+          try {
             const auto parent = parent_model ? std::optional<ModelConfig>(model_config_from_json(*parent_model)) : std::nullopt;
             const auto cfg = resolve_model_config(parent ? &*parent : nullptr, model);
+            if (parent) check_only_mixers_change(*parent, cfg);
             job.model = to_json(cfg);
             job.params = count_parameters(cfg);
             job.state = state_size(cfg);
             job.context = cfg.context;
+          } catch (const ConfigError& e) {
+            spec_failure(e.field().rfind("model", 0) == 0 ? e : ConfigError("model." + e.field(), e.message()), all, stage, coords);
           }
-        } catch (const ConfigError& e) {
-          if (e.field().rfind("model", 0) == 0 || stage.from.empty()) spec_failure(e, all, stage, coords);
-          spec_failure(ConfigError("model." + e.field(), e.message()), all, stage, coords);
         }
       }
       // Identity: the canonical (key-sorted) configuration without run-time settings, plus the parent job,

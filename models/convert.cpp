@@ -23,17 +23,7 @@ std::string ConversionReport::to_string() const {
 }
 
 Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed) {
-  const auto& src = source->config();
-  auto same = [&](const char* field, int64_t a, int64_t b) {
-    if (a != b) throw ConfigError(field, fmt::format("the target model has {} = {} but the source has {}; only mixers may change", field, b, a));
-  };
-  same("vocab", src.vocab, target.vocab);
-  same("d_model", src.d_model, target.d_model);
-  same("n_layers", src.n_layers, target.n_layers);
-  same("n_heads", src.n_heads, target.n_heads);
-  same("head_dim", src.head_dim, target.head_dim);
-  same("context", src.context, target.context);
-  same("d_ff", src.ff_dim(), target.ff_dim());
+  check_only_mixers_change(source->config(), target);
 
   torch::manual_seed(seed);
   Conversion result{GPT(target), {}};

@@ -136,3 +136,48 @@ TEST_CASE("catalog: every profile of every experiment file expands without error
     CHECK_THAT(text, Catch::Contains("quick"));
   }
 }
+
+TEST_CASE("catalog: the paper profiles fine-tune GPT-2 small from an hf: directory the user names with --set", "[catalog]") {
+  test::TempDir dir("paper");
+  // GPT-2 small's config.json as Hugging Face ships it: the plan needs the sizes only, not the weights.
+  test::spit(dir.file("config.json"), R"({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+    "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1,
+    "summary_activation": null, "summary_first_dropout": 0.1, "summary_proj_to_labels": true, "summary_type": "cls_index",
+    "summary_use_proj": true, "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}}, "vocab_size": 50257})");
+  for (const char* name : {"table1", "table2"}) {
+    const auto file = fmt::format("{}/experiments/{}.toml", FWLAB_SOURCE_DIR, name);
+    const auto set = fmt::format(" --set stage.pretrain.init_checkpoint=hf:{}", dir.path().string());
+    const auto dry = test::run_command(fwlab_cmd(fmt::format("sweep {} --profile paper{} --dry-run --db {}", file, set, dir.file("x.db"))));
+    INFO(dry.output);
+    CHECK(dry.exit_code == 0);
+    CHECK_THAT(dry.output, Catch::Contains("pretrain   -") && Catch::Contains("124,439,808"));  // GPT-2 small, output tied
+    // Without the paths the input check names the keys to set, and runs nothing.
+    const auto run = test::run_command(fwlab_cmd(fmt::format("sweep {} --profile paper --db {} --worker /bin/false", file, dir.file("x.db"))));
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.output, Catch::Contains("defaults.data.path: /path/to/prepared/corpus does not exist") &&
+                               Catch::Contains("stage.pretrain.init_checkpoint: /path/to/gpt2: not a directory"));
+    CHECK(!fs::exists(dir.file("x.db")));
+  }
+}
+
+TEST_CASE("catalog: table2 at the smoke profile from a tiny Hugging Face GPT-2 (CI smoke of hf: sweeps)", "[catalog]") {
+  test::TempDir dir("hfsweep");
+  const auto hf = dir.path() / "gpt2-tiny";
+  const auto py = test::run_command(fmt::format("/usr/bin/python3 {}/tests/python/hf_gpt2.py write {} --no-expected --vocab 256 --embd 32 "
+                                                "--heads 2 --layers 2 --positions 32", FWLAB_SOURCE_DIR, hf.string()));
+  REQUIRE(py.exit_code == 0);
+  const auto file = fmt::format("{}/experiments/table2.toml", FWLAB_SOURCE_DIR);
+  const auto args = fmt::format("{} --profile smoke --set stage.pretrain.init_checkpoint=hf:{} --db {}", file, hf.string(), dir.file("fwlab.db"));
+  const auto sweep = test::run_command(fwlab_cmd("sweep " + args));
+  INFO(sweep.output);
+  REQUIRE(sweep.exit_code == 0);
+  const auto table = test::run_command(fwlab_cmd("table " + args));
+  INFO(table.output);
+  CHECK(table.exit_code == 0);
+  for (const char* row : {"| Softmax |", "| Local attention (w = 32) |", "| Gated |", "| Decay |"}) CHECK_THAT(table.output, Catch::Contains(row));
+  for (const std::string marker : {"| – |", "| … |", "| ! |"}) CHECK_THAT(table.output, !Catch::Contains(marker));
+  Db db(dir.file("fwlab.db"), true);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 7);
+  CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE command LIKE '%--set stage.pretrain.init_checkpoint=hf:%'") == 1);
+}

@@ -410,3 +410,42 @@ TEST_CASE("what an ending means: the worker's record first, then Slurm's final s
   CHECK(judge({"j", Ended::How::signaled, 15, "", ""}, std::nullopt, true, true).outcome.status == JobStatus::interrupted);
   CHECK(!judge({"j", Ended::How::launch_failed, -1, "", "no such file"}, std::nullopt, false, true).retryable);
 }
+
+TEST_CASE("fwlab sweep --set: typed and validated like the file, errors name the --set; the jobs and the record follow it", "[harness]") {
+  test::TempDir dir("set");
+  const auto file = dir.file("t.toml");
+  test::spit(file, kBase);
+  const auto db_path = dir.file("fwlab.db");
+  auto dry = [&](const std::string& sets) { return test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}{}", file, db_path, sets))); };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --set defaults.steps", "--set defaults.steps: expected KEY=VALUE"},
+      {" --set defaults.model.d_modle=64", "--set defaults.model.d_modle=64: defaults.model.d_modle: unknown key"},
+      {" --set stage.pretrian.steps=3", "--set stage.pretrian.steps=3: stage.pretrian.steps: 'stage.pretrian' is not defined in the file"},
+      {" --set stage.finetune.steps=many", "--set stage.finetune.steps=many: stage.finetune.steps: must be an integer, got \"many\""},
+      {" --set defaults.optim.lr=-1", "--set defaults.optim.lr=-1: defaults.optim.lr: must be positive"},
+      {" --set steps=3", "--set steps=3: steps: a key is a dotted path into the file"},
+  };
+  for (const auto& [sets, message] : bad) {
+    auto r = dry(sets);
+    INFO(sets << ": " << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+  CHECK(!fs::exists(db_path));
+  // A value changes the jobs it reaches (their identities), TOML types included; bare words are strings.
+  const auto plain = dry("").output, longer = dry(" --set stage.finetune.steps=7").output;
+  auto id_of = [](const std::string& out, const std::string& cell) {
+    const auto at = out.find(cell);
+    return out.substr(at + 52, 16);
+  };
+  CHECK(id_of(plain, "pretrain   -") == id_of(longer, "pretrain   -"));
+  CHECK(id_of(plain, "finetune   rule=add variant=a") != id_of(longer, "finetune   rule=add variant=a"));
+  CHECK(dry(" --set 'grid.rule=[\"add\"]'").output.find("rule=decay") == std::string::npos);
+  auto run = test::run_command(fake_sweep(file, db_path, " --set stage.finetune.steps=7"));
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  auto q = test::run_command(fwlab_cmd(fmt::format("query \"SELECT command FROM sweeps\" --format csv --db {}", db_path)));
+  CHECK_THAT(q.output, Catch::Contains("--set stage.finetune.steps=7"));
+  auto spec = nlohmann::json::parse(test::slurp((fs::path(db_path).parent_path() / "runs" / id_of(longer, "finetune   rule=add variant=a") / "job.json").string()));
+  CHECK(spec["train"]["steps"] == 7);
+}
