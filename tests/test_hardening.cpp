@@ -314,6 +314,7 @@ TEST_CASE("hardening: missing or damaged inputs are found before a sweep starts,
   fs::create_directories(tokens);
   test::spit((tokens / "train.bin").string(), std::string(101, '\1'));  // odd: not whole uint16 tokens
   test::spit((tokens / "valid.bin").string(), std::string(100, '\1'));
+  test::spit((tokens / "test.bin").string(), std::string(7, '\1'));  // optional, but checked when present
   fs::create_directories(dir.path() / "empty_brown");
   const auto file = dir.file("i.toml"), db = dir.file("fwlab.db");
   test::spit(file, fmt::format(R"([experiment]
@@ -338,7 +339,7 @@ init_checkpoint = "{2}"
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("i.toml:10:") && Catch::Contains("preset.corpus.tokens.data.path: ") &&
                            Catch::Contains("train.bin: 101 bytes is not a whole number of uint16 tokens"));
-  CHECK_THAT(r.output, Catch::Contains("test.bin does not exist") && !Catch::Contains("valid.bin"));  // 100 bytes: fine
+  CHECK_THAT(r.output, Catch::Contains("test.bin: 7 bytes is not a whole number") && !Catch::Contains("valid.bin"));  // 100 bytes: fine
   CHECK_THAT(r.output, Catch::Contains("i.toml:13:") && Catch::Contains("no Brown corpus files"));
   CHECK_THAT(r.output, Catch::Contains("i.toml:15:19: preset.corpus.missing.init_checkpoint: ") && Catch::Contains("no.safetensors: cannot read"));
   CHECK_THAT(r.output, Catch::Contains("nothing was run"));
