@@ -249,9 +249,12 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
     if (!seen.count(name))
       throw FormatError(fmt::format("{}: missing tensor '{}' (config.json: n_layer = {}); a missing or incomplete shard?", dir, name,
                                     ck.config.n_layers));
-  for (const auto& [name, file] : index)
+  for (const auto& listed : index) {  // not structured bindings: clang 14 cannot capture those in lambdas
+    const auto& name = listed.first;
     if (std::none_of(ck.tensors.begin(), ck.tensors.end(), [&](const HfTensor& t) { return t.hf_name == name; }))
-      throw FormatError(fmt::format("{}: tensor '{}' listed in model.safetensors.index.json is not in the shard", (fs::path(dir) / file).string(), name));
+      throw FormatError(fmt::format("{}: tensor '{}' listed in model.safetensors.index.json is not in the shard",
+                                    (fs::path(dir) / listed.second).string(), name));
+  }
   return ck;
 }
 
