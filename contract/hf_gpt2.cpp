@@ -196,7 +196,6 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
   HfCheckpoint ck;
   ck.dir = dir;
   ck.config = read_hf_config(dir);
-  ck.config_json = read_json(fs::path(dir) / "config.json");
   const auto config_path = (fs::path(dir) / "config.json").string();
   std::vector<fs::path> files;
   const auto index = shard_map(dir, files);
@@ -216,7 +215,7 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
         if (it == index.end() || it->second != file.filename().string())
           throw FormatError(fmt::format("{}: tensor '{}' is not listed for this shard in model.safetensors.index.json", file.string(), e.name));
       }
-      HfTensor t{e.name, file.string(), e, header.data_start, "", HfOp::copy};
+      HfTensor t{e.name, file.string(), e, "", HfOp::copy};
       std::string name = e.name.rfind(kTransformer, 0) == 0 ? e.name.substr(std::char_traits<char>::length(kTransformer)) : e.name;
       if (std::regex_match(name, kMaskBuffer)) {
         t.op = HfOp::ignore;

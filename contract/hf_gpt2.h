@@ -32,15 +32,13 @@ const char* to_string(HfOp op);
 struct HfTensor {
   std::string hf_name;     // as the file names it
   std::string file;        // the shard holding it
-  safetensors::TensorEntry entry;
-  uint64_t data_start = 0;  // of that shard's data section
+  safetensors::TensorEntry entry;  // dtype, shape and place in the shard
   std::string fwlab_name;  // "" for tied and ignored tensors
   HfOp op = HfOp::copy;
 };
 
 struct HfCheckpoint {
   std::string dir;
-  nlohmann::json config_json;
   ModelConfig config;  // every layer softmax
   std::vector<HfTensor> tensors;
 };
