@@ -407,6 +407,14 @@ TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then ge
                                                FWLAB_WORKER, hf.path().string()));
   CHECK(sampled.exit_code == 0);
   CHECK_THAT(sampled.output, Catch::Contains("T = 1, top-k 5, seed 3"));
+  // GPT-2's own tokenizer, the default for hf: directories (their vocab.json + merges.txt, else the repo's BPE files).
+  const auto bpe = hf.path() / "bpe";
+  REQUIRE(test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/hf_gpt2.py write " + bpe.string() +
+                            " --no-expected --vocab 50257 --embd 16 --heads 2 --layers 1 --shards 1").exit_code == 0);
+  auto words = test::run_command(fmt::format("{} generate hf:{} --prompt 'Hello world' --tokens 8 --greedy", FWLAB_WORKER, bpe.string()));
+  INFO(words.output);
+  CHECK(words.exit_code == 0);
+  CHECK_THAT(words.output, Catch::Contains("2 prompt + 8 new tokens (greedy, gpt2)"));
   auto wrong = test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8", FWLAB_WORKER, hf.path().string()));
   CHECK(wrong.exit_code == 2);
   CHECK_THAT(wrong.output, Catch::Contains("--tokenizer: the gpt2 tokenizer has 50257 tokens but the model only 256"));
