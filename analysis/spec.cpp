@@ -22,7 +22,7 @@ class Reader {
       if (cut == std::string::npos) break;
       key.resize(cut);
     }
-    return {ex_.file, 1, 1};
+    return {ex_.file, 1, 1, ""};
   }
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
     throw ExperimentError(fmt::format("{}: {}: {}", pos(key).str(), key, message));

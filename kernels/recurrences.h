@@ -31,6 +31,13 @@ RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Ten
 RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& log_a, const torch::Tensor& log_b,
                                         const torch::Tensor& state0);
+// The same recurrence through the fused recurrent CUDA kernel (kernels/cuda/decay_fused.h), the GPU twin of the
+// fused CPU kernel, with the same memory-lean backward; CUDA float32 / float64 tensors, M <= 128, libtorch's
+// default stream. Throws where fwlab was built without CUDA (cuda_kernels_built() says which).
+RecurrenceResult decay_recurrence_cuda_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                             const torch::Tensor& state0);
+bool cuda_kernels_built();
 // One step of the same recurrence; q, k: [B, H, M]; v, log_a: [B, H, D] (or [B, H, 1]); log_b: [B, H, M].
 RecurrenceResult decay_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& log_a, const torch::Tensor& log_b,

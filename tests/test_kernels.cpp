@@ -2,6 +2,7 @@
 // the gradients of every input, for lengths that are and are not multiples of the chunk (segment).
 #include <catch2/catch.hpp>
 
+#include "kernels/cuda/decay_rows.h"
 #include "kernels/recurrences.h"
 #include "tests/test_util.h"
 
@@ -44,7 +45,7 @@ struct Grads {
   std::vector<torch::Tensor> grads;
 };
 
-enum class Form { naive, chunked, fused };
+enum class Form { naive, chunked, fused, cuda_rows };
 
 K::RecurrenceResult recurrence(const Inputs& in, Form form) {
   switch (form) {
@@ -60,11 +61,42 @@ Grads run(const Inputs& in, Form form, const torch::Tensor& gy, const torch::Ten
   return {r.y, r.state, torch::autograd::grad({loss}, in.all())};
 }
 
+// The CUDA kernel's row code (kernels/cuda/decay_rows.h) run on the host, row after row: forward, then the
+// hand-written backward with the same upstream gradients.
+Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs) {
+  namespace C = fwlab::cuda;
+  auto flat = [](const torch::Tensor& t) { return t.defined() ? t.detach().contiguous() : t; };
+  const auto q = flat(in.q), k = flat(in.k), v = flat(in.v), la = flat(in.log_a), lb = flat(in.log_b), s0 = flat(in.state0);
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
+  auto ptr = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<double>() : nullptr; };
+  C::DecayProblem<double> p;
+  p.q = ptr(q), p.k = ptr(k), p.v = ptr(v), p.log_a = ptr(la), p.log_b = ptr(lb), p.state0 = ptr(s0);
+  p.heads = B * H, p.steps = T, p.D = D, p.M = M, p.a_width = la.defined() ? la.size(3) : 0;
+  auto opt = q.options();
+  auto y = torch::empty({B, H, T, D}, opt), S = torch::empty({B, H, D, M}, opt);
+  auto checkpoints = torch::empty({p.heads, p.segments(), D, M}, opt);
+  for (int64_t h = 0; h < p.heads; ++h)
+    for (int64_t i = 0; i < D; ++i) C::decay_row_forward(p, h, i, y.data_ptr<double>(), S.data_ptr<double>(), checkpoints.data_ptr<double>());
+  const auto dy = gy.contiguous(), ds = gs.contiguous();
+  auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v), dS0 = torch::zeros({B, H, D, M}, opt);
+  auto dla = la.defined() ? torch::zeros_like(la) : torch::Tensor(), dlb = lb.defined() ? torch::zeros_like(lb) : torch::Tensor();
+  C::DecayGrads<double> g;
+  g.dy = dy.data_ptr<double>(), g.dstate_final = ds.data_ptr<double>();
+  g.dq = ptr(dq), g.dk = ptr(dk), g.dv = ptr(dv), g.dlog_a = ptr(dla), g.dlog_b = ptr(dlb), g.dstate0 = ptr(dS0);
+  for (int64_t h = 0; h < p.heads; ++h)
+    for (int64_t i = 0; i < D; ++i) C::decay_row_backward(p, h, i, checkpoints.data_ptr<double>(), g, C::AddPlain{});
+  Grads out{y, S, {dq, dk, dv}};
+  if (dla.defined()) out.grads.push_back(dla);
+  if (dlb.defined()) out.grads.push_back(dlb);
+  if (in.state0.defined()) out.grads.push_back(dS0);
+  return out;
+}
+
 // `form` against the naive twin; `tolerance` relative to the largest magnitude of each compared tensor.
 void check_equal(const Inputs& in, Form form = Form::chunked, double tolerance = 1e-10) {
   auto probe = K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
-  auto fast = run(in, form, gy, gs), slow = run(in, Form::naive, gy, gs);
+  auto fast = form == Form::cuda_rows ? run_cuda_rows(in, gy, gs) : run(in, form, gy, gs), slow = run(in, Form::naive, gy, gs);
   auto close = [&](const torch::Tensor& a, const torch::Tensor& b) {
     return max_abs_diff(a, b) <= tolerance * std::max(1.0, b.detach().abs().max().item<double>());
   };
@@ -123,6 +155,57 @@ TEST_CASE("decay recurrence: fused CPU kernel == naive loop (outputs, state, gra
       }
     }
   }
+}
+
+TEST_CASE("decay recurrence: the CUDA kernel's row code, run on the host == naive loop (outputs, state, gradients), float64", "[kernels]") {
+  torch::manual_seed(12);
+  struct Case {
+    const char* rule;
+    int value_gate;
+    bool key_gate;
+  };
+  for (auto c : {Case{"add (no decay)", 0, false}, Case{"gated (scalar value-side decay)", 1, false},
+                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true}}) {
+    for (int64_t T : {1, 16, 17, 53}) {
+      for (bool with_state : {false, true}) {
+        DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
+          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::cuda_rows, 1e-11);
+        }
+      }
+    }
+  }
+  SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::cuda_rows, 1e-11); }
+  SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::cuda_rows, 1e-11); }
+}
+
+TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loop (outputs, state, gradients), float64 and float32", "[kernels]") {
+  if (!K::cuda_kernels_built() || !torch::cuda::is_available()) {
+    WARN("skipped: " << (K::cuda_kernels_built() ? "no CUDA device" : "fwlab was built without CUDA (no nvcc)"));
+    return;
+  }
+  torch::manual_seed(13);
+  for (auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (int value_gate : {0, 1, 2})
+      for (int64_t T : {1, 17, 53}) {
+        DYNAMIC_SECTION(c10::toString(dtype) << " value gate " << value_gate << ", T=" << T) {
+          const auto in = make_inputs(T, value_gate, true, true, 1.0, 2, 3, dtype);
+          auto on_gpu = [](const torch::Tensor& t) { return t.defined() ? t.detach().to(torch::kCUDA).requires_grad_(true) : t; };
+          const Inputs gpu{on_gpu(in.q), on_gpu(in.k), on_gpu(in.v), on_gpu(in.log_a), on_gpu(in.log_b), on_gpu(in.state0)};
+          auto probe = K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+          auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
+          const auto slow = run(in, Form::naive, gy, gs);
+          auto r = K::decay_recurrence_cuda_fused(gpu.q, gpu.k, gpu.v, gpu.log_a, gpu.log_b, gpu.state0);
+          auto loss = (r.y * gy.to(torch::kCUDA)).sum() + (r.state * gs.to(torch::kCUDA)).sum();
+          const auto grads = torch::autograd::grad({loss}, gpu.all());
+          const double tolerance = dtype == torch::kFloat64 ? 1e-10 : 1e-4;
+          auto close = [&](const torch::Tensor& a, const torch::Tensor& b) {
+            return max_abs_diff(a.cpu(), b) <= tolerance * std::max(1.0, b.detach().abs().max().item<double>());
+          };
+          CHECK(close(r.y, slow.y));
+          CHECK(close(r.state, slow.state));
+          for (size_t i = 0; i < grads.size(); ++i) CHECK(close(grads[i], slow.grads[i]));
+        }
+      }
 }
 
 TEST_CASE("decay recurrence: fused kernel at the extremes: gates near 0 and exactly 1, few and many heads, float32", "[kernels]") {
