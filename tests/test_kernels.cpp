@@ -117,63 +117,40 @@ void check_equal(const Inputs& in, Form form = Form::chunked, double tolerance =
 
 }  // namespace
 
-TEST_CASE("decay recurrence: chunkwise == naive (outputs, state, gradients), float64", "[kernels]") {
-  torch::manual_seed(1);
+// `form` against the naive twin for every gate layout (the rules' special cases), the given lengths, with and
+// without an initial state.
+static void check_gate_layouts(Form form, std::initializer_list<int64_t> lengths, double tolerance) {
   struct Case {
     const char* rule;
     int value_gate;
     bool key_gate;
   };
   for (auto c : {Case{"add (no decay)", 0, false}, Case{"gated (scalar value-side decay)", 1, false},
-                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true}}) {
-    for (int64_t T : {32, 37, 5}) {
+                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true},
+                 Case{"value-side decay only", 2, false}}) {
+    for (int64_t T : lengths) {
       for (bool with_state : {false, true}) {
         DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
-          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::chunked, 1e-10);
+          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), form, tolerance);
         }
       }
     }
   }
+}
+
+TEST_CASE("decay recurrence: chunkwise == naive (outputs, state, gradients), float64", "[kernels]") {
+  torch::manual_seed(1);
+  check_gate_layouts(Form::chunked, {32, 37, 5}, 1e-10);
 }
 
 TEST_CASE("decay recurrence: fused CPU kernel == naive loop (outputs, state, gradients), float64", "[kernels]") {
   torch::manual_seed(11);
-  struct Case {
-    const char* rule;
-    int value_gate;
-    bool key_gate;
-  };
-  // Lengths around the kernel's 16-step segments: 1, C - 1, C, C + 1, 3C + 5.
-  for (auto c : {Case{"add (no decay)", 0, false}, Case{"gated (scalar value-side decay)", 1, false},
-                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true},
-                 Case{"value-side decay only", 2, false}}) {
-    for (int64_t T : {1, 15, 16, 17, 53}) {
-      for (bool with_state : {false, true}) {
-        DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
-          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::fused, 1e-11);
-        }
-      }
-    }
-  }
+  check_gate_layouts(Form::fused, {1, 15, 16, 17, 53}, 1e-11);  // around the 16-step segments: 1, C - 1, C, C + 1, 3C + 5
 }
 
 TEST_CASE("decay recurrence: the CUDA kernel's row code, run on the host == naive loop (outputs, state, gradients), float64", "[kernels]") {
   torch::manual_seed(12);
-  struct Case {
-    const char* rule;
-    int value_gate;
-    bool key_gate;
-  };
-  for (auto c : {Case{"add (no decay)", 0, false}, Case{"gated (scalar value-side decay)", 1, false},
-                 Case{"decay (value and key side)", 2, true}, Case{"key-side decay only", 0, true}}) {
-    for (int64_t T : {1, 16, 17, 53}) {
-      for (bool with_state : {false, true}) {
-        DYNAMIC_SECTION(c.rule << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
-          check_equal(make_inputs(T, c.value_gate, c.key_gate, with_state), Form::cuda_rows, 1e-11);
-        }
-      }
-    }
-  }
+  check_gate_layouts(Form::cuda_rows, {1, 16, 17, 53}, 1e-11);
   SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::cuda_rows, 1e-11); }
   SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::cuda_rows, 1e-11); }
 }
