@@ -15,6 +15,9 @@ namespace fwlab {
 // (plus k, v for the attention of srupp).
 struct MixerState {
   torch::Tensor S, z, c, k, v;
+  // softmax: k and v are views of the first tokens of these buffers, which grow by doubling, so that a generated
+  // token costs one write instead of copying the whole cache (torch::cat did, at every token).
+  torch::Tensor k_buffer, v_buffer;
 };
 
 class Mixer : public torch::nn::Module {

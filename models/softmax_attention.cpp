@@ -1,4 +1,5 @@
 // Causal multi-head softmax attention (GPT-2) and its sliding-window variant (Mao Table 2's local attention).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -41,15 +42,38 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
   return resid_drop(o(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
 }
 
+namespace {
+
+// Writes `token` [B, H, 1, hd] after the `cache` view of `buffer`, doubling the buffer when it is full.
+void append_to_cache(torch::Tensor& buffer, torch::Tensor& cache, const torch::Tensor& token) {
+  const int64_t used = cache.defined() ? cache.size(2) : 0;
+  if (!buffer.defined() || buffer.size(2) == used) {
+    auto sizes = token.sizes().vec();
+    sizes[2] = std::max<int64_t>(16, 2 * used);
+    auto grown = torch::empty(sizes, token.options());
+    if (used > 0) grown.narrow(2, 0, used).copy_(cache);
+    buffer = grown;
+  }
+  buffer.narrow(2, used, 1).copy_(token);
+  cache = buffer.narrow(2, 0, used + 1);
+}
+
+}  // namespace
+
 torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) {
   const int64_t B = x.size(0);
   auto parts = qkv(x).view({B, 3, n_heads_, head_dim_});
   auto q = parts.select(1, 0), k = parts.select(1, 1).unsqueeze(2), v = parts.select(1, 2).unsqueeze(2);
-  state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H, t, hd]
-  state.v = state.v.defined() ? torch::cat({state.v, v}, 2) : v;
-  if (window_ > 0 && state.k.size(2) > window_) {  // the local cache keeps the last `window` tokens only
-    state.k = state.k.narrow(2, state.k.size(2) - window_, window_).contiguous();
-    state.v = state.v.narrow(2, state.v.size(2) - window_, window_).contiguous();
+  if (window_ > 0) {  // the local cache keeps the last `window` tokens only
+    state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H, t, hd]
+    state.v = state.v.defined() ? torch::cat({state.v, v}, 2) : v;
+    if (state.k.size(2) > window_) {
+      state.k = state.k.narrow(2, state.k.size(2) - window_, window_).contiguous();
+      state.v = state.v.narrow(2, state.v.size(2) - window_, window_).contiguous();
+    }
+  } else {
+    append_to_cache(state.k_buffer, state.k, k);
+    append_to_cache(state.v_buffer, state.v, v);
   }
   auto scores = torch::matmul(q.unsqueeze(2), state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
   auto y = torch::matmul(torch::softmax(scores, -1), state.v).squeeze(2);  // [B, H, hd]
