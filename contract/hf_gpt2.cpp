@@ -215,7 +215,7 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
         if (it == index.end() || it->second != file.filename().string())
           throw FormatError(fmt::format("{}: tensor '{}' is not listed for this shard in model.safetensors.index.json", file.string(), e.name));
       }
-      HfTensor t{e.name, file.string(), e, "", HfOp::copy};
+      HfTensor t{e.name, file.string(), "", HfOp::copy};
       std::string name = e.name.rfind(kTransformer, 0) == 0 ? e.name.substr(std::char_traits<char>::length(kTransformer)) : e.name;
       if (std::regex_match(name, kMaskBuffer)) {
         t.op = HfOp::ignore;

@@ -32,7 +32,6 @@ const char* to_string(HfOp op);
 struct HfTensor {
   std::string hf_name;     // as the file names it
   std::string file;        // the shard holding it
-  safetensors::TensorEntry entry;  // dtype, shape and place in the shard
   std::string fwlab_name;  // "" for tied and ignored tensors
   HfOp op = HfOp::copy;
 };

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "contract/hf_gpt2.h"
@@ -66,11 +67,15 @@ void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
 
 // Tokens of the spec's tokenizer: 256 bytes, or the entries of GPT-2's encoder.json (0 when unreadable: the
 // tokenizer files' own check reports that).
+// Parsed once per file: a sweep checks every job, and encoder.json is 1 MB of JSON.
 int64_t tokenizer_vocab(const DataSpec& d) {
   if (d.tokenizer == "byte") return 256;
-  std::ifstream in(fs::path(d.bpe_dir) / "encoder.json");
+  static std::map<std::string, int64_t> known;
+  const auto path = (fs::path(d.bpe_dir) / "encoder.json").string();
+  if (auto it = known.find(path); it != known.end()) return it->second;
+  std::ifstream in(path);
   const auto j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() ? static_cast<int64_t>(j.size()) : 0;
+  return known[path] = j.is_object() ? static_cast<int64_t>(j.size()) : 0;
 }
 
 void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {

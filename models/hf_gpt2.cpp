@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <map>
 #include <unordered_map>
 
 #include "contract/events.h"
@@ -16,14 +15,11 @@ using safetensors::FormatError;
 
 HfImport load_hf_gpt2(const std::string& dir) {
   const auto ck = read_hf_checkpoint(dir);
-  std::map<std::string, NamedTensors> by_file;  // each shard read once
+  std::unordered_map<std::string, torch::Tensor> loaded;  // by name: the index puts each name in one shard
   for (const auto& t : ck.tensors)
-    if (!by_file.count(t.file)) by_file[t.file] = load_tensors(t.file);
-  auto data = [&](const HfTensor& t) {
-    for (auto& [name, tensor] : by_file.at(t.file))
-      if (name == t.hf_name) return tensor;
-    throw FormatError(fmt::format("{}: tensor '{}' vanished between reading the header and the data", t.file, t.hf_name));
-  };
+    if (!loaded.count(t.hf_name))
+      for (auto& [name, tensor] : load_tensors(t.file)) loaded.emplace(name, std::move(tensor));
+  auto data = [&](const HfTensor& t) { return loaded.at(t.hf_name); };
   // The model takes the dtype of wte (all of GPT-2's tensors share one); others are cast to it, and say so.
   torch::ScalarType dtype = torch::kFloat32;
   for (const auto& t : ck.tensors)

@@ -61,17 +61,17 @@ LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
     return c;
   }
   const auto encoder = spec.bpe_dir + "/encoder.json", merges = spec.bpe_dir + "/vocab.bpe";
-  auto tok = std::make_shared<Gpt2Bpe>(encoder, merges);
-  TokenizeRequest request{spec.source, corpus_files(spec), {encoder, merges}, tok->name(), tok->vocab_size(), [&] {
+  const Gpt2Bpe tok(encoder, merges);
+  TokenizeRequest request{spec.source, corpus_files(spec), {encoder, merges}, tok.name(), tok.vocab_size(), [&] {
                             const auto text = load_text(spec);
-                            return std::vector<std::vector<int32_t>>{tok->encode(text.train), tok->encode(text.valid), tok->encode(text.test)};
+                            return std::vector<std::vector<int32_t>>{tok.encode(text.train), tok.encode(text.valid), tok.encode(text.test)};
                           }};
   auto splits = cached_tokenization(request);
   c.train = std::move(splits.train);
   c.valid = std::move(splits.valid);
   c.test = std::move(splits.test);
-  c.vocab = tok->vocab_size();
-  c.tokenizer = tok->name();
+  c.vocab = tok.vocab_size();
+  c.tokenizer = tok.name();
   c.cache_dir = splits.cache_dir;
   c.cache_hit = splits.hit;
   return c;
