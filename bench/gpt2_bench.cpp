@@ -7,48 +7,17 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
-#include <functional>
 #include <thread>
 
+#include "bench/timing.h"
 #include "kernels/memory_policy.h"
 #include "models/convert.h"
 #include "models/generate.h"
 #include "models/hf_gpt2.h"
 
 using namespace fwlab;
-
-namespace {
-
-double seconds(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Median over `repeats` timed runs after one warm-up.
-double median_seconds(int repeats, const std::function<void()>& f) {
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) t.push_back(seconds(f));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// Greedy tokens/s once the context holds `length` tokens: the first `length` steps are not timed.
-double generation_rate(GPT& model, int64_t length, int64_t tokens) {
-  torch::NoGradGuard guard;
-  GenerationState state;
-  auto tok = torch::zeros({1}, torch::kLong);
-  for (int64_t t = 0; t < length; ++t) tok = model->step(tok, state).argmax(-1);
-  const double s = seconds([&] {
-    for (int64_t t = 0; t < tokens; ++t) tok = model->step(tok, state).argmax(-1);
-  });
-  return static_cast<double>(tokens) / s;
-}
-
-}  // namespace
+using fwlab::bench::generation_rate;
+using fwlab::bench::median_seconds;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

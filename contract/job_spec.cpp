@@ -159,7 +159,11 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   t.get("grad_accum", s.train.grad_accum);
   t.get("log_every", s.train.log_every);
   t.get("checkpoint_every", s.train.checkpoint_every);
+  t.get("precision", s.train.precision);
   t.reject_unknown();
+  one_of(s.train.precision, {"fp32", "bf16", "fp16"}, "train.precision");
+  require(s.train.precision != "fp16" || s.device != "cpu", "train.precision",
+          "fp16 needs a CUDA device (device is \"cpu\"; libtorch's CPU autocast runs bf16 only): use bf16 on CPU");
   require(s.train.steps >= 0, "train.steps", fmt::format("must be >= 0, got {}", s.train.steps));
   require(s.train.batch_size > 0, "train.batch_size", fmt::format("must be positive, got {}", s.train.batch_size));
   require(s.train.seq_len > 0, "train.seq_len", fmt::format("must be positive, got {}", s.train.seq_len));

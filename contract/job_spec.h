@@ -40,6 +40,9 @@ struct TrainSpec {
   int64_t grad_accum = 1;
   int64_t log_every = 10;
   int64_t checkpoint_every = 0;  // 0: at every evaluation
+  // fp32 | bf16 | fp16: matrix products in low precision (autocast), states, normalisers, LayerNorm statistics and
+  // the loss in fp32; fp16 adds dynamic loss scaling and needs CUDA (libtorch's CPU autocast is bf16 only).
+  std::string precision = "fp32";
 };
 
 struct EvalSpec {

@@ -142,8 +142,11 @@ struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
 
 }  // namespace
 
-RecurrenceResult delta_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                        const torch::Tensor& beta, const torch::Tensor& state0) {
+RecurrenceResult delta_recurrence_fused(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                                        const torch::Tensor& beta_in, const torch::Tensor& state0_in) {
+  // Mixed precision: the recurrence runs in fp32 (its state and normalisation must).
+  const auto q = widened_to_fp32(q_in), k = widened_to_fp32(k_in), v = widened_to_fp32(v_in), beta = widened_to_fp32(beta_in),
+             state0 = widened_to_fp32(state0_in);
   if (!q.device().is_cpu()) return delta_recurrence_naive(q, k, v, beta, state0);
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
   auto out = DeltaFunction::apply(q, k, v, beta, S0);

@@ -38,6 +38,27 @@ RecurrenceResult decay_recurrence_cuda_fused(const torch::Tensor& q, const torch
                                              const torch::Tensor& log_a, const torch::Tensor& log_b,
                                              const torch::Tensor& state0);
 bool cuda_kernels_built();
+// The same recurrence through the chunked CUDA kernel (kernels/cuda/decay_chunks.h): chunks of 64 steps whose
+// products run on tensor cores for bfloat16 / float16 inputs (fp32 accumulation), states, gates and their sums in
+// fp32 (fp64 for fp64 inputs); the backward recomputes the chunk-start states instead of keeping any S_t. q, k, v
+// share a dtype (k and v are cast to q's); the final state is fp32 (fp64). Throws without a CUDA build.
+RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                               const torch::Tensor& state0);
+// The chunked kernel's block programs run on the host, for CPU float32 / float64 tensors: the same preparation,
+// arithmetic and gate gradients, so the tests bind it to the naive twin where no GPU is (slow; tests only).
+RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                              const torch::Tensor& state0);
+// bfloat16 / float16 tensors as float32, others unchanged: the dtype of gates, states and the CPU kernels under
+// mixed precision (the matrix products around them stay in low precision).
+torch::Tensor widened_to_fp32(const torch::Tensor& x);
+// What a model runs, chosen by the tensors' device: CUDA -> the chunked CUDA kernel (where built, with D and M up
+// to 128); CPU -> the fused CPU kernel; otherwise the libtorch chunked form with `chunk` steps. bfloat16 / float16
+// inputs stay so on CUDA (mixed precision) and are widened to float32 elsewhere.
+RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
+                                  int64_t chunk);
 // One step of the same recurrence; q, k: [B, H, M]; v, log_a: [B, H, D] (or [B, H, 1]); log_b: [B, H, M].
 RecurrenceResult decay_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& log_a, const torch::Tensor& log_b,

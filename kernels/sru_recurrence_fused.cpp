@@ -122,9 +122,11 @@ struct SruFunction : public torch::autograd::Function<SruFunction> {
 
 }  // namespace
 
-RecurrenceResult sru_recurrence_fused(const torch::Tensor& u, const torch::Tensor& x, const torch::Tensor& v_f,
+RecurrenceResult sru_recurrence_fused(const torch::Tensor& u_in, const torch::Tensor& x_in, const torch::Tensor& v_f,
                                       const torch::Tensor& v_r, const torch::Tensor& b_f, const torch::Tensor& b_r,
-                                      const torch::Tensor& c0) {
+                                      const torch::Tensor& c0_in) {
+  // Mixed precision: U comes from a low-precision product; the cell state runs in fp32.
+  const auto u = widened_to_fp32(u_in), x = widened_to_fp32(x_in), c0 = widened_to_fp32(c0_in);
   if (!x.device().is_cpu() || x.size(1) == 0) return sru_recurrence_naive(u, x, v_f, v_r, b_f, b_r, c0);
   auto c = c0.defined() ? c0 : torch::zeros({x.size(0), x.size(2)}, x.options());
   auto out = SruFunction::apply(u, x, v_f, v_r, b_f, b_r, c);

@@ -35,7 +35,11 @@ torch::Tensor heads(const torch::Tensor& x, int64_t n_heads) {  // [B, T, H*e] -
   return x.view({x.size(0), x.size(1), n_heads, -1}).transpose(1, 2);
 }
 
-torch::Tensor sum_normalize(const torch::Tensor& phi) { return phi / (phi.sum(-1, true) + kSumNormEps); }
+// In fp32 under mixed precision (a normaliser in bf16 keeps 3 significant digits).
+torch::Tensor sum_normalize(const torch::Tensor& phi_in) {
+  const auto phi = kernels::widened_to_fp32(phi_in);
+  return phi / (phi.sum(-1, true) + kSumNormEps);
+}
 
 }  // namespace
 
@@ -132,6 +136,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     v = heads(parts.select(2, 2), n_heads_);
   }
   const bool attn_norm = spec.norm == "attn";
+  if (attn_norm) fq = K::widened_to_fp32(fq);  // the normaliser rides in the recurrence: fp32 under mixed precision
   const auto S0 = state ? state->S : torch::Tensor();
   K::RecurrenceResult r;
   torch::Tensor den;
@@ -150,12 +155,12 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
   } else {
     torch::Tensor log_a, log_b, g_logit;
     if (spec.rule == "gated") {
-      g_logit = heads(gate(x), n_heads_);  // [B, H, T, 1]
+      g_logit = K::widened_to_fp32(heads(gate(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
       log_a = torch::log_sigmoid(g_logit);
       v = v * torch::sigmoid(-g_logit);  // (1 - g_t) v_t
     } else if (spec.rule == "decay") {
-      log_a = torch::log_sigmoid(heads(decay_z(x), n_heads_));
-      log_b = torch::log_sigmoid(heads(decay_f(x), n_heads_));
+      log_a = torch::log_sigmoid(K::widened_to_fp32(heads(decay_z(x), n_heads_)));  // fp32 under mixed precision
+      log_b = torch::log_sigmoid(K::widened_to_fp32(heads(decay_f(x), n_heads_)));
     }
     // With attention normalization the normaliser z follows the same recurrence as S with a value of 1
     // (for the gated rule: z_t = g_t z_{t-1} + (1 - g_t) phi(k_t)), so it rides along as an extra value row.
@@ -164,11 +169,10 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
       auto one = torch::ones({B, n_heads_, T, 1}, v.options());
       values = torch::cat({v, spec.rule == "gated" ? torch::sigmoid(-g_logit) : one}, -1);
     }
-    // CPU: the fused kernel (fastest, and its backward keeps one state per 16 steps); other devices: the
-    // matmul-friendly chunked form.
-    r = reference          ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
-        : fq.is_cpu()      ? K::decay_recurrence_fused(fq, fk, values, log_a, log_b, S0)
-                           : K::decay_recurrence_chunked(fq, fk, values, log_a, log_b, S0, default_chunk(spec));
+    // By device (kernels/decay_recurrence.cpp): CUDA, the chunked tensor-core kernel; CPU, the fused kernel (its
+    // backward keeps one state per 16 steps); elsewhere the matmul-friendly libtorch chunked form.
+    r = reference ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
+                  : K::decay_recurrence(fq, fk, values, log_a, log_b, S0, default_chunk(spec));
     if (attn_norm) {
       den = r.y.narrow(-1, head_dim_, 1);
       r.y = r.y.narrow(-1, 0, head_dim_);

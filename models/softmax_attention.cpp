@@ -5,6 +5,8 @@
 
 #include "models/mixers.h"
 
+#include <torch/version.h>
+
 namespace fwlab {
 
 double Mixer::last_state_max_abs() const {
@@ -32,6 +34,22 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
   auto parts = qkv(x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
   auto q = parts[0], k = parts[1], v = parts[2];  // [B, H, T, hd]
+#if TORCH_VERSION_MAJOR >= 2
+  // On CUDA, libtorch's fused attention (flash / memory-efficient kernels; PyTorch 2.0 on): the strong baseline
+  // the recurrent mixers are measured against. Same dropout probability; its masks are drawn differently.
+  if (q.is_cuda()) {
+    const double p = is_training() ? attn_drop->p() : 0.0;
+    torch::Tensor y;
+    if (window_ == 0) {
+      y = at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true);
+    } else {
+      auto pos = torch::arange(T, x.options().dtype(torch::kLong));
+      auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);
+      y = at::scaled_dot_product_attention(q, k, v, (lag >= 0) & (lag < window_), p, false);  // true: attend
+    }
+    return resid_drop(o(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
+  }
+#endif
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
   auto pos = torch::arange(T, x.options().dtype(torch::kLong));
   auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);  // query - key

@@ -23,8 +23,7 @@ struct Inputs {
 
 // value_gate: 0 none, 1 scalar per head, 2 elementwise; key_gate: decay on the key side.
 Inputs make_inputs(int64_t T, int value_gate, bool key_gate, bool with_state, double gate_strength = 1.0, int64_t B = 2,
-                   int64_t H = 3, torch::ScalarType dtype = torch::kFloat64) {
-  const int64_t M = 4, D = 5;
+                   int64_t H = 3, torch::ScalarType dtype = torch::kFloat64, int64_t M = 4, int64_t D = 5) {
   auto opt = torch::TensorOptions().dtype(dtype).requires_grad(true);
   Inputs in;
   in.q = torch::randn({B, H, T, M}, opt);
@@ -45,12 +44,13 @@ struct Grads {
   std::vector<torch::Tensor> grads;
 };
 
-enum class Form { naive, chunked, fused, cuda_rows };
+enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks };
 
 K::RecurrenceResult recurrence(const Inputs& in, Form form) {
   switch (form) {
     case Form::chunked: return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16);
     case Form::fused: return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    case Form::cuda_chunks: return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
     default: return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   }
 }
@@ -153,6 +153,19 @@ TEST_CASE("decay recurrence: the CUDA kernel's row code, run on the host == naiv
   check_gate_layouts(Form::cuda_rows, {1, 16, 17, 53}, 1e-11);
   SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::cuda_rows, 1e-11); }
   SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::cuda_rows, 1e-11); }
+}
+
+TEST_CASE("decay recurrence: the chunked CUDA kernel's block programs and binding, run on the host == naive loop, float64", "[kernels]") {
+  // 64-step chunks of 16-step sub-chunks: lengths inside one sub-chunk, across sub-chunks, around the chunk, and
+  // several chunks; M = 4, D = 5 are padded to 16 by the binding.
+  torch::manual_seed(14);
+  check_gate_layouts(Form::cuda_chunks, {1, 17, 64, 65, 150}, 1e-11);
+  SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(150, 2, true, true, 40.0), Form::cuda_chunks, 1e-11); }
+  SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(130, 2, true, true, 0.0), Form::cuda_chunks, 1e-11); }
+  SECTION("M = 32, D = 48: several 16-wide tiles") {
+    check_equal(make_inputs(100, 2, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::cuda_chunks, 1e-11);
+  }
+  SECTION("float32") { check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::cuda_chunks, 2e-5); }
 }
 
 TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loop (outputs, state, gradients), float64 and float32", "[kernels]") {

@@ -426,3 +426,49 @@ TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then ge
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("data.tokenizer: the gpt2 tokenizer has 50257 tokens but hf:"));
 }
+
+TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUDA", "[worker]") {
+  // A decay model and a softmax one, bf16 autocast on CPU (matrix products in bf16; gates, states, LayerNorm and
+  // the loss in fp32) against the same job in fp32: the same batches, so the curves differ only by rounding.
+  for (const char* kind : {"decay", "softmax"}) {
+    DYNAMIC_SECTION(kind) {
+      auto spec = tiny_job();
+      spec["model"]["dropout"] = 0.0;
+      if (std::string(kind) == "decay")
+        spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 8}};
+      Job fp32, bf16;
+      fp32.write(spec);
+      spec["train"]["precision"] = "bf16";
+      bf16.write(spec);
+      REQUIRE(fp32.run().exit_code == 0);
+      auto r = bf16.run();
+      REQUIRE(r.exit_code == 0);
+      auto losses = [](const Job& j) {
+        std::vector<double> out;
+        for (auto& e : j.of_type("metric"))
+          if (e["key"] == "train_loss") out.push_back(e["value"].get<double>());
+        return out;
+      };
+      const auto a = losses(fp32), b = losses(bf16);
+      REQUIRE(a.size() == 6);
+      REQUIRE(b.size() == a.size());
+      CHECK(a.front() - a.back() > 0.3);  // it learns, so the comparison means something
+      for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) < 0.05 * a[i]);
+      CHECK(a != b);  // bf16 really ran: its rounding shows
+      CHECK(bf16.of_type("start").at(0)["spec"]["train"]["precision"] == "bf16");
+    }
+  }
+  SECTION("fp16 on CPU: exit 2 naming the key, nothing run") {
+    Job job;
+    auto spec = tiny_job();
+    spec["train"]["precision"] = "fp16";
+    job.write(spec);
+    auto r = job.run();
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("train.precision: fp16 needs a CUDA device"));
+    CHECK(!fs::exists(job.dir.file("events.jsonl")));
+    spec["train"]["precision"] = "fp8";
+    job.write(spec);
+    CHECK_THAT(job.run("validate").output, Catch::Contains("train.precision"));
+  }
+}

@@ -16,12 +16,14 @@
 #include <fstream>
 #include <limits>
 
+#include "kernels/recurrences.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/hf_gpt2.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/optimizer.h"
+#include "worker/precision.h"
 
 namespace fwlab {
 
@@ -40,13 +42,16 @@ struct TrainState {
   double last_finite_loss = kNaN;
   // The log interval under way: a job stopped between two log points (a signal) logs the same mean on resuming.
   double interval_loss = 0.0, interval_ms = 0.0;
-  int64_t interval_steps = 0;
+  int64_t interval_steps = 0, interval_skipped = 0;
+  double loss_scale = 0.0;  // fp16's loss scale (0: none yet) and its clean steps in a row
+  int64_t loss_scale_clean = 0;
 
   nlohmann::json to_json() const {
     return {{"step", step}, {"best_valid", json_number(best_valid)}, {"best_step", best_step},
             {"running_min", json_number(running_min)}, {"spike_run", spike_run},
             {"last_finite_loss", json_number(last_finite_loss)}, {"interval_loss", interval_loss},
-            {"interval_ms", interval_ms}, {"interval_steps", interval_steps}};
+            {"interval_ms", interval_ms}, {"interval_steps", interval_steps}, {"interval_skipped", interval_skipped},
+            {"loss_scale", loss_scale}, {"loss_scale_clean", loss_scale_clean}};
   }
   static double number(const nlohmann::json& v) {
     if (v.is_number()) return v.get<double>();
@@ -64,6 +69,9 @@ struct TrainState {
     s.interval_loss = j.value("interval_loss", 0.0);  // absent in checkpoints of older workers
     s.interval_ms = j.value("interval_ms", 0.0);
     s.interval_steps = j.value("interval_steps", int64_t{0});
+    s.interval_skipped = j.value("interval_skipped", int64_t{0});
+    s.loss_scale = j.value("loss_scale", 0.0);
+    s.loss_scale_clean = j.value("loss_scale_clean", int64_t{0});
     return s;
   }
 };
@@ -90,9 +98,10 @@ std::pair<torch::Tensor, torch::Tensor> mqar_batch(const MqarSpec& m, int64_t B,
   return {to_tensor(b.inputs, B, b.len, device), to_tensor(b.targets, B, b.len, device)};
 }
 
+// The loss in fp32 whatever the precision of the logits' product.
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
   return torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
 }
 
@@ -131,7 +140,11 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
       mask[static_cast<int64_t>(r)].narrow(0, w.score_from, T - w.score_from).fill_(true);
     }
     auto all = to_tensor(ids, static_cast<int64_t>(n), T + 1, device);
-    auto logits = model->forward(all.narrow(1, 0, T));
+    torch::Tensor logits;
+    {
+      const AutocastScope amp(spec.train.precision, device);
+      logits = kernels::widened_to_fp32(model->forward(all.narrow(1, 0, T)));
+    }
     auto losses = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}), all.narrow(1, 1, T).reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
@@ -150,7 +163,11 @@ EvalResult evaluate_mqar(GPT& model, const JobSpec& spec, torch::Device device, 
   int64_t count = 0, correct = 0;
   for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
     auto [x, y] = mqar_batch(spec.data.mqar, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
-    auto logits = model->forward(x);
+    torch::Tensor logits;
+    {
+      const AutocastScope amp(spec.train.precision, device);
+      logits = kernels::widened_to_fp32(model->forward(x));
+    }
     auto flat = logits.reshape({-1, logits.size(-1)});
     auto t = y.reshape({-1});
     auto asked = t >= 0;
@@ -308,6 +325,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   AdamW opt(model_tensors(model), spec.optim);
   TrainState st;
   if (resuming) st = load_resume(job_dir, model, opt);
+  LossScaler scaler(spec.train.precision == "fp16");
+  if (st.loss_scale > 0) scaler.restore(st.loss_scale, st.loss_scale_clean);
 
   auto start = start_event(spec, job_dir, model);
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
@@ -377,7 +396,11 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       const uint64_t seed = mix_seed(spec.seed, static_cast<uint64_t>(st.step) + 1, static_cast<uint64_t>(micro));
       auto [x, y] = mqar ? mqar_batch(spec.data.mqar, spec.train.batch_size, seed, device)
                          : lm_batch(corpus.train, spec.train.batch_size, T, seed, device);
-      auto loss = lm_loss(model->forward(x), y) / static_cast<double>(spec.train.grad_accum);
+      torch::Tensor loss;
+      {
+        const AutocastScope amp(spec.train.precision, device);  // the forward only, as torch.autocast is used
+        loss = lm_loss(model->forward(x), y) / static_cast<double>(spec.train.grad_accum);
+      }
       const double value = loss.item<double>() * static_cast<double>(spec.train.grad_accum);
       if (!std::isfinite(value))
         return diverge("nonfinite_loss", value, lr, {{"first_nonfinite_layer", first_nonfinite_layer(model, x)}});
@@ -390,7 +413,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
           return diverge("state_overflow", state_max, lr, {{"state_layer", layer}});
         }
       }
-      loss.backward();
+      (scaler.enabled() ? loss * scaler.scale() : loss).backward();
       step_loss += value / static_cast<double>(spec.train.grad_accum);
     }
     if (spec.debug.nan_grad_at_step == st.step) {
@@ -402,11 +425,17 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
         }
     }
     auto params = model->parameters();
+    scaler.unscale(params);
     const double grad_norm = spec.optim.grad_clip > 0
                                  ? torch::nn::utils::clip_grad_norm_(params, spec.optim.grad_clip)
                                  : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
-    if (!std::isfinite(grad_norm)) return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
-    opt.step(lr);
+    // fp16: an overflow skips the step and halves the loss scale; only a scale driven below 1 is a divergence.
+    const bool stepped = scaler.update(std::isfinite(grad_norm));
+    if (!std::isfinite(grad_norm) && (stepped || scaler.scale() < 1.0))
+      return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
+    if (stepped) opt.step(lr);
+    else ++st.interval_skipped;
+    st.loss_scale = scaler.enabled() ? scaler.scale() : 0.0, st.loss_scale_clean = scaler.clean_steps();
 
     // Loss spike: above factor x the running minimum for spike_steps consecutive steps.
     st.running_min = std::min(st.running_min, step_loss);
@@ -429,8 +458,12 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       for (const auto& [key, value] : metrics)
         log.write(MetricEvent{key, st.step + 1, value});
       if (recurrent) log.write(MetricEvent{"state_max_abs", st.step + 1, state_max});
+      if (scaler.enabled()) {
+        log.write(MetricEvent{"loss_scale", st.step + 1, scaler.scale()});
+        log.write(MetricEvent{"skipped_steps", st.step + 1, static_cast<double>(st.interval_skipped)});
+      }
       interval_loss = interval_ms = 0.0;
-      interval_steps = 0;
+      interval_steps = st.interval_skipped = 0;
     }
     const bool do_eval = (st.step + 1) % eval_every == 0 || last;
     if (do_eval) {

@@ -1,0 +1,235 @@
+// The GPU benchmark of issue 13, one run, figures and ratios side by side (JSON lines, then a table):
+//
+// Op level (bf16 inputs, head dim D = 64, m = 32 and 64, T = 1k ... 16k at a fixed number of tokens per batch,
+// forward and forward + backward): the chunked CUDA decay kernel; the fused recurrent CUDA twin (fp32, the only
+// precision it has); the libtorch chunked form (fp32: its states follow the input dtype); softmax attention
+// through scaled_dot_product_attention (libtorch >= 2.0; an explicit masked softmax before). Reported: ms, TFLOP/s
+// against the stated FLOP count, peak GPU memory, and the memory the reference kernel's approach needs (every S_t
+// and its gradient, fp16: 2 * 2 * B*H*T*D*m bytes).
+//   FLOPs, per head and token: decay forward 4*D*m (state write and read) + C*(m + D) (in-chunk pairs, C = 64);
+//   causal softmax forward 2*T*D (half of QK^T and PV); a backward counts 2x the forward for decay and 2.5x for
+//   softmax (FlashAttention's convention).
+//
+// Model level (bf16 autocast, GPT-2-small sized: 12 layers, d 768, 12 heads): a training step (forward, backward,
+// AdamW) of all-decay m = 32 vs all-softmax at T = 1024 and 4096 with 16k tokens per step: tokens/s and peak
+// memory; and greedy generation per token with 4096 tokens of context (softmax with its KV cache).
+//
+//   fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]
+// --smoke: tiny sizes (and the CPU where no GPU is), to check the program itself.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#if defined(FWLAB_TORCH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "bench/timing.h"
+#include "kernels/recurrences.h"
+#include "models/gpt.h"
+#include "worker/precision.h"
+
+using namespace fwlab;
+namespace K = fwlab::kernels;
+
+namespace {
+
+struct Options {
+  int64_t tokens = 32768;  // per batch, op level
+  int repeats = 5;
+  std::string only;
+  bool smoke = false;
+  torch::Device device = torch::kCUDA;
+};
+
+void wait_device(const torch::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+// Peak bytes allocated by libtorch on the GPU since the last reset (-1: not measurable with this libtorch).
+void reset_peak(const torch::Device& d) {
+#if defined(FWLAB_TORCH_CUDA)
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index() < 0 ? 0 : d.index());
+#endif
+  (void)d;
+}
+int64_t peak_bytes(const torch::Device& d) {
+#if defined(FWLAB_TORCH_CUDA)
+  if (d.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index()).allocated_bytes[0].peak;
+#endif
+  (void)d;
+  return -1;
+}
+
+struct Measure {
+  double ms = 0;
+  int64_t peak = -1;
+};
+
+// Median time of `f` and the peak memory of one run of it (inputs already allocated count too).
+Measure measure(const Options& o, const std::function<void()>& f) {
+  Measure m;
+  wait_device(o.device);
+  reset_peak(o.device);
+  m.ms = 1e3 * bench::median_seconds(o.repeats, f, [&] { wait_device(o.device); });
+  m.peak = peak_bytes(o.device);
+  return m;
+}
+
+torch::Tensor causal_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#endif
+  const int64_t T = q.size(2);
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(3)));
+  auto future = torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(1);
+  return torch::matmul(torch::softmax(scores.masked_fill(future, -INFINITY), -1), v);
+}
+
+void op_level(const Options& o) {
+  const int64_t H = 12, D = 64, C = 64;
+  const std::vector<int64_t> lengths = o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 2048, 4096, 8192, 16384};
+  fmt::print("\n== op level: bf16, H = {}, D = {}, {} tokens per batch ==\n", H, D, o.tokens);
+  fmt::print("{:>6} {:>3} {:>24} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms", "TFLOP/s",
+             "x chunked", "peak MiB", "all-S_t MiB");
+  for (const int64_t m : {int64_t{32}, int64_t{64}}) {
+    for (const int64_t T : lengths) {
+      const int64_t B = std::max<int64_t>(1, o.tokens / T);
+      auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(o.device);
+      auto rand = [&](std::vector<int64_t> shape, torch::TensorOptions opt) { return torch::randn(shape, opt).requires_grad_(true); };
+      const auto q = rand({B, H, T, m}, bf16), k = rand({B, H, T, m}, bf16), v = rand({B, H, T, D}, bf16);
+      const auto gates = torch::TensorOptions().dtype(torch::kFloat32).device(o.device);
+      const auto log_a = (torch::log_sigmoid(torch::randn({B, H, T, D}, gates) + 2.0)).requires_grad_(true);
+      const auto log_b = (torch::log_sigmoid(torch::randn({B, H, T, m}, gates) + 2.0)).requires_grad_(true);
+      const double tokens_heads = static_cast<double>(B * T * H);
+      const double decay_fwd_flops = tokens_heads * (4.0 * D * m + C * (m + D));
+      const double all_states_mib = 2.0 * 2.0 * tokens_heads * D * m / (1 << 20);
+
+      struct Row {
+        std::string form;
+        std::function<torch::Tensor()> forward;
+        double fwd_flops, bwd_factor;
+      };
+      auto fp32 = [](const torch::Tensor& x) { return x.detach().to(torch::kFloat32).requires_grad_(true); };
+      const auto q32 = fp32(q), k32 = fp32(k), v32 = fp32(v);
+      std::vector<Row> rows;
+      if (o.device.is_cuda() && K::cuda_kernels_built()) {
+        rows.push_back({"chunked CUDA (bf16)", [&] { return K::decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, {}).y; }, decay_fwd_flops, 3.0});
+        rows.push_back({"fused recurrent CUDA (fp32)", [&] { return K::decay_recurrence_cuda_fused(q32, k32, v32, log_a, log_b, {}).y; }, decay_fwd_flops, 3.0});
+      }
+      rows.push_back({"libtorch chunked (fp32)", [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; }, decay_fwd_flops, 3.0});
+      const auto qs = rand({B, H, T, D}, bf16), ks = rand({B, H, T, D}, bf16), vs = rand({B, H, T, D}, bf16);
+      const bool fused_attention = TORCH_VERSION_MAJOR >= 2 && o.device.is_cuda();
+      rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)", [&] { return causal_softmax(qs, ks, vs); },
+                      tokens_heads * 2.0 * T * D, 3.5});
+
+      double chunked_ms = 0;
+      for (const auto& row : rows) {
+        const auto fwd = measure(o, [&] {
+          torch::NoGradGuard guard;
+          row.forward();
+        });
+        const auto both = measure(o, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
+        if (chunked_ms == 0) chunked_ms = both.ms;
+        const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
+        fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms, both.ms, tflops,
+                   both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20), all_states_mib);
+        fmt::print("{{\"level\": \"op\", \"T\": {}, \"m\": {}, \"batch\": {}, \"form\": \"{}\", \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}, "
+                   "\"tflops\": {:.3f}, \"peak_bytes\": {}, \"all_states_bytes\": {:.0f}}}\n",
+                   T, m, B, row.form, fwd.ms, both.ms, tflops, both.peak, all_states_mib * (1 << 20));
+      }
+    }
+  }
+}
+
+ModelConfig gpt2_small(const std::string& mixer, int64_t context, bool smoke) {
+  ModelConfig cfg;
+  cfg.vocab = 50257, cfg.context = context, cfg.d_model = 768, cfg.n_layers = 12, cfg.n_heads = 12, cfg.head_dim = 64;
+  if (smoke) cfg.vocab = 256, cfg.d_model = 64, cfg.n_layers = 2, cfg.n_heads = 2, cfg.head_dim = 32;
+  cfg.dropout = 0.0;
+  MixerSpec s;
+  if (mixer == "decay") s.kind = "fast_weight", s.rule = "decay", s.feature_map = "identity", s.norm = "none", s.m = 32;
+  cfg.layers.assign(static_cast<size_t>(cfg.n_layers), s);
+  return cfg;
+}
+
+void model_level(const Options& o) {
+  const int64_t tokens = o.smoke ? 512 : 16384, gen_context = o.smoke ? 64 : 4096, gen_tokens = o.smoke ? 4 : 32;
+  const std::string precision = o.device.is_cuda() ? "bf16" : "fp32";
+  fmt::print("\n== model level: GPT-2-small sized, {}, {} tokens per step ==\n", precision, tokens);
+  fmt::print("{:>6} {:>8} {:>12} {:>10} {:>11} {:>16}\n", "T", "mixer", "tokens/s", "x softmax", "peak MiB", "gen ms/token");
+  for (const int64_t T : o.smoke ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{1024, 4096}) {
+    double softmax_rate = 0;
+    for (const std::string mixer : {"softmax", "decay"}) {
+      torch::manual_seed(0);
+      GPT model(gpt2_small(mixer, std::max(T, gen_context + gen_tokens), o.smoke));
+      model->to(o.device);
+      model->train();
+      torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(6e-4));
+      const int64_t B = std::max<int64_t>(1, tokens / T);
+      auto ids = torch::randint(0, model->config().vocab, {B, T + 1}, torch::TensorOptions().dtype(torch::kLong).device(o.device));
+      const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
+      auto step = [&] {
+        opt.zero_grad();
+        torch::Tensor loss;
+        {
+          const AutocastScope amp(precision, o.device);
+          auto logits = model->forward(x);
+          loss = torch::nn::functional::cross_entropy(K::widened_to_fp32(logits).reshape({-1, logits.size(-1)}), y.reshape({-1}));
+        }
+        loss.backward();
+        opt.step();
+      };
+      const auto train = measure(o, step);
+      const double rate = static_cast<double>(B * T) / (train.ms * 1e-3);
+      if (mixer == "softmax") softmax_rate = rate;
+      model->eval();
+      const double gen_rate = T == 1024 || o.smoke ? bench::generation_rate(model, gen_context, gen_tokens, [&] { wait_device(o.device); }) : 0;
+      fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16.3f}\n", T, mixer, rate, rate / softmax_rate,
+                 train.peak < 0 ? -1.0 : train.peak / double(1 << 20), gen_rate > 0 ? 1e3 / gen_rate : 0.0);
+      fmt::print("{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, \"peak_bytes\": {}, "
+                 "\"generation_context\": {}, \"generation_ms_per_token\": {:.4f}}}\n",
+                 T, mixer, B, rate, train.peak, gen_context, gen_rate > 0 ? 1e3 / gen_rate : 0.0);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string key = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(key + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (key == "--tokens") o.tokens = std::stoll(value());
+      else if (key == "--repeats") o.repeats = std::stoi(value());
+      else if (key == "--only") o.only = value();
+      else if (key == "--smoke") o.smoke = true;
+      else throw std::invalid_argument("unknown argument " + key);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "fwlab-bench-gpu: {}\nusage: fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]\n", e.what());
+      return 2;
+    }
+  }
+  if (!torch::cuda::is_available()) {
+    if (!o.smoke) {
+      fmt::print(stderr, "fwlab-bench-gpu: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU); --smoke runs the program on the CPU\n");
+      return 77;
+    }
+    o.device = torch::kCPU, o.repeats = 1;
+    if (o.tokens == Options{}.tokens) o.tokens = 512;
+  }
+  fmt::print("fwlab-bench-gpu: device {}, libtorch {}, fwlab CUDA kernels {}\n", o.device.str(), TORCH_VERSION,
+             K::cuda_kernels_built() ? "built" : "not built");
+  if (o.only.empty() || o.only == "ops") op_level(o);
+  if (o.only.empty() || o.only == "model") model_level(o);
+  return 0;
+}

@@ -1,0 +1,31 @@
+// The decay recurrence a model runs, chosen by the tensors' device (kernels/recurrences.h).
+#include "kernels/recurrences.h"
+
+namespace fwlab::kernels {
+
+namespace {
+
+constexpr int64_t kLargestCudaWidth = 128;  // D and M the chunked CUDA kernel's shared memory holds (bf16, fp32)
+
+}  // namespace
+
+torch::Tensor widened_to_fp32(const torch::Tensor& x) {
+  if (!x.defined()) return x;
+  const auto t = x.scalar_type();
+  return t == torch::kBFloat16 || t == torch::kFloat16 ? x.to(torch::kFloat32) : x;
+}
+
+RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
+                                  int64_t chunk) {
+  if (q.is_cuda() && cuda_kernels_built() && q.size(3) <= kLargestCudaWidth && v.size(3) <= kLargestCudaWidth)
+    return decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, state0);
+  // The CPU kernels and the libtorch form keep one dtype throughout: the widest given (fp32 for mixed precision).
+  const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
+  auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
+  const auto q_ = as_wide(q), k_ = as_wide(k), v_ = as_wide(v), a_ = as_wide(log_a), b_ = as_wide(log_b), s_ = as_wide(state0);
+  if (q.is_cpu()) return decay_recurrence_fused(q_, k_, v_, a_, b_, s_);
+  return decay_recurrence_chunked(q_, k_, v_, a_, b_, s_, chunk);
+}
+
+}  // namespace fwlab::kernels

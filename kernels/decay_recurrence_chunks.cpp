@@ -1,0 +1,268 @@
+// The autograd binding of the chunked decay kernel (kernels/cuda/decay_chunks.h), with two runners: the CUDA
+// kernels, and the same block programs run on the host for CPU tensors (the twin that tests bind to the naive
+// recurrence in float64, so every line of the preparation and of the gates' gradients below is checked too).
+//
+// Preparation: steps padded to a multiple of the chunk, D and M to multiples of 16 (zero keys, values and queries,
+// log-gates 0: nothing changes), the log-gates summed from each chunk's start in fp32 (fp64 for fp64 inputs).
+// The kernels give dq, dk, dv; the gates' gradients follow from them (flash-linear-attention's identity, here on
+// both sides): with the gates' running sums over the whole sequence, every pair term depends on G_t - G_s, so
+//   dL/dB_t = q_t * dq_t - k_t * dk_t,   dL/dA_t = y_t * dy_t - v_t * dv_t,
+// plus, at the last step, the final state's own term (dS_T * S_T summed over rows / columns), and
+// dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a.
+#include "kernels/recurrences.h"
+
+#if defined(FWLAB_HAVE_CUDA)
+#include "kernels/cuda/decay_chunks_api.h"
+#endif
+#include "kernels/cuda/decay_chunks.h"
+
+namespace fwlab::kernels {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+constexpr int64_t kChunk = cuda::kChunk;
+
+torch::ScalarType acc_type(torch::ScalarType in) { return in == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// [B, H, T, w] -> [B * H, Tp, width], zero-padded.
+torch::Tensor flat_padded(const torch::Tensor& x, int64_t Tp, int64_t width) {
+  auto padded = torch::constant_pad_nd(x, {0, width - x.size(3), 0, Tp - x.size(2)});
+  return padded.reshape({-1, Tp, width}).contiguous();
+}
+
+// [B, H, D, M] -> [B * H, Dp, Mp] in the accumulation type.
+torch::Tensor flat_state(const torch::Tensor& S, int64_t Dp, int64_t Mp, torch::ScalarType acc) {
+  auto padded = torch::constant_pad_nd(S.to(acc), {0, Mp - S.size(3), 0, Dp - S.size(2)});
+  return padded.reshape({-1, Dp, Mp}).contiguous();
+}
+
+// A log-gate summed from each chunk's start: [B * H, Tp, width] in the accumulation type.
+torch::Tensor chunk_sums(const torch::Tensor& log_gate, int64_t Tp, int64_t width, torch::ScalarType acc) {
+  auto flat = flat_padded(log_gate.to(acc), Tp, width);
+  return flat.reshape({flat.size(0), Tp / kChunk, kChunk, width}).cumsum(2).reshape({flat.size(0), Tp, width}).contiguous();
+}
+
+struct Prepared {
+  torch::Tensor q, k, v, A, B, state0;  // A, B undefined where the gate is absent
+  int64_t batch, H, T, D, M, Tp, Dp, Mp, a_width;
+  torch::ScalarType acc;
+
+  int64_t heads() const { return batch * H; }
+  int64_t chunks() const { return Tp / kChunk; }
+  // [B * H, Tp|chunks + 1, rows, cols] back to [B, H, T, width] (or a state [B, H, D, M] at chunk n).
+  torch::Tensor steps_out(const torch::Tensor& x, int64_t width) const {
+    return x.narrow(1, 0, T).narrow(2, 0, width).reshape({batch, H, T, width});
+  }
+  torch::Tensor state_out(const torch::Tensor& states, int64_t n) const {
+    return states.select(1, n).narrow(1, 0, D).narrow(2, 0, M).reshape({batch, H, D, M});
+  }
+};
+
+Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
+                 const torch::Tensor& log_b, const torch::Tensor& S0) {
+  Prepared p;
+  p.batch = q.size(0), p.H = q.size(1), p.T = q.size(2), p.M = q.size(3), p.D = v.size(3);
+  p.Tp = (p.T + kChunk - 1) / kChunk * kChunk, p.Dp = round16(p.D), p.Mp = round16(p.M);
+  p.acc = acc_type(q.scalar_type());
+  p.q = flat_padded(q, p.Tp, p.Mp), p.k = flat_padded(k.to(q.scalar_type()), p.Tp, p.Mp);
+  p.v = flat_padded(v.to(q.scalar_type()), p.Tp, p.Dp);
+  p.a_width = log_a.numel() > 0 ? (log_a.size(3) == 1 ? 1 : p.Dp) : 0;
+  if (p.a_width > 0) p.A = chunk_sums(log_a, p.Tp, p.a_width, p.acc);
+  if (log_b.numel() > 0) p.B = chunk_sums(log_b, p.Tp, p.Mp, p.acc);
+  p.state0 = flat_state(S0, p.Dp, p.Mp, p.acc);
+  return p;
+}
+
+template <typename T>
+const T* data_or_null(const torch::Tensor& x) {
+  return x.defined() ? x.data_ptr<T>() : nullptr;
+}
+
+// ---- the host runner: the block programs on the CPU, float32 / float64 ----
+
+template <typename T>
+cuda::ChunkProblem<T, T> host_problem(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
+  cuda::ChunkProblem<T, T> c;
+  c.q = p.q.data_ptr<T>(), c.k = p.k.data_ptr<T>(), c.v = p.v.data_ptr<T>(), c.dy = data_or_null<T>(dy);
+  c.A = data_or_null<T>(p.A), c.B = data_or_null<T>(p.B), c.state0 = p.state0.data_ptr<T>(), c.dstate_final = data_or_null<T>(dS);
+  c.heads = p.heads(), c.steps = p.Tp, c.D = p.Dp, c.M = p.Mp, c.a_width = p.a_width;
+  return c;
+}
+
+void host_forward(const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
+  TORCH_CHECK(p.q.scalar_type() == torch::kFloat32 || p.q.scalar_type() == torch::kFloat64,
+              "decay_recurrence_chunks_host: float32 or float64 tensors expected");
+  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host", [&] {
+    cuda::run_forward_on_host(host_problem<scalar_t>(p, {}, {}), y.data_ptr<scalar_t>(), states.data_ptr<scalar_t>());
+  });
+}
+
+void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
+                   torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host_backward", [&] {
+    cuda::run_backward_on_host(host_problem<scalar_t>(p, dy, dS), states.data_ptr<scalar_t>(), dstates.data_ptr<scalar_t>(),
+                               dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>());
+  });
+}
+
+// ---- the CUDA runner ----
+
+#if defined(FWLAB_HAVE_CUDA)
+
+cuda::ChunkDtype chunk_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat64: return cuda::ChunkDtype::f64;
+    case torch::kFloat32: return cuda::ChunkDtype::f32;
+    case torch::kBFloat16: return cuda::ChunkDtype::bf16;
+    case torch::kFloat16: return cuda::ChunkDtype::f16;
+    default: TORCH_CHECK(false, "decay_recurrence_cuda_chunked: float64, float32, bfloat16 or float16 tensors expected, got ", t);
+  }
+}
+
+const void* void_or_null(const torch::Tensor& x) { return x.defined() ? x.data_ptr() : nullptr; }
+
+// Kernels launch on the tensors' GPU; the caller's current device is restored after.
+struct DeviceGuard {
+  int previous = 0;
+  explicit DeviceGuard(const torch::Tensor& x) {
+    cudaGetDevice(&previous);
+    cudaSetDevice(static_cast<int>(x.get_device()));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous); }
+};
+
+cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
+  cuda::ChunkArgs a;
+  a.dtype = chunk_dtype(p.q.scalar_type());
+  a.q = p.q.data_ptr(), a.k = p.k.data_ptr(), a.v = p.v.data_ptr(), a.dy = void_or_null(dy);
+  a.A = void_or_null(p.A), a.B = void_or_null(p.B), a.state0 = p.state0.data_ptr(), a.dstate_final = void_or_null(dS);
+  a.heads = p.heads(), a.steps = p.Tp, a.D = p.Dp, a.M = p.Mp, a.a_width = p.a_width;
+  int limit = 0, device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const int64_t need = cuda::decay_chunks_shared_bytes(a);
+  TORCH_CHECK(need <= limit, "decay_recurrence_cuda_chunked: D = ", p.D, ", M = ", p.M, " in ", p.q.scalar_type(), " needs ", need,
+              " bytes of shared memory per block, the GPU allows ", limit);
+  return a;
+}
+
+void check(cudaError_t e, const char* what) { TORCH_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e)); }
+
+void cuda_forward(const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
+  const DeviceGuard guard(p.q);
+  check(cuda::decay_chunks_forward(cuda_args(p, {}, {}), y.data_ptr(), states.data_ptr(), nullptr), "decay_recurrence_cuda_chunked");
+}
+
+void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
+                   torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+  const DeviceGuard guard(p.q);
+  check(cuda::decay_chunks_backward(cuda_args(p, dy, dS), states.data_ptr(), dstates.data_ptr(), dq.data_ptr(), dk.data_ptr(),
+                                    dv.data_ptr(), nullptr),
+        "decay_recurrence_cuda_chunked backward");
+}
+
+#endif
+
+// ---- the autograd function over either runner ----
+
+enum class Runner : int64_t { host = 0, gpu = 1 };
+
+void run_forward(Runner r, const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
+#if defined(FWLAB_HAVE_CUDA)
+  if (r == Runner::gpu) return cuda_forward(p, y, states);
+#endif
+  TORCH_CHECK(r == Runner::host, "decay_recurrence_cuda_chunked: fwlab was built without CUDA (no nvcc found; see cmake/cuda.cmake)");
+  host_forward(p, y, states);
+}
+
+void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
+                  torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+#if defined(FWLAB_HAVE_CUDA)
+  if (r == Runner::gpu) return cuda_backward(p, dy, dS, states, dstates, dq, dk, dv);
+#endif
+  host_backward(p, dy, dS, states, dstates, dq, dk, dv);
+}
+
+torch::Tensor reverse_running_sum(const torch::Tensor& x) { return x.flip(2).cumsum(2).flip(2); }
+
+struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
+                               torch::Tensor log_b, torch::Tensor S0, int64_t runner) {
+    const auto p = prepare(q, k, v, log_a, log_b, S0);
+    auto y_flat = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options());
+    auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
+    run_forward(static_cast<Runner>(runner), p, y_flat, states);
+    auto y = p.steps_out(y_flat, p.D), S = p.state_out(states, p.chunks());
+    ctx->saved_data["runner"] = runner;
+    ctx->save_for_backward({q, k, v, log_a, log_b, S0, y, S});
+    return {y, S};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5], &y = saved[6],
+               &S = saved[7];
+    const auto p = prepare(q, k, v, log_a, log_b, S0);
+    const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
+    const auto dy = grads[0].defined() ? grads[0] : torch::zeros_like(y);
+    const auto dy_flat = flat_padded(dy.to(p.q.scalar_type()), p.Tp, p.Dp);
+    const auto dS_flat = grads[1].defined() ? flat_state(grads[1], p.Dp, p.Mp, p.acc) : torch::Tensor();
+    auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, acc), dstates = torch::empty_like(states);
+    auto dq_flat = torch::empty({p.heads(), p.Tp, p.Mp}, acc), dk_flat = torch::empty_like(dq_flat);
+    auto dv_flat = torch::empty({p.heads(), p.Tp, p.Dp}, acc);
+    run_backward(static_cast<Runner>(ctx->saved_data["runner"].toInt()), p, dy_flat, dS_flat, states, dstates, dq_flat, dk_flat, dv_flat);
+    const auto dq = p.steps_out(dq_flat, p.M), dk = p.steps_out(dk_flat, p.M), dv = p.steps_out(dv_flat, p.D);
+    const auto final_term = grads[1].defined() ? grads[1].to(p.acc) * S.to(p.acc) : torch::Tensor();  // [B, H, D, M]
+
+    torch::Tensor dlog_a, dlog_b;
+    if (log_b.numel() > 0) {
+      auto gB = q.to(p.acc) * dq - k.to(p.acc) * dk;
+      if (final_term.defined()) gB.select(2, p.T - 1).add_(final_term.sum(2));
+      dlog_b = reverse_running_sum(gB).to(log_b.scalar_type());
+    }
+    if (log_a.numel() > 0) {
+      auto gA = y.to(p.acc) * dy.to(p.acc) - v.to(p.acc) * dv;
+      if (final_term.defined()) gA.select(2, p.T - 1).add_(final_term.sum(3));
+      if (log_a.size(3) == 1) gA = gA.sum(3, true);
+      dlog_a = reverse_running_sum(gA).to(log_a.scalar_type());
+    }
+    const auto dS0 = p.state_out(dstates, 0).to(S0.scalar_type());
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0, torch::Tensor()};
+  }
+};
+
+RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
+                            const torch::Tensor& log_b, const torch::Tensor& state0, Runner runner, const char* name) {
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) && v.size(0) == q.size(0) &&
+                  v.size(1) == q.size(1),
+              name, ": q, k [B, H, T, M] and v [B, H, T, D] expected");
+  TORCH_CHECK(!log_a.defined() || (log_a.dim() == 4 && log_a.size(2) == q.size(2) && (log_a.size(3) == v.size(3) || log_a.size(3) == 1)),
+              name, ": log_a must be [B, H, T, D] or [B, H, T, 1]");
+  TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), name, ": log_b must be [B, H, T, M]");
+  const auto acc = acc_type(q.scalar_type());
+  auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options().dtype(acc));
+  if (q.size(2) == 0) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, q.options()), S0.to(acc)};
+  const auto absent = torch::empty({0}, q.options().dtype(acc));  // a custom Function takes no undefined inputs
+  auto out = ChunksFunction::apply(q, k, v, log_a.defined() ? log_a : absent, log_b.defined() ? log_b : absent, S0,
+                                   static_cast<int64_t>(runner));
+  return {out[0], out[1]};
+}
+
+}  // namespace
+
+RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                               const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
+  TORCH_CHECK(q.is_cuda(), "decay_recurrence_cuda_chunked: CUDA tensors expected");
+  return run_chunks(q, k, v, log_a, log_b, state0, Runner::gpu, "decay_recurrence_cuda_chunked");
+}
+
+RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
+  TORCH_CHECK(q.is_cpu(), "decay_recurrence_chunks_host: CPU tensors expected");
+  return run_chunks(q, k, v, log_a, log_b, state0, Runner::host, "decay_recurrence_chunks_host");
+}
+
+}  // namespace fwlab::kernels

@@ -1,0 +1,205 @@
+// The GPU path on a CUDA device, in one binary (ctest `gpu`): the chunked and fused CUDA decay kernels against the
+// naive recurrence on the CPU (outputs, final state, every gradient; fp32 within 1e-4 relative, bf16 and fp16
+// within 2e-2 of the largest magnitude, with the reference fed the same rounded inputs), lengths that are not a
+// multiple of the chunk, strong and no decay, the model's parallel form against its step form on the GPU, and a
+// short worker run on CUDA whose loss curve follows the CPU run's. Exits 77 (ctest: skipped) with the reason
+// where no CUDA device can be used or fwlab was built without its CUDA kernels.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "contract/events.h"
+#include "kernels/recurrences.h"
+#include "models/gpt.h"
+#include "tests/test_support.h"
+#include "tests/test_util.h"
+
+using namespace fwlab;
+namespace K = fwlab::kernels;
+
+namespace {
+
+struct Inputs {
+  torch::Tensor q, k, v, log_a, log_b, state0;
+  std::vector<torch::Tensor> all() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& t : {q, k, v, log_a, log_b, state0})
+      if (t.defined()) out.push_back(t);
+    return out;
+  }
+  // A copy as leaves of another device / dtype (gates and the state keep fp32 or fp64, as the kernels use them).
+  Inputs as(torch::Device device, torch::ScalarType dtype, torch::ScalarType gate_dtype) const {
+    auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) {
+      return t.defined() ? t.detach().to(device, d).requires_grad_(true) : t;
+    };
+    return {leaf(q, dtype), leaf(k, dtype), leaf(v, dtype), leaf(log_a, gate_dtype), leaf(log_b, gate_dtype), leaf(state0, gate_dtype)};
+  }
+};
+
+Inputs make_inputs(int64_t T, int value_gate, bool key_gate, double strength, int64_t M, int64_t D) {
+  const int64_t B = 2, H = 3;
+  auto opt = torch::TensorOptions().dtype(torch::kFloat64);
+  auto gate = [&](int64_t w) { return torch::log_sigmoid(torch::randn({B, H, T, w}, opt) + 1.0) * strength; };
+  Inputs in{torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)), torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
+            torch::randn({B, H, T, D}, opt), {}, {}, torch::randn({B, H, D, M}, opt)};
+  if (value_gate == 1) in.log_a = gate(1);
+  if (value_gate == 2) in.log_a = gate(D);
+  if (key_gate) in.log_b = gate(M);
+  return in;
+}
+
+struct Outcome {
+  torch::Tensor y, state;
+  std::vector<torch::Tensor> grads;
+};
+
+template <typename F>
+Outcome run(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs, F recurrence) {
+  auto r = recurrence(in);
+  auto loss = (r.y.to(torch::kFloat64) * gy.to(r.y.device())).sum() + (r.state.to(torch::kFloat64) * gs.to(r.y.device())).sum();
+  return {r.y, r.state, torch::autograd::grad({loss}, in.all())};
+}
+
+// |a - b| over the largest |b| (at least 1e-6), on the CPU in float64.
+double gap(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto x = a.detach().cpu().to(torch::kFloat64), y = b.detach().cpu().to(torch::kFloat64);
+  return (x - y).abs().max().item<double>() / std::max(1e-6, y.abs().max().item<double>());
+}
+
+enum class Kernel { chunked, fused };
+
+void check_kernel(Kernel kernel, const Inputs& in64, torch::ScalarType dtype, double tolerance) {
+  // The reference sees the inputs rounded as the kernel does, so only the kernel's own arithmetic is measured.
+  const auto gate_dtype = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  const auto rounded = in64.as(torch::kCPU, dtype, gate_dtype).as(torch::kCPU, torch::kFloat64, torch::kFloat64);
+  const auto gpu = in64.as(torch::kCUDA, dtype, gate_dtype);
+  auto probe = K::decay_recurrence_naive(rounded.q, rounded.k, rounded.v, rounded.log_a, rounded.log_b, rounded.state0);
+  const auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
+  const auto slow = run(rounded, gy, gs, [](const Inputs& i) { return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0); });
+  const auto fast = run(gpu, gy, gs, [&](const Inputs& i) {
+    return kernel == Kernel::chunked ? K::decay_recurrence_cuda_chunked(i.q, i.k, i.v, i.log_a, i.log_b, i.state0)
+                                     : K::decay_recurrence_cuda_fused(i.q, i.k, i.v, i.log_a, i.log_b, i.state0);
+  });
+  CHECK(gap(fast.y, slow.y) <= tolerance);
+  CHECK(gap(fast.state, slow.state) <= tolerance);
+  const char* names[] = {"q", "k", "v", "log_a", "log_b", "state0"};
+  size_t g = 0;
+  int slot = 0;
+  for (const auto& t : {in64.q, in64.k, in64.v, in64.log_a, in64.log_b, in64.state0}) {
+    if (t.defined()) {
+      INFO("gradient of " << names[slot] << ": gap " << gap(fast.grads[g], slow.grads[g]));
+      CHECK(gap(fast.grads[g], slow.grads[g]) <= tolerance);
+      ++g;
+    }
+    ++slot;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU: the chunked CUDA kernel == naive recurrence on the CPU, every gate layout, fp64 / fp32 / bf16 / fp16", "[gpu]") {
+  torch::manual_seed(31);
+  struct Precision {
+    torch::ScalarType dtype;
+    double tolerance;
+  };
+  for (auto p : {Precision{torch::kFloat64, 1e-10}, Precision{torch::kFloat32, 1e-4}, Precision{torch::kBFloat16, 2e-2},
+                 Precision{torch::kFloat16, 2e-2}})
+    for (int value_gate : {0, 1, 2})
+      for (bool key_gate : {false, true})
+        for (int64_t T : {1, 63, 64, 65, 300}) {
+          DYNAMIC_SECTION(c10::toString(p.dtype) << ", value gate " << value_gate << ", key gate " << key_gate << ", T=" << T) {
+            check_kernel(Kernel::chunked, make_inputs(T, value_gate, key_gate, 1.0, 32, 64), p.dtype, p.tolerance);
+          }
+        }
+}
+
+TEST_CASE("GPU: the chunked CUDA kernel at the extremes: strong and no decay, m = 64, D not a multiple of 16", "[gpu]") {
+  torch::manual_seed(32);
+  SECTION("strong decay: log-gates around -40") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 40.0, 32, 64), torch::kFloat32, 1e-4); }
+  SECTION("no decay: log-gates 0") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 0.0, 32, 64), torch::kFloat32, 1e-4); }
+  SECTION("m = 64, bf16") { check_kernel(Kernel::chunked, make_inputs(257, 2, true, 1.0, 64, 64), torch::kBFloat16, 2e-2); }
+  SECTION("D = 65 (attention normalisation's extra row), fp32") {
+    check_kernel(Kernel::chunked, make_inputs(130, 2, true, 1.0, 32, 65), torch::kFloat32, 1e-4);
+  }
+}
+
+TEST_CASE("GPU: the fused recurrent CUDA kernel == naive recurrence on the CPU, fp64 / fp32", "[gpu]") {
+  torch::manual_seed(33);
+  for (auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (int value_gate : {0, 1, 2})
+      for (int64_t T : {1, 17, 53}) {
+        DYNAMIC_SECTION(c10::toString(dtype) << ", value gate " << value_gate << ", T=" << T) {
+          check_kernel(Kernel::fused, make_inputs(T, value_gate, true, 1.0, 32, 64), dtype, dtype == torch::kFloat64 ? 1e-10 : 1e-4);
+        }
+      }
+}
+
+TEST_CASE("GPU: a hybrid model's parallel logits == its step-by-step logits on CUDA (fp32)", "[gpu]") {
+  torch::manual_seed(34);
+  auto cfg = test::small_config(MixerSpec{}, 4, 16);
+  cfg.layers = {test::fw("decay", "identity", "none", 16), test::fw("gated", "elu1", "attn", 16), MixerSpec{}, test::fw("delta", "relu", "attn", 8)};
+  cfg.layers[2].kind = "softmax";
+  GPT model(cfg);
+  model->to(torch::kCUDA);
+  model->eval();
+  torch::NoGradGuard guard;
+  auto idx = torch::randint(0, 50, {2, 90}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  auto logits = model->forward(idx);
+  GenerationState state;
+  for (int64_t t = 0; t < 90; ++t) {
+    INFO("position " << t);
+    CHECK(gap(model->step(idx.select(1, t), state), logits.select(1, t)) < 1e-4);
+  }
+}
+
+TEST_CASE("GPU: a short worker run on CUDA follows the CPU run's loss curve", "[gpu]") {
+  auto spec = nlohmann::json::parse(R"({
+    "seed": 5, "threads": 2,
+    "model": {"d_model": 64, "n_layers": 2, "n_heads": 2, "head_dim": 32, "context": 128, "dropout": 0.0,
+              "mixer": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 16}},
+    "optim": {"lr": 3e-3, "warmup_steps": 3},
+    "train": {"steps": 30, "batch_size": 4, "seq_len": 128, "log_every": 5},
+    "eval": {"every": 0, "max_tokens": 4096}
+  })");
+  auto curve = [&](const std::string& device, const std::string& precision) {
+    test::TempDir dir("gpu-job");
+    auto s = spec;
+    s["device"] = device;
+    s["train"]["precision"] = precision;
+    test::spit(dir.file("job.json"), s.dump(2));
+    auto r = test::run_command(fmt::format("{} run {}", FWLAB_WORKER, dir.path().string()));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::vector<double> losses;
+    for (auto& e : read_events(dir.file("events.jsonl")).events)
+      if (e["type"] == "metric" && e["key"] == "train_loss") losses.push_back(e["value"].get<double>());
+    return losses;
+  };
+  const auto cpu = curve("cpu", "fp32");
+  REQUIRE(cpu.size() == 6);
+  for (const char* precision : {"fp32", "bf16", "fp16"}) {
+    DYNAMIC_SECTION(precision) {
+      const auto gpu = curve("cuda", precision);
+      REQUIRE(gpu.size() == cpu.size());
+      const double tolerance = std::string(precision) == "fp32" ? 0.01 : 0.05;  // relative, per logged point
+      for (size_t i = 0; i < cpu.size(); ++i) CHECK(std::fabs(gpu[i] - cpu[i]) <= tolerance * cpu[i]);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (!K::cuda_kernels_built()) {
+    std::puts("skipped: fwlab was built without its CUDA kernels (no nvcc found when configuring; see cmake/cuda.cmake)");
+    return 77;
+  }
+  if (!torch::cuda::is_available()) {
+    std::puts(torch::cuda::device_count() == 0 ? "skipped: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU)"
+                                               : "skipped: libtorch cannot use the CUDA device");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
