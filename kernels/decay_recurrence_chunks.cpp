@@ -14,7 +14,7 @@
 #if defined(FWLAB_HAVE_CUDA)
 #include "kernels/cuda/decay_chunks_api.h"
 #endif
-#include "kernels/cuda/decay_chunks.h"
+#include "kernels/cuda/decay_chunks_host.h"
 
 namespace fwlab::kernels {
 
@@ -48,6 +48,7 @@ torch::Tensor chunk_sums(const torch::Tensor& log_gate, int64_t Tp, int64_t widt
 struct Prepared {
   torch::Tensor q, k, v, A, B, state0;  // A, B undefined where the gate is absent
   int64_t batch, H, T, D, M, Tp, Dp, Mp, a_width;
+  int host_threads = 1;  // the host runner's threads per block
   torch::ScalarType acc;
 
   int64_t heads() const { return batch * H; }
@@ -96,7 +97,7 @@ void host_forward(const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
   TORCH_CHECK(p.q.scalar_type() == torch::kFloat32 || p.q.scalar_type() == torch::kFloat64,
               "decay_recurrence_chunks_host: float32 or float64 tensors expected");
   AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host", [&] {
-    cuda::run_forward_on_host(host_problem<scalar_t>(p, {}, {}), y.data_ptr<scalar_t>(), states.data_ptr<scalar_t>());
+    cuda::run_forward_on_host(host_problem<scalar_t>(p, {}, {}), y.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), p.host_threads);
   });
 }
 
@@ -104,7 +105,7 @@ void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
                    torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
   AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host_backward", [&] {
     cuda::run_backward_on_host(host_problem<scalar_t>(p, dy, dS), states.data_ptr<scalar_t>(), dstates.data_ptr<scalar_t>(),
-                               dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>());
+                               dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), p.host_threads);
   });
 }
 
@@ -190,13 +191,15 @@ torch::Tensor reverse_running_sum(const torch::Tensor& x) { return x.flip(2).cum
 
 struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
-                               torch::Tensor log_b, torch::Tensor S0, int64_t runner) {
-    const auto p = prepare(q, k, v, log_a, log_b, S0);
+                               torch::Tensor log_b, torch::Tensor S0, int64_t runner, int64_t host_threads) {
+    auto p = prepare(q, k, v, log_a, log_b, S0);
+    p.host_threads = static_cast<int>(host_threads);
     auto y_flat = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options());
     auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
     run_forward(static_cast<Runner>(runner), p, y_flat, states);
     auto y = p.steps_out(y_flat, p.D), S = p.state_out(states, p.chunks());
     ctx->saved_data["runner"] = runner;
+    ctx->saved_data["host_threads"] = host_threads;
     ctx->save_for_backward({q, k, v, log_a, log_b, S0, y, S});
     return {y, S};
   }
@@ -205,7 +208,8 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5], &y = saved[6],
                &S = saved[7];
-    const auto p = prepare(q, k, v, log_a, log_b, S0);
+    auto p = prepare(q, k, v, log_a, log_b, S0);
+    p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
     const auto dy = grads[0].defined() ? grads[0] : torch::zeros_like(y);
     const auto dy_flat = flat_padded(dy.to(p.q.scalar_type()), p.Tp, p.Dp);
@@ -230,12 +234,12 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
       dlog_a = reverse_running_sum(gA).to(log_a.scalar_type());
     }
     const auto dS0 = p.state_out(dstates, 0).to(S0.scalar_type());
-    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0, torch::Tensor()};
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0, torch::Tensor(), torch::Tensor()};
   }
 };
 
 RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
-                            const torch::Tensor& log_b, const torch::Tensor& state0, Runner runner, const char* name) {
+                            const torch::Tensor& log_b, const torch::Tensor& state0, Runner runner, int host_threads, const char* name) {
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) && v.size(0) == q.size(0) &&
                   v.size(1) == q.size(1),
               name, ": q, k [B, H, T, M] and v [B, H, T, D] expected");
@@ -247,7 +251,7 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
   if (q.size(2) == 0) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, q.options()), S0.to(acc)};
   const auto absent = torch::empty({0}, q.options().dtype(acc));  // a custom Function takes no undefined inputs
   auto out = ChunksFunction::apply(q, k, v, log_a.defined() ? log_a : absent, log_b.defined() ? log_b : absent, S0,
-                                   static_cast<int64_t>(runner));
+                                   static_cast<int64_t>(runner), static_cast<int64_t>(host_threads));
   return {out[0], out[1]};
 }
 
@@ -256,13 +260,15 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
 RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
   TORCH_CHECK(q.is_cuda(), "decay_recurrence_cuda_chunked: CUDA tensors expected");
-  return run_chunks(q, k, v, log_a, log_b, state0, Runner::gpu, "decay_recurrence_cuda_chunked");
+  return run_chunks(q, k, v, log_a, log_b, state0, Runner::gpu, 1, "decay_recurrence_cuda_chunked");
 }
 
 RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                              const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
+                                              const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
+                                              int threads_per_block) {
   TORCH_CHECK(q.is_cpu(), "decay_recurrence_chunks_host: CPU tensors expected");
-  return run_chunks(q, k, v, log_a, log_b, state0, Runner::host, "decay_recurrence_chunks_host");
+  TORCH_CHECK(threads_per_block >= 1, "decay_recurrence_chunks_host: threads_per_block must be >= 1");
+  return run_chunks(q, k, v, log_a, log_b, state0, Runner::host, threads_per_block, "decay_recurrence_chunks_host");
 }
 
 }  // namespace fwlab::kernels

@@ -46,10 +46,11 @@ RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const tor
                                                const torch::Tensor& log_a, const torch::Tensor& log_b,
                                                const torch::Tensor& state0);
 // The chunked kernel's block programs run on the host, for CPU float32 / float64 tensors: the same preparation,
-// arithmetic and gate gradients, so the tests bind it to the naive twin where no GPU is (slow; tests only).
+// arithmetic and gate gradients, so the tests bind it to the naive twin where no GPU is (slow; tests only). Each
+// block runs on `threads_per_block` threads meeting at its barriers, as on the GPU.
 RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const torch::Tensor& log_a, const torch::Tensor& log_b,
-                                              const torch::Tensor& state0);
+                                              const torch::Tensor& state0, int threads_per_block = 1);
 // bfloat16 / float16 tensors as float32, others unchanged: the dtype of gates, states and the CPU kernels under
 // mixed precision (the matrix products around them stay in low precision).
 torch::Tensor widened_to_fp32(const torch::Tensor& x);

@@ -11,15 +11,7 @@ namespace K = fwlab::kernels;
 
 namespace {
 
-struct Inputs {
-  torch::Tensor q, k, v, log_a, log_b, state0;
-  std::vector<torch::Tensor> all() const {
-    std::vector<torch::Tensor> out;
-    for (const auto& t : {q, k, v, log_a, log_b, state0})
-      if (t.defined()) out.push_back(t);
-    return out;
-  }
-};
+using Inputs = fwlab::test::DecayInputs;
 
 // value_gate: 0 none, 1 scalar per head, 2 elementwise; key_gate: decay on the key side.
 Inputs make_inputs(int64_t T, int value_gate, bool key_gate, bool with_state, double gate_strength = 1.0, int64_t B = 2,
@@ -44,13 +36,14 @@ struct Grads {
   std::vector<torch::Tensor> grads;
 };
 
-enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks };
+enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks, cuda_chunks_threads };
 
 K::RecurrenceResult recurrence(const Inputs& in, Form form) {
   switch (form) {
     case Form::chunked: return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16);
     case Form::fused: return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
     case Form::cuda_chunks: return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    case Form::cuda_chunks_threads: return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 5);
     default: return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   }
 }
@@ -166,6 +159,9 @@ TEST_CASE("decay recurrence: the chunked CUDA kernel's block programs and bindin
     check_equal(make_inputs(100, 2, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::cuda_chunks, 1e-11);
   }
   SECTION("float32") { check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::cuda_chunks, 2e-5); }
+  SECTION("5 threads per block, meeting at the barriers (a missing barrier shows as wrong results)") {
+    for (int value_gate : {1, 2}) check_equal(make_inputs(150, value_gate, true, true, 1.0, 1, 2, torch::kFloat64, 20, 24), Form::cuda_chunks_threads, 1e-11);
+  }
 }
 
 TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loop (outputs, state, gradients), float64 and float32", "[kernels]") {

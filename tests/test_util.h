@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "contract/model_config.h"
 #include "tests/test_support.h"
@@ -14,6 +15,18 @@ namespace fwlab::test {
 inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.detach() - b.detach()).abs().max().item<double>();
 }
+
+// The inputs of a decay recurrence (kernels/recurrences.h); undefined tensors are absent gates / a zero state.
+struct DecayInputs {
+  torch::Tensor q, k, v, log_a, log_b, state0;
+  // The defined ones, in that order (the inputs autograd differentiates).
+  std::vector<torch::Tensor> all() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& t : {q, k, v, log_a, log_b, state0})
+      if (t.defined()) out.push_back(t);
+    return out;
+  }
+};
 
 // A fast-weight mixer spec.
 MixerSpec fw(const char* rule, const char* feature_map, const char* norm, int64_t m);

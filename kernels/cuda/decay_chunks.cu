@@ -11,7 +11,6 @@ namespace fwlab::cuda {
 namespace {
 
 constexpr int kScanThreads = 128, kChunkThreads = 256;
-constexpr int64_t kScanRows = 16;  // state rows per scan block (D is a multiple of 16)
 
 template <typename In, typename Acc>
 __global__ void scan_kernel(ChunkProblem<In, Acc> p, bool reverse, Acc* out) {

@@ -1,6 +1,7 @@
 // The chunked decay kernel's block programs: the code both the CUDA kernels (decay_chunks.cu, one thread block per
-// program) and the host run (run_*_on_host below, one "thread"), so that the arithmetic is checked in float64 on
-// any machine (tests/test_kernels.cpp) and the GPU only adds the tensor-core products and the parallel launch.
+// program) and the host run (decay_chunks_host.h, threads emulating a block), so that the arithmetic and the
+// barriers are checked in float64 on any machine (tests/test_kernels.cpp) and the GPU only adds the tensor-core
+// products and the parallel launch.
 //
 //   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/recurrences.h)
 //
@@ -41,6 +42,7 @@ namespace fwlab::cuda {
 
 constexpr int kChunk = 64;  // steps per chunk: one thread block's share of the sequence
 constexpr int kSub = 16;    // steps per sub-chunk: pairs inside one are summed exactly, between them by products
+constexpr int64_t kScanRows = 16;  // state rows per scan block (the binding pads D to a multiple of 16)
 
 // The problem after the binding's preparation: steps padded to a multiple of kChunk, gates summed from each chunk
 // start (in Acc, fp32 or fp64). In: the type of q, k, v, dy (bf16, fp16, fp32 or fp64); Acc: states, gates, sums.
@@ -63,12 +65,17 @@ struct ChunkProblem {
   FWLAB_HD int64_t state_at(int64_t h, int64_t n) const { return (h * (chunks() + 1) + n) * D * M; }
 };
 
-// The calling block: a thread index, the block's size and its barrier (none on the host, one thread).
+// The calling block: a thread index, the block's size and its barrier: __syncthreads on the GPU; on the host a
+// barrier of the threads that emulate a block (decay_chunks_host.h), or none for one thread.
 struct BlockCtx {
   int tid = 0, threads = 1;
+  void (*host_wait)(void*) = nullptr;
+  void* host_barrier = nullptr;
   FWLAB_HD void sync() const {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
+#else
+    if (host_wait) host_wait(host_barrier);
 #endif
   }
 };
@@ -121,7 +128,7 @@ struct Scratch {
 template <bool ATrans, bool BTrans, typename Stage, typename Acc>
 FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, const Stage* A, int64_t lda, const Stage* B,
                          int64_t ldb, Acc* Cm, int64_t ldc, bool accumulate) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // bf16 WMMA needs sm_80; older GPUs take the loop
   if constexpr ((std::is_same_v<Stage, __nv_bfloat16> || std::is_same_v<Stage, __half>) && std::is_same_v<Acc, float>) {
     namespace w = nvcuda::wmma;
     using ALayout = std::conditional_t<ATrans, w::col_major, w::row_major>;
@@ -375,45 +382,6 @@ FWLAB_HD void scan_states(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, i
     ctx.sync();
   }
   ctx.sync();
-}
-
-// ---- the host run of the block programs (tests; the reference the GPU kernels must match) ----
-
-template <typename In, typename Acc>
-void run_states_on_host(const ChunkProblem<In, Acc>& p, bool reverse, Acc* out) {
-  using Stage = In;
-  const int64_t bytes = ScanScratch<Stage, Acc>::bytes(p.D, p.M);
-  Acc* base = new Acc[bytes / sizeof(Acc) + 1];
-  const auto s = ScanScratch<Stage, Acc>::carve(base, p.D, p.M);
-  for (int64_t h = 0; h < p.heads; ++h) {
-    if (reverse) scan_states<true>(BlockCtx{}, p, h, 0, p.D, out, s);
-    else scan_states<false>(BlockCtx{}, p, h, 0, p.D, out, s);
-  }
-  delete[] base;
-}
-
-// y [heads, steps, D]; states [heads, chunks + 1, D, M] (the last: the final state).
-template <typename In, typename Acc>
-void run_forward_on_host(const ChunkProblem<In, Acc>& p, In* y, Acc* states) {
-  run_states_on_host(p, false, states);
-  Acc* base = new Acc[Scratch<In, Acc>::bytes(p.D, p.M) / sizeof(Acc) + 1];
-  const auto s = Scratch<In, Acc>::carve(base, p.D, p.M);
-  for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t n = 0; n < p.chunks(); ++n) chunk_outputs(BlockCtx{}, p, h, n, states, y, s);
-  delete[] base;
-}
-
-// dq, dk [heads, steps, M], dv [heads, steps, D] (Acc); states and dstates [heads, chunks + 1, D, M] as scratch
-// (dstates[.., 0] is the gradient of state0).
-template <typename In, typename Acc>
-void run_backward_on_host(const ChunkProblem<In, Acc>& p, Acc* states, Acc* dstates, Acc* dq, Acc* dk, Acc* dv) {
-  run_states_on_host(p, false, states);
-  run_states_on_host(p, true, dstates);
-  Acc* base = new Acc[Scratch<In, Acc>::bytes(p.D, p.M) / sizeof(Acc) + 1];
-  const auto s = Scratch<In, Acc>::carve(base, p.D, p.M);
-  for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t n = 0; n < p.chunks(); ++n) chunk_gradients(BlockCtx{}, p, h, n, states, dstates, dq, dk, dv, s);
-  delete[] base;
 }
 
 }  // namespace fwlab::cuda

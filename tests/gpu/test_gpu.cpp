@@ -22,22 +22,14 @@ namespace K = fwlab::kernels;
 
 namespace {
 
-struct Inputs {
-  torch::Tensor q, k, v, log_a, log_b, state0;
-  std::vector<torch::Tensor> all() const {
-    std::vector<torch::Tensor> out;
-    for (const auto& t : {q, k, v, log_a, log_b, state0})
-      if (t.defined()) out.push_back(t);
-    return out;
-  }
-  // A copy as leaves of another device / dtype (gates and the state keep fp32 or fp64, as the kernels use them).
-  Inputs as(torch::Device device, torch::ScalarType dtype, torch::ScalarType gate_dtype) const {
-    auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) {
-      return t.defined() ? t.detach().to(device, d).requires_grad_(true) : t;
-    };
-    return {leaf(q, dtype), leaf(k, dtype), leaf(v, dtype), leaf(log_a, gate_dtype), leaf(log_b, gate_dtype), leaf(state0, gate_dtype)};
-  }
-};
+using Inputs = test::DecayInputs;
+
+// A copy as leaves of another device / dtype (gates and the state in gate_dtype: fp32 or fp64, as the kernels use them).
+Inputs as(const Inputs& in, torch::Device device, torch::ScalarType dtype, torch::ScalarType gate_dtype) {
+  auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) { return t.defined() ? t.detach().to(device, d).requires_grad_(true) : t; };
+  return {leaf(in.q, dtype), leaf(in.k, dtype), leaf(in.v, dtype), leaf(in.log_a, gate_dtype), leaf(in.log_b, gate_dtype),
+          leaf(in.state0, gate_dtype)};
+}
 
 Inputs make_inputs(int64_t T, int value_gate, bool key_gate, double strength, int64_t M, int64_t D) {
   const int64_t B = 2, H = 3;
@@ -74,8 +66,8 @@ enum class Kernel { chunked, fused };
 void check_kernel(Kernel kernel, const Inputs& in64, torch::ScalarType dtype, double tolerance) {
   // The reference sees the inputs rounded as the kernel does, so only the kernel's own arithmetic is measured.
   const auto gate_dtype = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const auto rounded = in64.as(torch::kCPU, dtype, gate_dtype).as(torch::kCPU, torch::kFloat64, torch::kFloat64);
-  const auto gpu = in64.as(torch::kCUDA, dtype, gate_dtype);
+  const auto rounded = as(as(in64, torch::kCPU, dtype, gate_dtype), torch::kCPU, torch::kFloat64, torch::kFloat64);
+  const auto gpu = as(in64, torch::kCUDA, dtype, gate_dtype);
   auto probe = K::decay_recurrence_naive(rounded.q, rounded.k, rounded.v, rounded.log_a, rounded.log_b, rounded.state0);
   const auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
   const auto slow = run(rounded, gy, gs, [](const Inputs& i) { return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0); });
