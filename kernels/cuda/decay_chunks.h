@@ -82,6 +82,10 @@ struct BlockCtx {
 
 FWLAB_HD inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
+// e^x in the accumulation type: expf for fp32 (an unqualified exp could resolve to the double one on the GPU).
+FWLAB_HD inline float exp_acc(float x) { return expf(x); }
+FWLAB_HD inline double exp_acc(double x) { return exp(x); }
+
 template <typename To, typename From>
 FWLAB_HD To convert(From x) {
   return static_cast<To>(x);
@@ -181,18 +185,18 @@ FWLAB_HD void pair_scores(const BlockCtx& ctx, const Side<In, Acc>& x, const Sid
     const int64_t t = e / kChunk, u = e % kChunk;
     Acc sum = 0;
     if (u <= t && u / kSub == t / kSub)
-      for (int64_t j = 0; j < K; ++j) sum += x.value(t, j) * z.value(u, j) * exp(x.g(t, j) - x.g(u, j));
+      for (int64_t j = 0; j < K; ++j) sum += x.value(t, j) * z.value(u, j) * exp_acc(x.g(t, j) - x.g(u, j));
     if (u / kSub == t / kSub || u > t) P[e] = sum;
   }
   for (int64_t I = 1; I < kChunk / kSub; ++I) {  // sub-chunk I against all before it, split at r = kSub I - 1
     const int64_t r = kSub * I - 1, before = kSub * I;
     for (int64_t e = ctx.tid; e < kSub * ld; e += ctx.threads) {
       const int64_t t = before + e / ld, j = e % ld;
-      s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp(x.g(t, j) - x.g(r, j)) : Acc(0));
+      s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp_acc(x.g(t, j) - x.g(r, j)) : Acc(0));
     }
     for (int64_t e = ctx.tid; e < before * ld; e += ctx.threads) {
       const int64_t u = e / ld, j = e % ld;
-      s.b[e] = convert<Stage>(j < K ? z.value(u, j) * exp(x.g(r, j) - x.g(u, j)) : Acc(0));
+      s.b[e] = convert<Stage>(j < K ? z.value(u, j) * exp_acc(x.g(r, j) - x.g(u, j)) : Acc(0));
     }
     ctx.sync();
     block_gemm<false, true>(ctx, kSub, before, ld, s.a, ld, s.b, ld, P + before * kChunk, kChunk, false);
@@ -211,7 +215,7 @@ FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>
     for (int64_t other = first; other < first + kSub; ++other) {
       if (Reverse ? other < row : other > row) continue;
       const int64_t t = Reverse ? other : row, u = Reverse ? row : other;
-      sum += P[t * kChunk + u] * w.value(other, i) * exp(w.g(t, i) - w.g(u, i));
+      sum += P[t * kChunk + u] * w.value(other, i) * exp_acc(w.g(t, i) - w.g(u, i));
     }
     s.out[row * W + i] = sum;
   }
@@ -229,7 +233,7 @@ FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>
     for (int64_t e = ctx.tid; e < others * ld; e += ctx.threads) {
       const int64_t other = other0 + e / ld, i = e % ld;
       const Acc split = Reverse ? w.g(other, i) - w.g(r, i) : w.g(r, i) - w.g(other, i);
-      s.b[e] = convert<Stage>(i < K ? w.value(other, i) * exp(split) : Acc(0));
+      s.b[e] = convert<Stage>(i < K ? w.value(other, i) * exp_acc(split) : Acc(0));
     }
     ctx.sync();
     block_gemm<false, false>(ctx, kSub, ld, others, s.a, others, s.b, ld, s.tmp, W, false);
@@ -237,7 +241,7 @@ FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>
     for (int64_t e = ctx.tid; e < kSub * K; e += ctx.threads) {
       const int64_t row = first + e / K, i = e % K;
       const Acc split = Reverse ? w.g(r, i) - w.g(row, i) : w.g(row, i) - w.g(r, i);
-      s.out[row * W + i] += exp(split) * s.tmp[(e / K) * W + i];
+      s.out[row * W + i] += exp_acc(split) * s.tmp[(e / K) * W + i];
     }
     ctx.sync();
   }
@@ -254,7 +258,7 @@ FWLAB_HD void state_term(const BlockCtx& ctx, const Side<In, Acc>& x, const Acc*
   auto gate = [&](const Side<In, Acc>& side, int64_t t, int64_t j) { return ToEnd ? side.g(end, j) - side.g(t, j) : side.g(t, j); };
   for (int64_t e = ctx.tid; e < kChunk * ldk; e += ctx.threads) {
     const int64_t t = e / ldk, j = e % ldk;
-    s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp(gate(x, t, j)) : Acc(0));
+    s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp_acc(gate(x, t, j)) : Acc(0));
   }
   for (int64_t e = ctx.tid; e < ldo * ldk; e += ctx.threads) {  // stage H as [out_w, K] (read transposed below)
     const int64_t o = e / ldk, j = e % ldk;
@@ -266,7 +270,7 @@ FWLAB_HD void state_term(const BlockCtx& ctx, const Side<In, Acc>& x, const Acc*
   ctx.sync();
   for (int64_t e = ctx.tid; e < kChunk * out_w; e += ctx.threads) {
     const int64_t t = e / out_w, o = e % out_w;
-    s.out[t * W + o] += exp(gate(gate_out, t, o)) * s.tmp[t * W + o];
+    s.out[t * W + o] += exp_acc(gate(gate_out, t, o)) * s.tmp[t * W + o];
   }
   ctx.sync();
 }
@@ -366,16 +370,16 @@ FWLAB_HD void scan_states(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, i
     for (int64_t e = ctx.tid; e < kChunk * ldr; e += ctx.threads) {
       const int64_t t = e / ldr, i = e % ldr;
       const Acc g = Reverse ? x.g(t, row0 + i) : x.g(end, row0 + i) - x.g(t, row0 + i);
-      s.a[e] = convert<Stage>(i < rows ? x.value(t, row0 + i) * exp(g) : Acc(0));
+      s.a[e] = convert<Stage>(i < rows ? x.value(t, row0 + i) * exp_acc(g) : Acc(0));
     }
     for (int64_t e = ctx.tid; e < kChunk * W; e += ctx.threads) {
       const int64_t t = e / W, j = e % W;
       const Acc g = Reverse ? z.g(t, j) : z.g(end, j) - z.g(t, j);
-      s.b[e] = convert<Stage>(j < M ? z.value(t, j) * exp(g) : Acc(0));
+      s.b[e] = convert<Stage>(j < M ? z.value(t, j) * exp_acc(g) : Acc(0));
     }
     for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads) {
       const int64_t i = e / M, j = e % M;
-      s.S[i * W + j] *= exp(x.g(end, row0 + i) + z.g(end, j));
+      s.S[i * W + j] *= exp_acc(x.g(end, row0 + i) + z.g(end, j));
     }
     ctx.sync();
     block_gemm<true, false>(ctx, ldr, W, kChunk, s.a, ldr, s.b, W, s.S, W, true);
