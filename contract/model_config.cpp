@@ -15,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp"};
 const std::vector<std::string> kRules = {"add", "delta", "gated", "decay"};
-const std::vector<std::string> kFeatureMaps = {"relu", "elu1", "identity", "dpfp", "rfa"};
+const std::vector<std::string> kFeatureMaps = {"relu", "elu1", "identity", "dpfp", "rfa", "hedgehog"};
 const std::vector<std::string> kNorms = {"attn", "none"};
 
 void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
@@ -91,6 +91,8 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
   }
   if (s.feature_map == "rfa" && s.m % 2 != 0)
     throw ConfigError(p + "m", fmt::format("feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got {}", s.m));
+  if (s.feature_map == "hedgehog" && s.m % 2 != 0)
+    throw ConfigError(p + "m", fmt::format("feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got {}", s.m));
 }
 
 void validate(const ModelConfig& cfg) {
@@ -257,6 +259,7 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
   if (s.feature_map == "relu") n += H * (m * hd + m);
   if (s.feature_map == "identity") n += H * m * hd;
   if (s.feature_map == "rfa") n += H;  // learned temperature per head
+  if (s.feature_map == "hedgehog") n += 2 * H * (m / 2) * hd;  // one projection for queries, one for keys
   if (s.rule == "gated" || s.rule == "delta") n += d * H + H;
   if (s.rule == "decay") n += d * inner + inner + d * H * m + H * m;
   return n;

@@ -16,6 +16,12 @@ FeatureMap::FeatureMap(const MixerSpec& spec, int64_t n_heads, int64_t head_dim)
   } else if (kind_ == "rfa") {
     log_sigma = register_parameter("log_sigma", torch::zeros({n_heads}));
     omega = register_buffer("omega", torch::randn({n_heads, m / 2, head_dim}));
+  } else if (kind_ == "hedgehog") {
+    // Hedgehog (Zhang et al. 2024) as LoLCATs uses it: separate query and key maps without bias, initialised to
+    // the identity (rectangular where m/2 != head_dim), and no query scaling (the maps learn the temperature).
+    auto eye = torch::eye(m / 2, head_dim).unsqueeze(0).repeat({n_heads, 1, 1});
+    weight_q = register_parameter("weight_q", eye.clone());
+    weight_k = register_parameter("weight_k", eye.clone());
   }
 }
 
@@ -41,6 +47,12 @@ torch::Tensor FeatureMap::activate(const torch::Tensor& projected) const {
 torch::Tensor FeatureMap::forward(const torch::Tensor& x, bool is_query) {
   if (is_projection()) return activate(project(is_query ? x * query_scale_ : x));
   if (kind_ == "elu1") return torch::elu(x) + 1;
+  if (kind_ == "hedgehog") {  // [softmax(W x), softmax(-W x)] over the features, per head: positive, sums to 2
+    const bool step = x.dim() == 3;
+    auto p = torch::matmul(step ? x.unsqueeze(-2) : x, (is_query ? weight_q : weight_k).transpose(-1, -2));
+    auto phi = torch::cat({torch::softmax(p, -1), torch::softmax(-p, -1)}, -1);
+    return step ? phi.squeeze(-2) : phi;
+  }
   if (kind_ == "dpfp") {
     auto r = torch::cat({torch::relu(x), torch::relu(-x)}, -1);
     std::vector<torch::Tensor> parts;

@@ -28,6 +28,7 @@ class FeatureMap : public torch::nn::Module {
   torch::Tensor weight, bias;   // relu / identity: [H, m, head_dim], [H, m] (identity has no bias)
   torch::Tensor log_sigma;      // rfa: learned log standard deviation of the random projection, [H]
   torch::Tensor omega;          // rfa buffer: standard-normal draws, [H, m/2, head_dim]
+  torch::Tensor weight_q, weight_k;  // hedgehog: [H, m/2, head_dim] each
 
  private:
   torch::Tensor project(const torch::Tensor& x) const;  // per-head x W^T (+ b)

@@ -88,7 +88,7 @@ class ComboTest : public Catch::ITestInvoker {
 const int registered = [] {
   static std::deque<std::string> names;
   for (const char* rule : {"add", "delta", "gated", "decay"})
-    for (const char* map : {"relu", "elu1", "identity", "dpfp", "rfa"})
+    for (const char* map : {"relu", "elu1", "identity", "dpfp", "rfa", "hedgehog"})
       for (const char* norm : {"attn", "none"})
         for (int64_t m : {4, 16}) {
           if (std::string(rule) == "decay" && std::string(norm) == "attn") continue;  // N/A, rejected
@@ -147,4 +147,23 @@ TEST_CASE("local attention equals softmax attention restricted to the window", "
     auto out = (w.unsqueeze(-1) * v).sum(1).reshape({2, -1});
     CHECK(max_abs_diff(y.select(1, t), mixer.o(out)) < 1e-12);
   }
+}
+
+TEST_CASE("hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identity-initialised, separate query and key maps", "[mixers]") {
+  MixerSpec spec = test::fw("decay", "hedgehog", "none", 8);  // 4 projections of a head of 8: a rectangular identity
+  FeatureMap phi(spec, 2, 8);
+  auto x = torch::randn({1, 2, 3, 8});
+  // Independent computation: with W = [I_4 0], W x keeps the first 4 coordinates.
+  auto first = x.narrow(-1, 0, 4);
+  auto expected = torch::cat({torch::softmax(first, -1), torch::softmax(-first, -1)}, -1);
+  CHECK(max_abs_diff(phi.forward(x, true), expected) < 1e-6);
+  CHECK(max_abs_diff(phi.forward(x, false), expected) < 1e-6);
+  CHECK(max_abs_diff(phi.forward(x, true).sum(-1), torch::full({1, 2, 3}, 2.0)) < 1e-6);  // two distributions
+  {
+    torch::NoGradGuard guard;
+    phi.weight_k.mul_(3.0);  // the key map alone changes: queries keep theirs
+  }
+  CHECK(max_abs_diff(phi.forward(x, true), expected) < 1e-6);
+  CHECK(max_abs_diff(phi.forward(x, false), expected) > 1e-3);
+  CHECK(phi.named_parameters().size() == 2);
 }

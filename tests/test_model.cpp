@@ -57,7 +57,8 @@ TEST_CASE("GPT with a hybrid layer stack: parallel logits == step-by-step logits
 TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
   std::vector<ModelConfig> configs = {hybrid_config(), test::small_config(fw("decay", "relu", "none", 16), 3),
                                       test::small_config(fw("add", "rfa", "attn", 6), 2),
-                                      test::small_config(fw("delta", "dpfp", "none", 32), 2)};
+                                      test::small_config(fw("delta", "dpfp", "none", 32), 2),
+                                      test::small_config(fw("gated", "hedgehog", "attn", 12), 2)};
   configs[3].layers[0].dpfp_nu = 2;
   configs[3].layers[1].dpfp_nu = 2;
   auto t2r = test::small_config(fw("add", "relu", "attn", 4), 8);
@@ -123,6 +124,8 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
         "layers[0].m: feature map 'dpfp' with nu = 1 has size 2 * nu * head_dim = 16, got m = 4");
   CHECK(config_error(test::small_config(fw("add", "rfa", "none", 5))) ==
         "layers[0].m: feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got 5");
+  CHECK(config_error(test::small_config(fw("decay", "hedgehog", "none", 7))) ==
+        "layers[0].m: feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got 7");
   CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==
         "layers[0].rule: 'hebb' is not one of add, delta, gated, decay");
   CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) == "layers[0].norm: 'sum' is not one of attn, none");
