@@ -43,6 +43,9 @@ struct TrainSpec {
   // fp32 | bf16 | fp16: matrix products in low precision (autocast), states, normalisers, LayerNorm statistics and
   // the loss in fp32; fp16 adds dynamic loss scaling and needs CUDA (libtorch's CPU autocast is bf16 only).
   std::string precision = "fp32";
+  // What trains (models/trainable.h): all | new_mixers (the swapped-in mixers' own parameters: feature maps,
+  // gates, decays, SRU cells; what attention transfer trains) | no_feature_maps (T2R's frozen-MLP variant).
+  std::string trainable = "all";
 };
 
 struct EvalSpec {

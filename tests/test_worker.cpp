@@ -4,10 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.h"
 #include "contract/events.h"
+#include "contract/safetensors_header.h"
 
 using namespace fwlab;
 using nlohmann::json;
@@ -470,5 +473,83 @@ TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUD
     spec["train"]["precision"] = "fp8";
     job.write(spec);
     CHECK_THAT(job.run("validate").output, Catch::Contains("train.precision"));
+  }
+}
+
+TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay bit-identical", "[worker]") {
+  Job pretrain;
+  auto base = tiny_job();
+  base["train"]["steps"] = 8;
+  pretrain.write(base);
+  REQUIRE(pretrain.run().exit_code == 0);
+  const auto source = pretrain.dir.file("best.safetensors");
+  // The raw bytes of every tensor of a checkpoint, by name (an independent reader: the file, not libtorch).
+  auto tensor_bytes = [](const std::string& path) {
+    const auto header = safetensors::read_header(path);
+    const auto file = test::slurp(path);
+    std::map<std::string, std::string> out;
+    for (const auto& t : header.tensors) out[t.name] = file.substr(header.data_start + t.begin, t.end - t.begin);
+    return out;
+  };
+  // add / relu: conversion copies qkv and o unchanged and creates only the feature map (no rescaled tensor).
+  auto finetune = [&](const char* trainable, int64_t steps) {
+    auto job = std::make_unique<Job>();
+    auto spec = tiny_job();
+    spec.erase("model");
+    spec["init_checkpoint"] = source;
+    spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
+    spec["train"]["steps"] = steps;
+    spec["train"]["trainable"] = trainable;
+    spec["eval"]["every"] = steps;
+    job->write(spec);
+    auto r = job->run();
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return job;
+  };
+  const auto before = tensor_bytes(source);
+  auto is_map = [](const std::string& name) { return name.find(".mixer.phi.") != std::string::npos; };
+
+  SECTION("new_mixers: only the feature maps train; every copied tensor keeps the source's bytes") {
+    auto short_run = finetune("new_mixers", 4), long_run = finetune("new_mixers", 12);
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    int maps = 0, frozen = 0;
+    for (const auto& [name, bytes] : b) {
+      INFO(name);
+      if (is_map(name)) {
+        ++maps;
+        CHECK(bytes != a.at(name));  // trained further in the longer run
+      } else {
+        ++frozen;
+        CHECK(bytes == before.at(name));
+      }
+    }
+    CHECK(maps == 4);  // 2 layers x (weight, bias)
+    CHECK(frozen > 10);
+    const auto start = long_run->of_type("start").at(0);
+    CHECK(start["trainable"]["which"] == "new_mixers");
+    CHECK(start["trainable"]["tensors"] == 4);
+    CHECK(start["trainable"]["parameters"] == 2 * 2 * (8 * 16 + 8));  // layers x heads x (m x head_dim + m)
+  }
+  SECTION("no_feature_maps: the feature maps stay at their initialisation, everything else trains") {
+    auto short_run = finetune("no_feature_maps", 4), long_run = finetune("no_feature_maps", 12);
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    for (const auto& [name, bytes] : b) {
+      INFO(name);
+      if (is_map(name)) CHECK(bytes == a.at(name));  // the same seed's initialisation, untouched
+      else if (name.find("weight") != std::string::npos) CHECK(bytes != a.at(name));
+    }
+  }
+  SECTION("new_mixers on an all-softmax model: exit 2 naming the key") {
+    Job job;
+    auto spec = tiny_job();
+    spec["train"]["trainable"] = "new_mixers";
+    job.write(spec);
+    auto r = job.run();
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("train.trainable: 'new_mixers' leaves nothing to train"));
+    spec["train"]["trainable"] = "lora";
+    job.write(spec);
+    CHECK_THAT(job.run("validate").output, Catch::Contains("train.trainable"));
   }
 }

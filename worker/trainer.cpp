@@ -20,6 +20,7 @@
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/hf_gpt2.h"
+#include "models/trainable.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/optimizer.h"
@@ -322,6 +323,13 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
 
+  // Frozen parameters leave the optimizer (it takes only those that require gradients) before it is built.
+  std::vector<std::string> trainable;
+  try {
+    trainable = select_trainable(model, spec.train.trainable);
+  } catch (const std::invalid_argument& e) {
+    throw SpecError("train.trainable", e.what());
+  }
   AdamW opt(model_tensors(model), spec.optim);
   TrainState st;
   if (resuming) st = load_resume(job_dir, model, opt);
@@ -329,6 +337,9 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   if (st.loss_scale > 0) scaler.restore(st.loss_scale, st.loss_scale_clean);
 
   auto start = start_event(spec, job_dir, model);
+  int64_t trainable_elements = 0;
+  for (const auto& p : model->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
+  start["trainable"] = {{"which", spec.train.trainable}, {"tensors", trainable.size()}, {"parameters", trainable_elements}};
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
   if (!mqar)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
