@@ -162,7 +162,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   t.get("precision", s.train.precision);
   t.get("trainable", s.train.trainable);
   t.reject_unknown();
-  one_of(s.train.trainable, {"all", "new_mixers", "no_feature_maps"}, "train.trainable");
+  one_of(s.train.trainable, {"all", "new_mixers", "no_feature_maps", "lora"}, "train.trainable");
   one_of(s.train.precision, {"fp32", "bf16", "fp16"}, "train.precision");
   require(s.train.precision != "fp16" || s.device != "cpu", "train.precision",
           "fp16 needs a CUDA device (device is \"cpu\"; libtorch's CPU autocast runs bf16 only): use bf16 on CPU");

@@ -44,7 +44,8 @@ struct TrainSpec {
   // the loss in fp32; fp16 adds dynamic loss scaling and needs CUDA (libtorch's CPU autocast is bf16 only).
   std::string precision = "fp32";
   // What trains (models/trainable.h): all | new_mixers (the swapped-in mixers' own parameters: feature maps,
-  // gates, decays, SRU cells; what attention transfer trains) | no_feature_maps (T2R's frozen-MLP variant).
+  // gates, decays, SRU cells; what attention transfer trains) | no_feature_maps (T2R's frozen-MLP variant) |
+  // lora (only the adapters of model.lora_rank).
   std::string trainable = "all";
 };
 

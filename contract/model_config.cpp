@@ -114,6 +114,10 @@ void validate(const ModelConfig& cfg) {
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
   require_one_of(cfg.activation, {"gelu_tanh", "gelu"}, "activation");
   if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0)) throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
+  if (cfg.lora_rank < 0) throw ConfigError("lora_rank", fmt::format("must be >= 0 (0: no LoRA), got {}", cfg.lora_rank));
+  require_at_most(cfg.lora_rank, cfg.d_model, "lora_rank");
+  if (!(cfg.lora_alpha >= 0.0 && cfg.lora_alpha <= 1e6))
+    throw ConfigError("lora_alpha", fmt::format("must be >= 0 (0: the rank), got {}", cfg.lora_alpha));
   if (static_cast<int64_t>(cfg.layers.size()) != cfg.n_layers)
     throw ConfigError("layers", fmt::format("has {} entries but n_layers = {}", cfg.layers.size(), cfg.n_layers));
   for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
@@ -196,12 +200,13 @@ nlohmann::json to_json(const ModelConfig& c) {
   const ModelConfig defaults;
   if (c.activation != defaults.activation) j["activation"] = c.activation;
   if (c.ln_eps != defaults.ln_eps) j["ln_eps"] = c.ln_eps;
+  if (c.lora_rank > 0) j["lora_rank"] = c.lora_rank, j["lora_alpha"] = c.lora_alpha;
   return j;
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   reject_unknown(j, {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
-                     "ln_eps", "layers", "mixer", "keep_softmax_every", "attention_every"},
+                     "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "attention_every"},
                  "");
   ModelConfig c;
   auto opt = [&](const char* key, auto& out) {
@@ -217,6 +222,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   opt("dropout", c.dropout);
   opt("activation", c.activation);
   opt("ln_eps", c.ln_eps);
+  opt("lora_rank", c.lora_rank);
+  opt("lora_alpha", c.lora_alpha);
   if (j.contains("layers")) {
     if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
     if (!j["layers"].is_array()) throw ConfigError("layers", "must be a list of mixer objects");
@@ -267,10 +274,16 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
 
 }  // namespace
 
+bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" || s.kind == "local" || s.kind == "fast_weight"; }
+
 int64_t count_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model, ff = c.ff_dim();
   int64_t n = c.vocab * d + c.context * d + 2 * d;  // wte (tied with the output), wpe, final LayerNorm
-  for (const auto& layer : c.layers) n += 4 * d + (d * ff + ff) + (ff * d + d) + mixer_parameters(layer, c);
+  const int64_t r = c.lora_rank, inner = c.n_heads * c.head_dim;
+  for (const auto& layer : c.layers) {
+    n += 4 * d + (d * ff + ff) + (ff * d + d) + mixer_parameters(layer, c);
+    if (r > 0 && has_attention_projections(layer)) n += 3 * r * (d + inner) + r * (inner + d);  // q, k, v; o
+  }
   return n;
 }
 

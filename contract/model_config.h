@@ -52,9 +52,14 @@ struct ModelConfig {
   // (the exact erf form, Hugging Face's "gelu"); and the LayerNorm epsilon (layer_norm_epsilon).
   std::string activation = "gelu_tanh";
   double ln_eps = 1e-5;
+  // LoRA (Hu et al. 2021) on the attention projections of every softmax, local and fast-weight layer: rank r
+  // adapters for q, k, v and o each, scaled by alpha / r (alpha 0: alpha = r). 0: none (models/lora.h).
+  int64_t lora_rank = 0;
+  double lora_alpha = 0.0;
   std::vector<MixerSpec> layers;  // one per layer, bottom first
 
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  double lora_scale() const { return lora_rank > 0 ? (lora_alpha > 0 ? lora_alpha : static_cast<double>(lora_rank)) / static_cast<double>(lora_rank) : 0.0; }
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -97,6 +102,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const MixerSpec& spec);
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& field_prefix);
 
+// Whether a mixer has the q, k, v, o projections (qkv, o) that LoRA adapts.
+bool has_attention_projections(const MixerSpec& spec);
 // Parameter count computed from the configuration alone (tied output projection counted once).
 int64_t count_parameters(const ModelConfig& cfg);
 

@@ -76,4 +76,39 @@ std::vector<size_t> fold_feature_maps(GPT& model) {
   return folded;
 }
 
+namespace {
+
+// The base Linear and the adapter of a mixer's qkv and o, whichever mixer holds them.
+struct Adapted {
+  torch::nn::Linear* base;
+  const LoraAdapter* lora;
+};
+
+std::vector<Adapted> adapted_projections(Mixer& mixer) {
+  if (auto* s = dynamic_cast<SoftmaxAttention*>(&mixer)) return {{&s->qkv, &s->qkv_lora}, {&s->o, &s->o_lora}};
+  if (auto* f = dynamic_cast<FastWeight*>(&mixer)) return {{&f->qkv, &f->qkv_lora}, {&f->o, &f->o_lora}};
+  return {};
+}
+
+}  // namespace
+
+GPT merge_lora(const GPT& model_in) {
+  GPT model = model_in;  // the same module; a non-const handle
+  auto cfg = model->config();
+  cfg.lora_rank = 0, cfg.lora_alpha = 0.0;
+  GPT merged(cfg);
+  merged->to(model->wte->weight.device(), model->wte->weight.scalar_type());
+  torch::NoGradGuard guard;
+  auto source = model->named_parameters(), target = merged->named_parameters();
+  for (auto& t : target) t.value().copy_(source[t.key()]);
+  auto source_buffers = model->named_buffers();
+  for (auto& t : merged->named_buffers()) t.value().copy_(source_buffers[t.key()]);
+  for (size_t i = 0; i < model->blocks().size(); ++i) {
+    auto from = adapted_projections(model->mixer(i)), to = adapted_projections(merged->mixer(i));
+    for (size_t j = 0; j < from.size(); ++j)
+      if (*from[j].lora) (*to[j].base)->weight.add_((*from[j].lora)->delta());
+  }
+  return merged;
+}
+
 }  // namespace fwlab

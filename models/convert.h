@@ -25,6 +25,10 @@ struct Conversion {
 // model is created on the source's device and dtype; `seed` drives the initialisation of new tensors.
 Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed);
 
+// A plain model (lora_rank 0) whose projections hold W + (alpha / r) B A (models/lora.h): the same outputs,
+// no adapters, a checkpoint any fwlab (or, for softmax models, the Hugging Face exporter) reads.
+GPT merge_lora(const GPT& model);
+
 // T2R inference folding of every relu / identity feature map (eq. 8); returns the layers folded.
 std::vector<size_t> fold_feature_maps(GPT& model);
 

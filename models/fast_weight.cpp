@@ -70,6 +70,7 @@ FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg)
   }
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
   apply_value_rescale();
+  add_lora(*this, cfg, qkv_lora, o_lora);  // last: a model without LoRA draws the same initial weights as before
 }
 
 torch::Tensor FastWeight::value_rescale() const {
@@ -90,6 +91,7 @@ void FastWeight::apply_value_rescale() {
 
 void FastWeight::fold_feature_map() {
   TORCH_CHECK(phi->is_projection(), "only the relu and identity feature maps can be folded, not ", spec.feature_map);
+  TORCH_CHECK(!qkv_lora, "merge the LoRA adapters (merge_lora) before folding the feature map");
   TORCH_CHECK(!folded(), "feature map already folded");
   torch::NoGradGuard guard;
   const int64_t d = qkv->weight.size(1), inner = n_heads_ * head_dim_, m = spec.m;
@@ -130,7 +132,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     v = heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
               n_heads_);
   } else {
-    auto parts = qkv(x).view({B, T, 3, inner});
+    auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, inner});
     fq = phi->forward(heads(parts.select(2, 0), n_heads_), true);
     fk = phi->forward(heads(parts.select(2, 1), n_heads_), false);
     v = heads(parts.select(2, 2), n_heads_);
@@ -181,7 +183,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
   auto y = attn_norm ? r.y / den.clamp_min(kAttnNormFloor) : r.y;
   if (state) state->S = r.state;
   record_state(r.state);
-  return resid_drop(o(y.transpose(1, 2).reshape({B, T, inner})));
+  return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, inner})));
 }
 
 }  // namespace fwlab

@@ -4,6 +4,7 @@
 
 #include "models/feature_maps.h"
 #include "models/dropout.h"
+#include "models/lora.h"
 #include "models/mixer.h"
 
 namespace fwlab {
@@ -16,6 +17,7 @@ class SoftmaxAttention : public Mixer {
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
 
   torch::nn::Linear qkv{nullptr}, o{nullptr};
+  LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   Dropout attn_drop{nullptr}, resid_drop{nullptr};
 
  private:
@@ -23,6 +25,9 @@ class SoftmaxAttention : public Mixer {
 };
 
 // Fast-weight mixer: rule (add | delta | gated | decay) x feature map x normalization x m (NOTES.md).
+// The LoRA adapters of a layer's qkv and o (none without cfg.lora_rank), registered on `owner`.
+void add_lora(torch::nn::Module& owner, const ModelConfig& cfg, LoraAdapter& qkv_lora, LoraAdapter& o_lora);
+
 class FastWeight : public Mixer {
  public:
   FastWeight(const MixerSpec& spec, const ModelConfig& cfg);
@@ -42,6 +47,7 @@ class FastWeight : public Mixer {
 
   const MixerSpec spec;
   torch::nn::Linear qkv{nullptr}, o{nullptr};
+  LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   std::shared_ptr<FeatureMap> phi;
   torch::nn::Linear gate{nullptr};                  // gated: g, delta: beta (one scalar per head)
   torch::nn::Linear decay_z{nullptr}, decay_f{nullptr};  // decay: value-side and key-side gates

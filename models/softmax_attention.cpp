@@ -28,11 +28,19 @@ SoftmaxAttention::SoftmaxAttention(const ModelConfig& cfg, int64_t window)
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
   init_gpt2_linear(qkv);
   init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
+  add_lora(*this, cfg, qkv_lora, o_lora);
+}
+
+void add_lora(torch::nn::Module& owner, const ModelConfig& cfg, LoraAdapter& qkv_lora, LoraAdapter& o_lora) {
+  if (cfg.lora_rank <= 0) return;
+  const int64_t d = cfg.d_model, inner = cfg.n_heads * cfg.head_dim, r = cfg.lora_rank;
+  qkv_lora = owner.register_module("qkv_lora", LoraAdapter(3, d, inner, r, cfg.lora_scale()));  // q, k, v apart
+  o_lora = owner.register_module("o_lora", LoraAdapter(1, inner, d, r, cfg.lora_scale()));
 }
 
 torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
-  auto parts = qkv(x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
   auto q = parts[0], k = parts[1], v = parts[2];  // [B, H, T, hd]
 #if TORCH_VERSION_MAJOR >= 2
   // On CUDA, libtorch's fused attention (flash / memory-efficient kernels; PyTorch 2.0 on): the strong baseline
@@ -47,7 +55,7 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
       auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);
       y = at::scaled_dot_product_attention(q, k, v, (lag >= 0) & (lag < window_), p, false);  // true: attend
     }
-    return resid_drop(o(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
+    return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
   }
 #endif
   auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
@@ -57,7 +65,7 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
   if (window_ > 0) hidden = hidden | (lag >= window_);
   scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
   auto y = torch::matmul(attn_drop(torch::softmax(scores, -1)), v);
-  return resid_drop(o(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
+  return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
 }
 
 namespace {
@@ -80,7 +88,7 @@ void append_to_cache(torch::Tensor& buffer, torch::Tensor& cache, const torch::T
 
 torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) {
   const int64_t B = x.size(0);
-  auto parts = qkv(x).view({B, 3, n_heads_, head_dim_});
+  auto parts = with_lora(qkv, qkv_lora, x).view({B, 3, n_heads_, head_dim_});
   auto q = parts.select(1, 0), k = parts.select(1, 1).unsqueeze(2), v = parts.select(1, 2).unsqueeze(2);
   if (window_ > 0) {  // the local cache keeps the last `window` tokens only
     state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H, t, hd]
@@ -95,7 +103,7 @@ torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) 
   }
   auto scores = torch::matmul(q.unsqueeze(2), state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
   auto y = torch::matmul(torch::softmax(scores, -1), state.v).squeeze(2);  // [B, H, hd]
-  return o(y.reshape({B, n_heads_ * head_dim_}));
+  return with_lora(o, o_lora, y.reshape({B, n_heads_ * head_dim_}));
 }
 
 }  // namespace fwlab

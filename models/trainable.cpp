@@ -21,6 +21,7 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 
 bool trains(const std::string& name, const ModelConfig& cfg, const std::string& trainable) {
   if (trainable == "all") return true;
+  if (trainable == "lora") return name.find("_lora.") != std::string::npos;
   const auto [layer, rest] = mixer_parameter(name);
   const std::string kind = layer >= 0 ? cfg.layers.at(static_cast<size_t>(layer)).kind : "";
   const bool feature_map = kind == "fast_weight" && starts_with(rest, "phi.");
@@ -29,7 +30,7 @@ bool trains(const std::string& name, const ModelConfig& cfg, const std::string& 
     if (kind == "sru" || kind == "srupp") return true;
     return kind == "fast_weight" && !starts_with(rest, "qkv.") && !starts_with(rest, "o.");
   }
-  throw std::invalid_argument("'" + trainable + "' is not all, new_mixers or no_feature_maps");
+  throw std::invalid_argument("'" + trainable + "' is not all, new_mixers, no_feature_maps or lora");
 }
 
 std::vector<std::string> select_trainable(GPT& model, const std::string& trainable) {
@@ -40,7 +41,9 @@ std::vector<std::string> select_trainable(GPT& model, const std::string& trainab
     if (on) out.push_back(p.key());
   }
   if (out.empty())
-    throw std::invalid_argument("'" + trainable + "' leaves nothing to train: the model has no fast-weight or SRU layer");
+    throw std::invalid_argument("'" + trainable + "' leaves nothing to train: " +
+                                (trainable == "lora" ? "the model has no LoRA adapters (set model.lora_rank)"
+                                                     : "the model has no fast-weight or SRU layer"));
   return out;
 }
 

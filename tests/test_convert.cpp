@@ -128,3 +128,41 @@ TEST_CASE("T2R folding of W_phi into W_q / W_k gives the same outputs", "[conver
     }
   }
 }
+
+TEST_CASE("LoRA: fresh adapters change nothing; trained ones merge into a plain model with the same outputs", "[convert]") {
+  auto source = trained_softmax(3);
+  auto cfg = source->config();
+  cfg.layers[1] = fw("decay", "identity", "none", 4);
+  cfg.layers[2] = fw("gated", "hedgehog", "attn", 8);
+  cfg.lora_rank = 2, cfg.lora_alpha = 6.0;  // scale 3
+  auto conv = convert_model(source, cfg, 5);
+  GPT& adapted = conv.model;
+  adapted->eval();
+  auto idx = torch::randint(0, 50, {2, 19}, torch::kLong);
+  {
+    auto base = merge_lora(adapted);  // B = 0: the base weights, unchanged
+    base->eval();
+    CHECK(max_abs_diff(adapted->forward(idx), base->forward(idx)) == 0.0);
+    for (const auto& p : base->named_parameters()) CHECK(torch::equal(p.value(), adapted->named_parameters()[p.key()]));
+  }
+  int64_t adapters = 0;
+  {
+    torch::NoGradGuard guard;
+    for (auto& p : adapted->named_parameters())
+      if (p.key().find("_lora.") != std::string::npos) {
+        ++adapters;
+        p.value().normal_(0.0, 0.1);  // stand-in for training
+      }
+  }
+  CHECK(adapters == 3 * 2 * 2);  // every layer has qkv and o: a and b each
+  auto merged = merge_lora(adapted);
+  merged->eval();
+  CHECK(merged->config().lora_rank == 0);
+  for (const auto& p : merged->named_parameters()) CHECK(p.key().find("_lora") == std::string::npos);
+  const auto logits = adapted->forward(idx);
+  CHECK(max_abs_diff(logits, merged->forward(idx)) < 1e-10);
+  CHECK(max_abs_diff(logits, source->forward(idx)) > 1e-3);  // the adapters do change the model
+  GenerationState state;  // the step form sees the adapters too
+  for (int64_t t = 0; t < 19; ++t) CHECK(max_abs_diff(adapted->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
+  CHECK(count_parameters(cfg) == adapted->num_parameters());
+}

@@ -124,6 +124,9 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
         "layers[0].m: feature map 'dpfp' with nu = 1 has size 2 * nu * head_dim = 16, got m = 4");
   CHECK(config_error(test::small_config(fw("add", "rfa", "none", 5))) ==
         "layers[0].m: feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got 5");
+  auto negative_rank = test::small_config(fw("decay", "identity", "none", 4));
+  negative_rank.lora_rank = -1;
+  CHECK(config_error(negative_rank) == "lora_rank: must be >= 0 (0: no LoRA), got -1");
   CHECK(config_error(test::small_config(fw("decay", "hedgehog", "none", 7))) ==
         "layers[0].m: feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got 7");
   CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==

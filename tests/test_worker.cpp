@@ -492,12 +492,13 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     return out;
   };
   // add / relu: conversion copies qkv and o unchanged and creates only the feature map (no rescaled tensor).
-  auto finetune = [&](const char* trainable, int64_t steps) {
+  auto finetune = [&](const char* trainable, int64_t steps, int64_t lora_rank = 0) {
     auto job = std::make_unique<Job>();
     auto spec = tiny_job();
     spec.erase("model");
     spec["init_checkpoint"] = source;
     spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
+    if (lora_rank > 0) spec["model"] = {{"lora_rank", lora_rank}};  // the softmax layers kept, adapters added
     spec["train"]["steps"] = steps;
     spec["train"]["trainable"] = trainable;
     spec["eval"]["every"] = steps;
@@ -540,6 +541,36 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
       else if (name.find("weight") != std::string::npos) CHECK(bytes != a.at(name));
     }
   }
+  SECTION("lora: only the adapters train; the base keeps the source's bytes") {
+    auto short_run = finetune("lora", 4, 2), long_run = finetune("lora", 12, 2);
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    int adapters = 0;
+    for (const auto& [name, bytes] : b) {
+      INFO(name);
+      if (name.find("_lora.") != std::string::npos) {
+        ++adapters;
+        if (name.find(".b") != std::string::npos) CHECK(bytes != a.at(name));  // B starts at 0 and trains
+      } else {
+        CHECK(bytes == before.at(name));
+      }
+    }
+    CHECK(adapters == 2 * 4);  // 2 layers x (qkv, o) x (a, b)
+    CHECK(long_run->of_type("conversion").at(0)["created"].size() == 8);
+    // Merged: a plain checkpoint (no adapter tensors) that continues a prompt exactly as the adapted one.
+    const auto merged = long_run->dir.file("merged.safetensors");
+    auto m = test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, long_run->dir.file("best.safetensors"), merged));
+    INFO(m.output);
+    REQUIRE(m.exit_code == 0);
+    for (const auto& [name, bytes] : tensor_bytes(merged)) CHECK(name.find("_lora") == std::string::npos);
+    auto continuation = [&](const std::string& checkpoint) {
+      auto g = test::run_command(fmt::format("{} generate {} --prompt 'The jury' --tokens 24 --greedy", FWLAB_WORKER, checkpoint));
+      REQUIRE(g.exit_code == 0);
+      return g.output.substr(0, g.output.find('\n'));
+    };
+    CHECK(continuation(merged) == continuation(long_run->dir.file("best.safetensors")));
+    CHECK(test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, source, merged)).output.find("has no LoRA adapters") !=
+          std::string::npos);
+  }
   SECTION("new_mixers on an all-softmax model: exit 2 naming the key") {
     Job job;
     auto spec = tiny_job();
@@ -548,8 +579,12 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     auto r = job.run();
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("train.trainable: 'new_mixers' leaves nothing to train"));
-    spec["train"]["trainable"] = "lora";
+    Job lora;
+    spec["train"]["trainable"] = "lora";  // valid, but the model has no adapters
+    lora.write(spec);
+    CHECK_THAT(lora.run().output, Catch::Contains("train.trainable: 'lora' leaves nothing to train: the model has no LoRA adapters"));
+    spec["train"]["trainable"] = "everything";
     job.write(spec);
-    CHECK_THAT(job.run("validate").output, Catch::Contains("train.trainable"));
+    CHECK_THAT(job.run("validate").output, Catch::Contains("train.trainable: 'everything' is not one of"));
   }
 }

@@ -16,6 +16,8 @@
 #include "contract/safetensors_header.h"
 #include "worker/corpus.h"
 #include "contract/inputs.h"
+#include "models/checkpoint.h"
+#include "models/convert.h"
 #include "worker/generate_text.h"
 #include "worker/trainer.h"
 
@@ -125,6 +127,22 @@ int validate(const std::string& job_dir) {
 
 }  // namespace
 
+// fwlab-worker merge-lora: the checkpoint's metadata (tokenizer, step) travels with the merged weights.
+int merge_lora_file(const std::string& in, const std::string& out) {
+  int64_t rank = 0;
+  try {
+    auto model = load_model(in);
+    rank = model->config().lora_rank;
+    if (rank == 0) throw std::invalid_argument(in + ": the checkpoint has no LoRA adapters (lora_rank is 0)");
+    save_model(out, merge_lora(model), safetensors::read_header(in).metadata);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fwlab-worker merge-lora: {}\n", e.what());
+    return kExitBadSpec;
+  }
+  fmt::print("merged the rank-{} LoRA adapters of {} into {}\n", rank, in, out);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   watch_parent();
   keep_freed_memory_mapped();
@@ -153,6 +171,10 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--bpe-dir", gen.bpe_dir, "GPT-2 BPE files (encoder.json + vocab.bpe)")->check(CLI::ExistingDirectory);
   gen_cmd->add_option("--device", gen.device, "cpu, cuda or cuda:N")->capture_default_str();
   gen_cmd->add_option("--threads", gen.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  std::string merge_in, merge_out;
+  auto* merge_cmd = app.add_subcommand("merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
+  merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")->required()->check(CLI::ExistingFile);
+  merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -160,6 +182,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadSpec;
   }
   if (*validate_cmd) return validate(job_dir);
+  if (*merge_cmd) return merge_lora_file(merge_in, merge_out);
   if (*gen_cmd) {
     at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range
     return run_generate(gen, FWLAB_SOURCE_DIR);
