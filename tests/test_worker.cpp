@@ -53,6 +53,18 @@ struct Job {
   }
 };
 
+// The tiny job with train.KEY = VALUE: it must exit 2 with `message`. Returns the job for further checks.
+std::unique_ptr<Job> run_refused(const char* key, const char* value, const std::string& message) {
+  auto job = std::make_unique<Job>();
+  auto spec = tiny_job();
+  spec["train"][key] = value;
+  job->write(spec);
+  const auto r = job->run();
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(message));
+  return job;
+}
+
 }  // namespace
 
 TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worker]") {
@@ -462,17 +474,8 @@ TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUD
     }
   }
   SECTION("fp16 on CPU: exit 2 naming the key, nothing run") {
-    Job job;
-    auto spec = tiny_job();
-    spec["train"]["precision"] = "fp16";
-    job.write(spec);
-    auto r = job.run();
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("train.precision: fp16 needs a CUDA device"));
-    CHECK(!fs::exists(job.dir.file("events.jsonl")));
-    spec["train"]["precision"] = "fp8";
-    job.write(spec);
-    CHECK_THAT(job.run("validate").output, Catch::Contains("train.precision"));
+    CHECK(!fs::exists(run_refused("precision", "fp16", "train.precision: fp16 needs a CUDA device")->dir.file("events.jsonl")));
+    run_refused("precision", "fp8", "train.precision: 'fp8' is not one of fp32, bf16, fp16");
   }
 }
 
@@ -571,20 +574,9 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     CHECK(test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, source, merged)).output.find("has no LoRA adapters") !=
           std::string::npos);
   }
-  SECTION("new_mixers on an all-softmax model: exit 2 naming the key") {
-    Job job;
-    auto spec = tiny_job();
-    spec["train"]["trainable"] = "new_mixers";
-    job.write(spec);
-    auto r = job.run();
-    CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("train.trainable: 'new_mixers' leaves nothing to train"));
-    Job lora;
-    spec["train"]["trainable"] = "lora";  // valid, but the model has no adapters
-    lora.write(spec);
-    CHECK_THAT(lora.run().output, Catch::Contains("train.trainable: 'lora' leaves nothing to train: the model has no LoRA adapters"));
-    spec["train"]["trainable"] = "everything";
-    job.write(spec);
-    CHECK_THAT(job.run("validate").output, Catch::Contains("train.trainable: 'everything' is not one of"));
+  SECTION("groups that leave nothing to train, or no group: exit 2 naming the key") {
+    run_refused("trainable", "new_mixers", "train.trainable: 'new_mixers' leaves nothing to train");  // all softmax
+    run_refused("trainable", "lora", "train.trainable: 'lora' leaves nothing to train: the model has no LoRA adapters");
+    run_refused("trainable", "everything", "train.trainable: 'everything' is not one of");
   }
 }
