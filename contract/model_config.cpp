@@ -41,7 +41,7 @@ constexpr int64_t kMaxLayers = int64_t{1} << 12;
 std::string MixerSpec::describe() const {
   if (kind == "fast_weight") {
     std::string map = feature_map == "dpfp" ? fmt::format("dpfp{}", dpfp_nu) : feature_map;
-    return fmt::format("{}/{}/{}/m={}", rule, map, norm, m);
+    return fmt::format("{}/{}/{}/m={}{}", rule, map, norm, m, swa_window > 0 ? fmt::format("+swa{}", swa_window) : "");
   }
   if (kind == "local") return fmt::format("local/w={}", window);
   if (kind == "srupp") return attention ? "srupp+attn" : "srupp";
@@ -63,6 +63,11 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
   require_one_of(s.kind, kKinds, p + "kind");
   if (s.kind == "local") require_positive(s.window, p + "window");
+  if (s.swa_window < 0) throw ConfigError(p + "swa_window", fmt::format("must be >= 0 (0: none), got {}", s.swa_window));
+  if (s.swa_window > 0 && s.kind != "fast_weight")
+    throw ConfigError(p + "swa_window", fmt::format("only fast_weight layers mix in a sliding window, not '{}'", s.kind));
+  if (s.swa_window > cfg.context)
+    throw ConfigError(p + "swa_window", fmt::format("{} is larger than the model's context of {}", s.swa_window, cfg.context));
   require_at_most(s.window, int64_t{1} << 24, p + "window");
   require_at_most(s.attn_dim, int64_t{1} << 16, p + "attn_dim");
   if (s.kind == "srupp") {
@@ -136,6 +141,7 @@ nlohmann::json to_json(const MixerSpec& s) {
     j["m"] = s.m;
     j["chunk"] = s.chunk;
     if (s.feature_map == "dpfp") j["dpfp_nu"] = s.dpfp_nu;
+    if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
   } else if (s.kind == "local") {
     j["window"] = s.window;
   } else if (s.kind == "srupp") {
@@ -171,7 +177,7 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 }  // namespace
 
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
-  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk"}, p);
+  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window"}, p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
@@ -186,6 +192,7 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   opt("attention", s.attention);
   opt("attn_dim", s.attn_dim);
   opt("chunk", s.chunk);
+  opt("swa_window", s.swa_window);
   return s;
 }
 
@@ -295,6 +302,7 @@ StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
   if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
   int64_t fixed = H * hd * s.m;
   if (s.norm == "attn") fixed += H * s.m;  // normaliser z
+  fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
   return {fixed, 0};
 }
 

@@ -25,7 +25,7 @@ class ConfigError : public std::runtime_error {
 struct MixerSpec {
   std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp
   std::string rule = "add";            // fast_weight: add | delta | gated | decay
-  std::string feature_map = "relu";    // fast_weight: relu | elu1 | identity | dpfp | rfa
+  std::string feature_map = "relu";    // fast_weight: relu | elu1 | identity | dpfp | rfa | hedgehog
   std::string norm = "none";           // fast_weight: attn | none (delta always sum-normalises phi)
   int64_t m = 0;                       // fast_weight: feature (= state key) size per head
   int64_t dpfp_nu = 1;                 // dpfp: nu, feature size = 2 * nu * head_dim
@@ -33,6 +33,9 @@ struct MixerSpec {
   bool attention = true;               // srupp: whether this layer has attention
   int64_t attn_dim = 0;                // srupp: attention size d' (0: d_model / 4, as in SRU++)
   int64_t chunk = 0;                   // fast_weight: chunk length of the parallel form (0: chosen per rule)
+  // fast_weight: softmax attention over the last swa_window tokens (the current one included), mixed half and
+  // half with the fast-weight output (Liger's 0.5 SWA + 0.5 linear); 0: none (models/README.md).
+  int64_t swa_window = 0;
 
   bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"

@@ -1,5 +1,7 @@
 // Fast-weight mixers (NOTES.md, "Update rules"). Shapes: B batch, T time, H heads, hd head dim, m features.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/recurrences.h"
 #include "models/mixers.h"
@@ -33,6 +35,24 @@ void uniform_gate_init(torch::Tensor& bias) {
 
 torch::Tensor heads(const torch::Tensor& x, int64_t n_heads) {  // [B, T, H*e] -> [B, H, T, e]
   return x.view({x.size(0), x.size(1), n_heads, -1}).transpose(1, 2);
+}
+
+// Softmax attention of q over the last `window` keys (the current one included), [B, H, T, hd]. With a state,
+// the keys and values of up to window - 1 earlier tokens come from it and it keeps the last `window` after: the
+// step form's O(window) cache.
+torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window, MixerState* state) {
+  auto keys = k, values = v;
+  if (state && state->k.defined()) keys = torch::cat({state->k, k}, 2), values = torch::cat({state->v, v}, 2);
+  const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
+  auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
+  auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // [T, L]
+  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
+  scores = scores.masked_fill(lag < 0 | lag >= window, -std::numeric_limits<double>::infinity());
+  if (state) {
+    const int64_t keep = std::min(L, window);
+    state->k = keys.narrow(2, L - keep, keep).contiguous(), state->v = values.narrow(2, L - keep, keep).contiguous();
+  }
+  return torch::matmul(torch::softmax(scores, -1), values);
 }
 
 // In fp32 under mixed precision (a normaliser in bf16 keeps 3 significant digits).
@@ -92,6 +112,7 @@ void FastWeight::apply_value_rescale() {
 void FastWeight::fold_feature_map() {
   TORCH_CHECK(phi->is_projection(), "only the relu and identity feature maps can be folded, not ", spec.feature_map);
   TORCH_CHECK(!qkv_lora, "merge the LoRA adapters (merge_lora) before folding the feature map");
+  TORCH_CHECK(spec.swa_window == 0, "a layer with a sliding window reads q and k themselves: its feature map cannot be folded");
   TORCH_CHECK(!folded(), "feature map already folded");
   torch::NoGradGuard guard;
   const int64_t d = qkv->weight.size(1), inner = n_heads_ * head_dim_, m = spec.m;
@@ -125,6 +146,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
   if (is_training() && spec.feature_map == "rfa") phi->resample();
 
   torch::Tensor fq, fk, v;  // [B, H, T, m], [B, H, T, m], [B, H, T, hd]
+  torch::Tensor q_raw, k_raw;  // [B, H, T, hd]: the sliding window's queries and keys (before the feature map)
   if (folded()) {
     auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
     fq = phi->activate(heads(qk.select(2, 0), n_heads_));
@@ -136,7 +158,9 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     fq = phi->forward(heads(parts.select(2, 0), n_heads_), true);
     fk = phi->forward(heads(parts.select(2, 1), n_heads_), false);
     v = heads(parts.select(2, 2), n_heads_);
+    q_raw = heads(parts.select(2, 0), n_heads_), k_raw = heads(parts.select(2, 1), n_heads_);
   }
+  const auto v_raw = v;  // the gated rule scales v for its recurrence; the window reads the projection itself
   const bool attn_norm = spec.norm == "attn";
   if (attn_norm) fq = K::widened_to_fp32(fq);  // the normaliser rides in the recurrence: fp32 under mixed precision
   const auto S0 = state ? state->S : torch::Tensor();
@@ -181,6 +205,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     }
   }
   auto y = attn_norm ? r.y / den.clamp_min(kAttnNormFloor) : r.y;
+  if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(q_raw, k_raw, v_raw, spec.swa_window, state));  // Liger's mix
   if (state) state->S = r.state;
   record_state(r.state);
   return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, inner})));

@@ -96,6 +96,13 @@ const int registered = [] {
           names.push_back(fmt::format("fast_weight {}/{}/{}/m={}", rule, map, norm, m));
           Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
         }
+  // Every rule with a sliding window of 5 mixed in (T = 37 crosses it many times).
+  for (const char* rule : {"add", "delta", "gated", "decay"}) {
+    auto spec = test::fw(rule, "hedgehog", std::string(rule) == "decay" ? "none" : "attn", 8);
+    spec.swa_window = 5;
+    names.push_back(fmt::format("fast_weight {}/hedgehog + sliding window 5", rule));
+    Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+  }
   return 0;
 }();
 
@@ -166,4 +173,28 @@ TEST_CASE("hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identit
   CHECK(max_abs_diff(phi.forward(x, true), expected) < 1e-6);
   CHECK(max_abs_diff(phi.forward(x, false), expected) > 1e-3);
   CHECK(phi.named_parameters().size() == 2);
+}
+
+TEST_CASE("sliding-window hybrid: a window of 1 adds exactly half the token's own value (closed form)", "[mixers]") {
+  // softmax over the current token alone is v_t, so before the output projection y = (y_fw + v_t) / 2:
+  // out_hybrid = (W_o y_fw + W_o v_t) / 2 + b_o, with y_fw read back from the same layer without the window.
+  torch::manual_seed(15);
+  auto spec = test::fw("decay", "identity", "none", 4);
+  auto cfg = test::small_config(spec, 1, 8);
+  auto windowed_spec = spec;
+  windowed_spec.swa_window = 1;
+  FastWeight plain(spec, cfg), windowed(windowed_spec, cfg);
+  plain.to(torch::kFloat64), windowed.to(torch::kFloat64);
+  plain.eval(), windowed.eval();
+  {
+    torch::NoGradGuard guard;
+    auto from = plain.named_parameters();
+    for (auto& p : windowed.named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  auto x = torch::randn({2, 9, cfg.d_model}, torch::kFloat64);
+  const int64_t inner = cfg.n_heads * cfg.head_dim;
+  auto v = torch::linear(x, plain.qkv->weight.narrow(0, 2 * inner, inner), plain.qkv->bias.narrow(0, 2 * inner, inner));
+  auto bias = plain.o->bias;
+  auto expected = 0.5 * (plain.forward(x) - bias) + 0.5 * torch::linear(v, plain.o->weight) + bias;
+  CHECK(max_abs_diff(windowed.forward(x), expected) < 1e-12);
 }

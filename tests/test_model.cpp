@@ -2,6 +2,7 @@
 // configuration-only formulas, layer plans, and rejection of combinations that make no sense.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "models/gpt.h"
@@ -25,6 +26,7 @@ ModelConfig hybrid_config() {
   cfg.layers = {kind("softmax"), fw("decay", "identity", "none", 4), fw("delta", "relu", "attn", 4),
                 kind("local"),   fw("gated", "elu1", "attn", 8),   kind("sru"), kind("srupp")};
   cfg.layers[3].window = 3;
+  cfg.layers[1].swa_window = 4;  // decay with a sliding window (Liger's mix)
   return cfg;
 }
 
@@ -127,6 +129,12 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   auto negative_rank = test::small_config(fw("decay", "identity", "none", 4));
   negative_rank.lora_rank = -1;
   CHECK(config_error(negative_rank) == "lora_rank: must be >= 0 (0: no LoRA), got -1");
+  auto wide_window = test::small_config(fw("decay", "identity", "none", 4));
+  wide_window.layers[0].swa_window = wide_window.context + 1;
+  CHECK(config_error(wide_window) == fmt::format("layers[0].swa_window: {} is larger than the model's context of {}", wide_window.context + 1, wide_window.context));
+  auto softmax_window = test::small_config(MixerSpec{});
+  softmax_window.layers[1].swa_window = 4;
+  CHECK(config_error(softmax_window) == "layers[1].swa_window: only fast_weight layers mix in a sliding window, not 'softmax'");
   CHECK(config_error(test::small_config(fw("decay", "hedgehog", "none", 7))) ==
         "layers[0].m: feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got 7");
   CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==
