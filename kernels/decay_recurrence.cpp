@@ -3,12 +3,6 @@
 
 namespace fwlab::kernels {
 
-namespace {
-
-constexpr int64_t kLargestCudaWidth = 128;  // D and M the chunked CUDA kernel's shared memory holds (bf16, fp32)
-
-}  // namespace
-
 torch::Tensor widened_to_fp32(const torch::Tensor& x) {
   if (!x.defined()) return x;
   const auto t = x.scalar_type();
@@ -18,7 +12,7 @@ torch::Tensor widened_to_fp32(const torch::Tensor& x) {
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
                                   int64_t chunk) {
-  if (q.is_cuda() && cuda_kernels_built() && q.size(3) <= kLargestCudaWidth && v.size(3) <= kLargestCudaWidth)
+  if (q.is_cuda() && cuda_chunks_fit(q, v))
     return decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, state0);
   // The CPU kernels and the libtorch form keep one dtype throughout: the widest given (fp32 for mixed precision).
   const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());

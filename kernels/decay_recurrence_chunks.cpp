@@ -135,15 +135,21 @@ struct DeviceGuard {
   ~DeviceGuard() { cudaSetDevice(previous); }
 };
 
+// The opt-in shared memory per block of the current device.
+int shared_memory_limit() {
+  int limit = 0, device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  return limit;
+}
+
 cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
   cuda::ChunkArgs a;
   a.dtype = chunk_dtype(p.q.scalar_type());
   a.q = p.q.data_ptr(), a.k = p.k.data_ptr(), a.v = p.v.data_ptr(), a.dy = void_or_null(dy);
   a.A = void_or_null(p.A), a.B = void_or_null(p.B), a.state0 = p.state0.data_ptr(), a.dstate_final = void_or_null(dS);
   a.heads = p.heads(), a.steps = p.Tp, a.D = p.Dp, a.M = p.Mp, a.a_width = p.a_width;
-  int limit = 0, device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const int limit = shared_memory_limit();
   const int64_t need = cuda::decay_chunks_shared_bytes(a);
   TORCH_CHECK(need <= limit, "decay_recurrence_cuda_chunked: D = ", p.D, ", M = ", p.M, " in ", p.q.scalar_type(), " needs ", need,
               " bytes of shared memory per block, the GPU allows ", limit);
@@ -256,6 +262,20 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
 }
 
 }  // namespace
+
+bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
+#if defined(FWLAB_HAVE_CUDA)
+  if (!q.is_cuda()) return false;
+  const DeviceGuard guard(q);
+  cuda::ChunkArgs a;
+  a.dtype = chunk_dtype(q.scalar_type());
+  a.D = round16(v.size(3)), a.M = round16(q.size(3));
+  return cuda::decay_chunks_shared_bytes(a) <= shared_memory_limit();
+#else
+  (void)q, (void)v;
+  return false;
+#endif
+}
 
 RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {

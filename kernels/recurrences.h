@@ -45,6 +45,9 @@ bool cuda_kernels_built();
 RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                const torch::Tensor& log_a, const torch::Tensor& log_b,
                                                const torch::Tensor& state0);
+// Whether the chunked CUDA kernel can take these q [.., M] and v [.., D] on their GPU (its shared memory per block
+// grows with D, M and the dtype); false without a CUDA build.
+bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v);
 // The chunked kernel's block programs run on the host, for CPU float32 / float64 tensors: the same preparation,
 // arithmetic and gate gradients, so the tests bind it to the naive twin where no GPU is (slow; tests only). Each
 // block runs on `threads_per_block` threads meeting at its barriers, as on the GPU.
@@ -54,8 +57,8 @@ RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torc
 // bfloat16 / float16 tensors as float32, others unchanged: the dtype of gates, states and the CPU kernels under
 // mixed precision (the matrix products around them stay in low precision).
 torch::Tensor widened_to_fp32(const torch::Tensor& x);
-// What a model runs, chosen by the tensors' device: CUDA -> the chunked CUDA kernel (where built, with D and M up
-// to 128); CPU -> the fused CPU kernel; otherwise the libtorch chunked form with `chunk` steps. bfloat16 / float16
+// What a model runs, chosen by the tensors' device: CUDA -> the chunked CUDA kernel (where built and its shared
+// memory fits: cuda_chunks_fit); CPU -> the fused CPU kernel; otherwise the libtorch chunked form with `chunk` steps. bfloat16 / float16
 // inputs stay so on CUDA (mixed precision) and are widened to float32 elsewhere.
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,

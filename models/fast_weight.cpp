@@ -47,7 +47,7 @@ torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, con
   auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
   auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // [T, L]
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
-  scores = scores.masked_fill(lag < 0 | lag >= window, -std::numeric_limits<double>::infinity());
+  scores = scores.masked_fill((lag < 0) | (lag >= window), -std::numeric_limits<double>::infinity());
   if (state) {
     const int64_t keep = std::min(L, window);
     state->k = keys.narrow(2, L - keep, keep).contiguous(), state->v = values.narrow(2, L - keep, keep).contiguous();
