@@ -91,7 +91,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   JobSpec s;
   Reader r(j, "");
   r.get("kind", s.kind);
-  one_of(s.kind, {"train", "generation-bench"}, "kind");
+  one_of(s.kind, {"train", "transfer", "generation-bench"}, "kind");
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
@@ -191,6 +191,17 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
   at_most(s.eval.mqar_batches, int64_t{1} << 20, "eval.mqar_batches");
+
+  auto tr = r.sub("transfer");
+  tr.get("mse_weight", s.transfer.mse_weight);
+  tr.get("ce_weight", s.transfer.ce_weight);
+  tr.reject_unknown();
+  require(s.transfer.mse_weight > 0, "transfer.mse_weight", fmt::format("must be positive, got {}", s.transfer.mse_weight));
+  require(s.transfer.ce_weight >= 0, "transfer.ce_weight", fmt::format("must be >= 0, got {}", s.transfer.ce_weight));
+  if (s.kind == "transfer") {
+    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
+    require(!s.model.empty(), "model", "kind 'transfer' needs a model that swaps some of the teacher's mixers");
+  }
 
   auto dv = r.sub("divergence");
   dv.get("spike_factor", s.divergence.spike_factor);

@@ -57,6 +57,13 @@ struct EvalSpec {
   int64_t mqar_batches = 8;  // mqar: batches of fresh examples per evaluation
 };
 
+// kind = "transfer" (attention transfer, LoLCATs' first stage): the student's new mixers learn to reproduce the
+// teacher's (init_checkpoint's) mixer outputs on the teacher's hidden states; only new_mixers parameters train.
+struct TransferSpec {
+  double mse_weight = 1000.0;  // LoLCATs' weighting of the summed per-layer MSE
+  double ce_weight = 0.0;      // > 0: plus the student's language-model loss with this weight
+};
+
 struct DivergenceSpec {
   double spike_factor = 3.0;  // loss above factor x running minimum ...
   int64_t spike_steps = 5;    // ... for this many consecutive steps
@@ -79,7 +86,7 @@ struct DebugSpec {
 };
 
 struct JobSpec {
-  std::string kind = "train";  // train | generation-bench
+  std::string kind = "train";  // train | transfer | generation-bench
   uint64_t seed = 0;
   int64_t threads = 0;          // 0: hardware concurrency
   std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -91,6 +98,7 @@ struct JobSpec {
   OptimSpec optim;
   TrainSpec train;
   EvalSpec eval;
+  TransferSpec transfer;
   DivergenceSpec divergence;
   BenchSpec bench;
   DebugSpec debug;

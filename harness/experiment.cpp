@@ -42,7 +42,7 @@ const std::map<std::string, std::string>& key_aliases() {
 namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
-const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "divergence", "bench", "debug"};
+const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "divergence", "bench", "debug"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "init_checkpoint"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
                                             "exclude", "cell", "profile", "table", "plot", "executor"};
@@ -54,7 +54,7 @@ class Parser {
   SourcePos pos(const toml::node& n) const {
     if (auto it = moved_.find(&n); it != moved_.end()) return it->second;
     const auto& b = n.source().begin;
-    return {file_, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column)};
+    return {file_, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column), {}};
   }
 
   [[noreturn]] void fail(const toml::node& n, const std::string& key, const std::string& message) const {

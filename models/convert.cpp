@@ -44,10 +44,13 @@ Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t 
       }
     }
   }
-  // Copied value projections are rescaled where the target rule asks for it (Mao 2022).
+  // Copied value projections are rescaled where the target rule asks for it (Mao 2022), in swapped layers only: a
+  // layer that already had this mixer in the source (a finetune continuing a transfer or another finetune) was
+  // rescaled when it was created.
   for (size_t i = 0; i < result.model->blocks().size(); ++i) {
     auto fw = std::dynamic_pointer_cast<FastWeight>(result.model->blocks()[i]->mixer);
     if (!fw || !fw->value_rescale().defined()) continue;
+    if (i < source->config().layers.size() && source->config().layers[i] == target.layers[i]) continue;
     const auto prefix = fmt::format("blocks.{}.mixer.qkv.", i);
     const bool copied = std::find(result.report.copied.begin(), result.report.copied.end(), prefix + "weight") !=
                         result.report.copied.end();

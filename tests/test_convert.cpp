@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "models/convert.h"
+#include "models/trainable.h"
+#include "models/transfer.h"
 #include "models/mixers.h"
 #include "tests/test_util.h"
 
@@ -165,4 +167,40 @@ TEST_CASE("LoRA: fresh adapters change nothing; trained ones merge into a plain 
   GenerationState state;  // the step form sees the adapters too
   for (int64_t t = 0; t < 19; ++t) CHECK(max_abs_diff(adapted->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
   CHECK(count_parameters(cfg) == adapted->num_parameters());
+}
+
+TEST_CASE("attention transfer: the per-layer MSE to the teacher falls on a fixed batch, training only the new mixers", "[convert]") {
+  auto teacher = trained_softmax(3);
+  teacher->eval();
+  auto cfg = teacher->config();
+  cfg.layers[0] = fw("decay", "identity", "none", 8);
+  cfg.layers[2] = fw("add", "hedgehog", "attn", 16);
+  auto student = convert_model(teacher, cfg, 3).model;
+  CHECK(transferred_layers(student, teacher) == std::vector<size_t>{0, 2});
+  const auto trainable = select_trainable(student, "new_mixers");
+  std::vector<torch::Tensor> params;
+  for (auto& p : student->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(1e-2));
+  auto idx = torch::randint(0, 50, {2, 24}, torch::kLong);
+  auto losses = [&] {
+    auto mse = transfer_mse(student, teacher, idx, {0, 2});
+    return std::vector<double>{mse[0].item<double>(), mse[1].item<double>()};
+  };
+  const auto before = losses();
+  const auto frozen = student->named_parameters()["blocks.0.mixer.qkv.weight"].clone();
+  for (int i = 0; i < 60; ++i) {
+    opt.zero_grad();
+    auto mse = transfer_mse(student, teacher, idx, {0, 2});
+    (mse[0] + mse[1]).backward();
+    opt.step();
+  }
+  const auto after = losses();
+  INFO("layer 0: " << before[0] << " -> " << after[0] << ", layer 2: " << before[1] << " -> " << after[1]);
+  CHECK(after[0] < 0.8 * before[0]);
+  CHECK(after[1] < 0.8 * before[1]);
+  CHECK(torch::equal(student->named_parameters()["blocks.0.mixer.qkv.weight"], frozen));
+  // A layer the student kept is its teacher's: zero error.
+  auto kept = transfer_mse(student, teacher, idx, {1});
+  CHECK(kept[0].item<double>() == 0.0);
 }

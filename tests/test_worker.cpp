@@ -580,3 +580,51 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     run_refused("trainable", "everything", "train.trainable: 'everything' is not one of");
   }
 }
+
+TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher; a finetune starts from it", "[worker]") {
+  Job pretrain;
+  auto base = tiny_job();
+  base["train"]["steps"] = 8;
+  pretrain.write(base);
+  REQUIRE(pretrain.run().exit_code == 0);
+  const json decay = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  Job transfer;
+  auto spec = tiny_job();
+  spec.erase("model");
+  spec["kind"] = "transfer";
+  spec["init_checkpoint"] = pretrain.dir.file("best.safetensors");
+  spec["model"] = decay;
+  spec["optim"]["lr"] = 1e-2;
+  transfer.write(spec);
+  auto r = transfer.run();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto start = transfer.of_type("start").at(0);
+  CHECK(start["transfer"]["layers"] == json::array({0, 1}));
+  CHECK(start["trainable"]["which"] == "new_mixers");
+  for (const char* key : {"transfer_mse.0", "transfer_mse.1"}) {
+    std::vector<double> curve;
+    for (auto& e : transfer.of_type("metric"))
+      if (e["key"] == key) curve.push_back(e["value"].get<double>());
+    INFO(key);
+    REQUIRE(curve.size() == 6);
+    CHECK(curve.back() < curve.front());  // the layer's output moves toward the teacher's
+  }
+  Job finetune;  // swap-then-finetune's second stage, from the transferred model
+  auto ft = tiny_job();
+  ft.erase("model");
+  ft["init_checkpoint"] = transfer.dir.file("best.safetensors");
+  ft["model"] = decay;
+  ft["train"]["steps"] = 4;
+  finetune.write(ft);
+  auto f = finetune.run();
+  INFO(f.output);
+  CHECK(f.exit_code == 0);
+  CHECK(finetune.of_type("conversion").at(0)["created"].empty());  // the same mixers: everything carried over
+  CHECK(finetune.of_type("conversion").at(0)["rescaled"].empty());  // W_v was rescaled once, when the layer was swapped in
+
+  Job orphan;  // no teacher
+  spec.erase("init_checkpoint");
+  orphan.write(spec);
+  CHECK_THAT(orphan.run("validate").output, Catch::Contains("init_checkpoint: kind 'transfer' needs the teacher"));
+}

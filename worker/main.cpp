@@ -97,7 +97,7 @@ int run(const std::string& job_dir) {
     return code;
   };
   try {
-    return spec.kind == "train" ? run_training(spec, job_dir, log) : run_generation_bench(spec, job_dir, log);
+    return spec.kind == "generation-bench" ? run_generation_bench(spec, job_dir, log) : run_training(spec, job_dir, log);
   } catch (const SpecError& e) {  // found only once files were read (source checkpoint, corpus vocabulary)
     return fail("bad_spec", fmt::format("{}: {}", spec_path(job_dir), e.what()), kExitBadSpec);
   } catch (const DataError& e) {

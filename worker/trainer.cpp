@@ -21,6 +21,7 @@
 #include "models/convert.h"
 #include "models/hf_gpt2.h"
 #include "models/trainable.h"
+#include "models/transfer.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/optimizer.h"
@@ -323,10 +324,25 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
 
+  // Attention transfer: the teacher is the source checkpoint, frozen; only the new mixers' own parameters train.
+  const bool transfer = spec.kind == "transfer";
+  GPT teacher{nullptr};
+  std::vector<size_t> transfer_layers;
+  if (transfer) {
+    teacher = load_source_model(spec.init_checkpoint);
+    teacher->to(device);
+    teacher->eval();
+    for (auto& p : teacher->parameters()) p.set_requires_grad(false);
+    transfer_layers = transferred_layers(model, teacher);
+    if (transfer_layers.empty()) throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
+  }
+  const std::string trainable_group = transfer ? "new_mixers" : spec.train.trainable;
+  if (transfer && spec.train.trainable != "all" && spec.train.trainable != "new_mixers")
+    throw SpecError("train.trainable", fmt::format("kind 'transfer' trains the new mixers only, not '{}'", spec.train.trainable));
   // Frozen parameters leave the optimizer (it takes only those that require gradients) before it is built.
   std::vector<std::string> trainable;
   try {
-    trainable = select_trainable(model, spec.train.trainable);
+    trainable = select_trainable(model, trainable_group);
   } catch (const std::invalid_argument& e) {
     throw SpecError("train.trainable", e.what());
   }
@@ -339,7 +355,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   auto start = start_event(spec, job_dir, model);
   int64_t trainable_elements = 0;
   for (const auto& p : model->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
-  start["trainable"] = {{"which", spec.train.trainable}, {"tensors", trainable.size()}, {"parameters", trainable_elements}};
+  start["trainable"] = {{"which", trainable_group}, {"tensors", trainable.size()}, {"parameters", trainable_elements}};
+  if (transfer) start["transfer"] = {{"layers", transfer_layers}, {"mse_weight", spec.transfer.mse_weight}, {"ce_weight", spec.transfer.ce_weight}};
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
   if (!mqar)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
@@ -384,6 +401,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t eval_every = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
   const int64_t ckpt_every = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every;
 
+  std::vector<double> layer_mse(transfer_layers.size(), 0.0);  // transfer: per-layer MSE summed over the log interval
   for (; st.step < spec.train.steps; ++st.step) {
     if (g_stop) {
       // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state
@@ -410,7 +428,15 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       torch::Tensor loss;
       {
         const AutocastScope amp(spec.train.precision, device);  // the forward only, as torch.autocast is used
-        loss = lm_loss(model->forward(x), y) / static_cast<double>(spec.train.grad_accum);
+        if (transfer) {
+          const auto mse = transfer_mse(model, teacher, x, transfer_layers);
+          loss = spec.transfer.mse_weight * torch::stack(mse).sum();
+          for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
+          if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * lm_loss(model->forward(x), y);
+        } else {
+          loss = lm_loss(model->forward(x), y);
+        }
+        loss = loss / static_cast<double>(spec.train.grad_accum);
       }
       const double value = loss.item<double>() * static_cast<double>(spec.train.grad_accum);
       if (!std::isfinite(value))
@@ -469,6 +495,10 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       for (const auto& [key, value] : metrics)
         log.write(MetricEvent{key, st.step + 1, value});
       if (recurrent) log.write(MetricEvent{"state_max_abs", st.step + 1, state_max});
+      for (size_t i = 0; i < layer_mse.size(); ++i) {  // the per-layer MSE curves (interval means)
+        log.write(MetricEvent{fmt::format("transfer_mse.{}", transfer_layers[i]), st.step + 1, layer_mse[i] / static_cast<double>(interval_steps)});
+        layer_mse[i] = 0.0;
+      }
       if (scaler.enabled()) {
         log.write(MetricEvent{"loss_scale", st.step + 1, scaler.scale()});
         log.write(MetricEvent{"skipped_steps", st.step + 1, static_cast<double>(st.interval_skipped)});
