@@ -281,6 +281,51 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   return conv.model;
 }
 
+// Attention transfer's teacher (the source checkpoint, frozen, on the job's device) and the layers it teaches;
+// empty for other kinds.
+struct Teacher {
+  GPT model{nullptr};
+  std::vector<size_t> layers;
+};
+
+Teacher load_teacher(const JobSpec& spec, const GPT& student, torch::Device device) {
+  Teacher t;
+  if (spec.kind != "transfer") return t;
+  t.model = load_source_model(spec.init_checkpoint);
+  t.model->to(device);
+  t.model->eval();
+  for (auto& p : t.model->parameters()) p.set_requires_grad(false);
+  t.layers = transferred_layers(student, t.model);
+  if (t.layers.empty()) throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
+  return t;
+}
+
+// Freezes what train.trainable (or attention transfer, which trains the new mixers only) leaves out; returns the
+// group applied and the names that train.
+std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& spec, GPT& model) {
+  const bool transfer = spec.kind == "transfer";
+  if (transfer && spec.train.trainable != "all" && spec.train.trainable != "new_mixers")
+    throw SpecError("train.trainable", fmt::format("kind 'transfer' trains the new mixers only, not '{}'", spec.train.trainable));
+  const std::string group = transfer ? "new_mixers" : spec.train.trainable;
+  try {
+    return {group, select_trainable(model, group)};
+  } catch (const std::invalid_argument& e) {
+    throw SpecError("train.trainable", e.what());
+  }
+}
+
+// One micro-batch's loss before the accumulation average: the LM loss, or attention transfer's weighted per-layer
+// MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the weighted LM loss.
+torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
+                         std::vector<double>& layer_mse) {
+  if (!teacher.model) return lm_loss(model->forward(x), y);
+  const auto mse = transfer_mse(model, teacher.model, x, teacher.layers);
+  auto loss = spec.transfer.mse_weight * torch::stack(mse).sum();
+  for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
+  if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * lm_loss(model->forward(x), y);
+  return loss;
+}
+
 nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
   std::ifstream job_file(fs::path(job_dir) / "job.json");
   const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
@@ -324,28 +369,9 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
 
-  // Attention transfer: the teacher is the source checkpoint, frozen; only the new mixers' own parameters train.
-  const bool transfer = spec.kind == "transfer";
-  GPT teacher{nullptr};
-  std::vector<size_t> transfer_layers;
-  if (transfer) {
-    teacher = load_source_model(spec.init_checkpoint);
-    teacher->to(device);
-    teacher->eval();
-    for (auto& p : teacher->parameters()) p.set_requires_grad(false);
-    transfer_layers = transferred_layers(model, teacher);
-    if (transfer_layers.empty()) throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
-  }
-  const std::string trainable_group = transfer ? "new_mixers" : spec.train.trainable;
-  if (transfer && spec.train.trainable != "all" && spec.train.trainable != "new_mixers")
-    throw SpecError("train.trainable", fmt::format("kind 'transfer' trains the new mixers only, not '{}'", spec.train.trainable));
+  Teacher teacher = load_teacher(spec, model, device);
   // Frozen parameters leave the optimizer (it takes only those that require gradients) before it is built.
-  std::vector<std::string> trainable;
-  try {
-    trainable = select_trainable(model, trainable_group);
-  } catch (const std::invalid_argument& e) {
-    throw SpecError("train.trainable", e.what());
-  }
+  const auto [trainable_group, trainable] = apply_trainable(spec, model);
   AdamW opt(model_tensors(model), spec.optim);
   TrainState st;
   if (resuming) st = load_resume(job_dir, model, opt);
@@ -356,7 +382,8 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   int64_t trainable_elements = 0;
   for (const auto& p : model->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
   start["trainable"] = {{"which", trainable_group}, {"tensors", trainable.size()}, {"parameters", trainable_elements}};
-  if (transfer) start["transfer"] = {{"layers", transfer_layers}, {"mse_weight", spec.transfer.mse_weight}, {"ce_weight", spec.transfer.ce_weight}};
+  if (teacher.model)
+    start["transfer"] = {{"layers", teacher.layers}, {"mse_weight", spec.transfer.mse_weight}, {"ce_weight", spec.transfer.ce_weight}};
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
   if (!mqar)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
@@ -401,7 +428,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   const int64_t eval_every = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
   const int64_t ckpt_every = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every;
 
-  std::vector<double> layer_mse(transfer_layers.size(), 0.0);  // transfer: per-layer MSE summed over the log interval
+  std::vector<double> layer_mse(teacher.layers.size(), 0.0);  // transfer: per-layer MSE summed over the log interval
   for (; st.step < spec.train.steps; ++st.step) {
     if (g_stop) {
       // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state
@@ -428,15 +455,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
       torch::Tensor loss;
       {
         const AutocastScope amp(spec.train.precision, device);  // the forward only, as torch.autocast is used
-        if (transfer) {
-          const auto mse = transfer_mse(model, teacher, x, transfer_layers);
-          loss = spec.transfer.mse_weight * torch::stack(mse).sum();
-          for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
-          if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * lm_loss(model->forward(x), y);
-        } else {
-          loss = lm_loss(model->forward(x), y);
-        }
-        loss = loss / static_cast<double>(spec.train.grad_accum);
+        loss = batch_loss(spec, model, teacher, x, y, layer_mse) / static_cast<double>(spec.train.grad_accum);
       }
       const double value = loss.item<double>() * static_cast<double>(spec.train.grad_accum);
       if (!std::isfinite(value))
@@ -496,7 +515,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
         log.write(MetricEvent{key, st.step + 1, value});
       if (recurrent) log.write(MetricEvent{"state_max_abs", st.step + 1, state_max});
       for (size_t i = 0; i < layer_mse.size(); ++i) {  // the per-layer MSE curves (interval means)
-        log.write(MetricEvent{fmt::format("transfer_mse.{}", transfer_layers[i]), st.step + 1, layer_mse[i] / static_cast<double>(interval_steps)});
+        log.write(MetricEvent{fmt::format("transfer_mse.{}", teacher.layers[i]), st.step + 1, layer_mse[i] / static_cast<double>(interval_steps)});
         layer_mse[i] = 0.0;
       }
       if (scaler.enabled()) {
