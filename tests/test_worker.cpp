@@ -53,6 +53,15 @@ struct Job {
   }
 };
 
+// A short run of the tiny softmax job in `job`: the teacher of the conversion tests. Returns its best checkpoint.
+std::string pretrain_teacher(const Job& job) {
+  auto spec = tiny_job();
+  spec["train"]["steps"] = 8;
+  job.write(spec);
+  REQUIRE(job.run().exit_code == 0);
+  return job.dir.file("best.safetensors");
+}
+
 // The tiny job with train.KEY = VALUE: it must exit 2 with `message`. Returns the job for further checks.
 std::unique_ptr<Job> run_refused(const char* key, const char* value, const std::string& message) {
   auto job = std::make_unique<Job>();
@@ -481,11 +490,7 @@ TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUD
 
 TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay bit-identical", "[worker]") {
   Job pretrain;
-  auto base = tiny_job();
-  base["train"]["steps"] = 8;
-  pretrain.write(base);
-  REQUIRE(pretrain.run().exit_code == 0);
-  const auto source = pretrain.dir.file("best.safetensors");
+  const auto source = pretrain_teacher(pretrain);
   // The raw bytes of every tensor of a checkpoint, by name (an independent reader: the file, not libtorch).
   auto tensor_bytes = [](const std::string& path) {
     const auto header = safetensors::read_header(path);
@@ -583,16 +588,13 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
 
 TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher; a finetune starts from it", "[worker]") {
   Job pretrain;
-  auto base = tiny_job();
-  base["train"]["steps"] = 8;
-  pretrain.write(base);
-  REQUIRE(pretrain.run().exit_code == 0);
+  const auto source = pretrain_teacher(pretrain);
   const json decay = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
   Job transfer;
   auto spec = tiny_job();
   spec.erase("model");
   spec["kind"] = "transfer";
-  spec["init_checkpoint"] = pretrain.dir.file("best.safetensors");
+  spec["init_checkpoint"] = source;
   spec["model"] = decay;
   spec["optim"]["lr"] = 1e-2;
   transfer.write(spec);
