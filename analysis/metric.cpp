@@ -18,6 +18,16 @@ const std::set<std::string> kSeriesKeys = {"train_loss", "lr", "grad_norm", "ste
                                            "state_max_abs", "gen_ms_per_token", "gen_ms_per_token_min",
                                            "gen_ms_per_token_max", "gen_state_bytes", "gen_peak_rss_bytes"};
 
+// Metric keys with per-layer (and per-head) variants: "attn_distance", "attn_distance.l2", "attn_distance.l2.h0";
+// transfer_mse only per layer ("transfer_mse.2").
+const std::set<std::string> kLayeredKeys = {"attn_distance", "attn_entropy", "teacher_entropy", "transfer_mse"};
+
+bool known_series_key(const std::string& key) {
+  if (kSeriesKeys.count(key) || (kLayeredKeys.count(key) && key != "transfer_mse")) return true;
+  const auto dot = key.find('.');
+  return dot != std::string::npos && dot + 1 < key.size() && kLayeredKeys.count(key.substr(0, dot));
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -32,8 +42,9 @@ Metric parse_metric(const std::string& name) {
   const auto fail = [&] {
     throw std::invalid_argument(fmt::format(
         "unknown metric '{}' (use test_<f> or valid_<f> with f in loss, ppl, bpc, accuracy; params; state_elements; "
-        "config:<job key>; or a metric key of the record, optionally @<step>: {})",
-        name, fmt::join(kSeriesKeys, ", ")));
+        "config:<job key>; or a metric key of the record, optionally @<step>: {}; {} (with .l<layer>[.h<head>]), "
+        "transfer_mse.<layer>)",
+        name, fmt::join(kSeriesKeys, ", "), fmt::join(std::vector<std::string>{"attn_distance", "attn_entropy", "teacher_entropy"}, ", ")));
   };
   if (name.rfind("config:", 0) == 0) {
     m.source = Metric::Source::Config;
@@ -64,7 +75,7 @@ Metric parse_metric(const std::string& name) {
     if (step.empty() || step.find_first_not_of("0123456789") != std::string::npos) fail();
     m.at_step = std::stoll(step);
   }
-  if (!kSeriesKeys.count(m.key)) fail();
+  if (!known_series_key(m.key)) fail();
   m.higher_is_better = m.key == "tokens_per_s";
   m.is_count = m.key.find("bytes") != std::string::npos;
   return m;
@@ -128,6 +139,9 @@ std::string Metric::units() const {
   if (key == "step_ms") return "ms per training step";
   if (key.rfind("gen_ms", 0) == 0) return "ms per generated token";
   if (key.find("bytes") != std::string::npos) return key == "gen_state_bytes" ? "state bytes" : "peak RSS bytes";
+  if (key.rfind("attn_distance", 0) == 0) return "distance to the teacher's attention";
+  if (key.rfind("attn_entropy", 0) == 0) return "attention entropy (nats)";
+  if (key.rfind("teacher_entropy", 0) == 0) return "teacher's attention entropy (nats)";
   return key;
 }
 

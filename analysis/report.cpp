@@ -1,5 +1,7 @@
 #include "analysis/report.h"
 
+#include "analysis/compare.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -191,6 +193,11 @@ std::string divergence_report(const ResultSet& results) {
   if (!failures.empty())
     out += "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
            "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
+  const auto table = table_spec(ex);
+  if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's
+    auto comparison = render_comparison(compare_with_published(build_table(results, table), *published));
+    out += "## Against the published table\n\n" + comparison.substr(comparison.find("\n\n") + 2) + "\n";
+  }
   return out;
 }
 

@@ -211,4 +211,87 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
   return out;
 }
 
+std::vector<std::string> table_keys(const Experiment& ex, const TableSpec& table, const std::vector<std::string>& axes) {
+  std::vector<std::string> keys = {""};
+  for (const auto& axis : axes) {
+    std::vector<std::string> values;
+    if (axis == "stage") values = table.stages;
+    for (const auto& a : ex.axes)
+      if (a.name == axis)
+        for (const auto& v : a.values) values.push_back(value_text(v));
+    std::vector<std::string> next;
+    for (const auto& k : keys)
+      for (const auto& v : values) next.push_back(k.empty() ? v : k + ", " + v);
+    keys = std::move(next);
+  }
+  return keys;
+}
+
+namespace {
+
+PublishedCell published_cell(const Reader& r, const nlohmann::json& v, const std::string& key) {
+  if (v.is_number()) return {PublishedCell::Kind::Value, v.get<double>()};
+  if (v.is_string() && v == "*") return {PublishedCell::Kind::Diverged, 0};
+  if (v.is_string() && v == "N/A") return {PublishedCell::Kind::NotApplicable, 0};
+  if (v.is_string() && v == "") return {PublishedCell::Kind::NotReported, 0};
+  r.fail(key, "must be a number, \"*\" (diverged), \"N/A\" or \"\" (not reported)");
+}
+
+}  // namespace
+
+std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpec& table) {
+  const auto& p = ex.published;
+  if (p.empty()) return std::nullopt;
+  Reader r(ex);
+  r.known_keys(p, "published", {"source", "note", "metric", "better", "columns", "rows"});
+  PublishedSpec spec;
+  if (!p.contains("source")) r.fail("published", "needs a source (the paper and its table)");
+  spec.source = r.text(p["source"], "published.source");
+  if (p.contains("note")) spec.note = r.text(p["note"], "published.note");
+
+  std::vector<std::string> metric_names;
+  for (const auto& m : table.metrics) metric_names.push_back(m.name);
+  const auto chosen = p.contains("metric") ? r.text(p["metric"], "published.metric") : "";
+  const auto it = std::find_if(table.metrics.begin(), table.metrics.end(), [&](const Metric& m) {
+    return chosen.empty() ? !m.from_config() : m.name == chosen;
+  });
+  if (it == table.metrics.end())
+    r.fail(chosen.empty() ? "published" : "published.metric",
+           chosen.empty() ? "the table has no measured metric to compare" : fmt::format("'{}' is not a metric of the table{}", chosen, did_you_mean(chosen, metric_names)));
+  spec.metric = *it;
+  if (!p.contains("better")) r.fail("published", "needs better = \"lower\" or \"higher\" (the metric's direction in the paper)");
+  const auto better = r.text(p["better"], "published.better");
+  if (better != "lower" && better != "higher") r.fail("published.better", fmt::format("must be \"lower\" or \"higher\", got \"{}\"", better));
+  spec.higher_is_better = better == "higher";
+  if (spec.higher_is_better != spec.metric.higher_is_better)
+    r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name, spec.metric.higher_is_better ? "higher" : "lower"));
+
+  const auto column_keys = table_keys(ex, table, table.columns), row_keys = table_keys(ex, table, table.rows);
+  if (table.columns.empty()) {
+    if (p.contains("columns")) r.fail("published.columns", "the table has no column axes: give each row one value");
+    spec.columns = {""};
+  } else {
+    if (!p.contains("columns")) r.fail("published", fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
+    spec.columns = r.names(p["columns"], "published.columns");
+    for (size_t i = 0; i < spec.columns.size(); ++i) {
+      const auto& c = spec.columns[i];
+      if (std::find(column_keys.begin(), column_keys.end(), c) == column_keys.end())
+        r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
+      if (std::count(spec.columns.begin(), spec.columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
+    }
+  }
+  if (!p.contains("rows") || !p["rows"].is_object() || p["rows"].empty())
+    r.fail(p.contains("rows") ? "published.rows" : "published", "needs rows: a table of row key = [values, one per column]");
+  for (const auto& [row, values] : p["rows"].items()) {
+    const auto key = "published.rows." + row;
+    if (std::find(row_keys.begin(), row_keys.end(), row) == row_keys.end())
+      r.fail(key, fmt::format("'{}' is not a row of the table{}", row, did_you_mean(row, row_keys)));
+    if (!values.is_array()) r.fail(key, "must be a list of values, one per column");
+    if (values.size() != spec.columns.size())
+      r.fail(key, fmt::format("has {} values for {} columns", values.size(), spec.columns.size()));
+    for (size_t i = 0; i < values.size(); ++i) spec.rows[row].push_back(published_cell(r, values[i], fmt::format("{}[{}]", key, i)));
+  }
+  return spec;
+}
+
 }  // namespace fwlab

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,28 @@ struct PlotSpec {
   std::vector<std::string> series;   // settings whose values name the lines (axes, short names or job keys)
 };
 
+// [published]: the paper's own numbers for the table (`fwlab table --compare`, analysis/compare.h).
+struct PublishedCell {
+  enum class Kind { Value, Diverged, NotApplicable, NotReported };
+  Kind kind = Kind::NotReported;
+  double value = 0;
+};
+struct PublishedSpec {
+  std::string source;                 // the paper and its table ("Mao 2022, Table 1")
+  std::string note;                   // how the paper's setting differs (optional)
+  Metric metric;                      // the table's metric the numbers stand beside
+  bool higher_is_better = false;      // the paper's direction ("better" key), the same as the metric's
+  std::vector<std::string> columns;   // column keys: the column axes' values joined by ", " ({""}: no column axes)
+  std::map<std::string, std::vector<PublishedCell>> rows;  // row key (row axes' values joined by ", ") -> cells
+};
+
 // Without a [table] section: the last stage, its first axis as rows and the other axes as columns, and the
 // metric that fits the data (test accuracy for MQAR, ms per token for generation benchmarks, test perplexity).
 TableSpec table_spec(const Experiment& ex);
 std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table);
+// The file's [published] section checked against the table's axes and metrics; nullopt without one.
+std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpec& table);
+// Every row (or column) key the grid can give: the axes' values (or the table's stages) joined by ", ".
+std::vector<std::string> table_keys(const Experiment& ex, const TableSpec& table, const std::vector<std::string>& axes);
 
 }  // namespace fwlab

@@ -57,6 +57,12 @@ std::vector<std::vector<nlohmann::json>> combinations(const ResultSet& results, 
 
 std::string value_label(const TableSpec& spec, const nlohmann::json& v) { return spec.label(value_text(v)); }
 
+std::string key_text(const std::vector<nlohmann::json>& key) {
+  std::vector<std::string> parts;
+  for (const auto& v : key) parts.push_back(value_text(v));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 std::string column_header(const TableSpec& spec, const std::vector<std::string>& axes, const std::vector<nlohmann::json>& key,
                           const Metric* metric) {
   std::vector<std::string> parts;
@@ -188,8 +194,11 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
   const auto col_keys = combinations(results, spec, spec.columns, jobs);
   const bool several = spec.metrics.size() > 1;
   for (const auto& ck : col_keys)
-    for (const auto& m : spec.metrics)
+    for (const auto& m : spec.metrics) {
       t.column_headers.push_back(spec.columns.empty() ? spec.label(m.name) : column_header(spec, spec.columns, ck, several ? &m : nullptr));
+      t.column_keys.push_back(key_text(ck));
+      t.column_metrics.push_back(m.name);
+    }
 
   const auto matching = [&](const std::vector<const JobRecord*>& pool, const std::vector<std::string>& axes,
                             const std::vector<nlohmann::json>& key) {
@@ -205,6 +214,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     std::vector<std::string> labels;
     for (const auto& v : rk) labels.push_back(value_label(spec, v));
     t.row_labels.push_back(labels);
+    t.row_keys.push_back(key_text(rk));
     const auto in_row = matching(jobs, spec.rows, rk);
     std::vector<CellValue> row;
     for (const auto& ck : col_keys)
@@ -231,6 +241,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     std::vector<std::string> labels(spec.rows.size(), "");
     if (!labels.empty()) labels[0] = ref.label;
     t.row_labels.push_back(labels);
+    t.row_keys.emplace_back();
     std::vector<CellValue> row;
     for (const auto& ck : col_keys) {
       std::vector<nlohmann::json> key;

@@ -42,6 +42,8 @@ struct Table {
   std::vector<std::string> column_headers;            // one per value column
   std::vector<std::vector<std::string>> row_labels;   // [row][row axis]
   std::vector<std::vector<CellValue>> cells;          // [row][column]
+  std::vector<std::string> row_keys;                  // [row]: the row axes' values joined by ", " ("" for references)
+  std::vector<std::string> column_keys, column_metrics;  // [column]: the column axes' values joined by ", ", the metric
   std::vector<std::string> notes;                     // reference values that share no column axis
   std::vector<std::string> legend;
 };

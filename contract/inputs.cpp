@@ -114,4 +114,17 @@ std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint
   return out;
 }
 
+std::optional<nlohmann::json> checkpoint_model(const std::string& path) {
+  try {
+    if (is_hf_source(path)) return to_json(read_hf_config(hf_dir(path)));
+    const auto header = safetensors::read_header(path);
+    const auto it = header.metadata.find(kModelConfigKey);
+    if (it == header.metadata.end()) return std::nullopt;
+    auto j = nlohmann::json::parse(it->second, nullptr, false);
+    return j.is_object() ? std::optional(j) : std::nullopt;
+  } catch (const safetensors::FormatError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace fwlab

@@ -2,7 +2,11 @@
 // corpus stops the sweep before its first job, not after) and by `fwlab-worker validate`. Torch-free.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "contract/job_spec.h"
 
@@ -12,5 +16,9 @@ namespace fwlab {
 // of an odd or zero size, missing tokenizer files, a source checkpoint that is missing or not an fwlab
 // checkpoint. `check_checkpoint` false skips init_checkpoint (a stage's parent writes it during the sweep).
 std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint = true);
+
+// The model configuration of a source checkpoint (an fwlab safetensors file's header, or an hf: directory's
+// config.json), when it can be read; the harness plans conversions with it, the worker finds teachers.
+std::optional<nlohmann::json> checkpoint_model(const std::string& path);
 
 }  // namespace fwlab

@@ -91,7 +91,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   JobSpec s;
   Reader r(j, "");
   r.get("kind", s.kind);
-  one_of(s.kind, {"train", "transfer", "generation-bench"}, "kind");
+  one_of(s.kind, {"train", "transfer", "attention", "generation-bench"}, "kind");
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
@@ -203,13 +203,26 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
     require(!s.model.empty(), "model", "kind 'transfer' needs a model that swaps some of the teacher's mixers");
   }
 
+  auto at = r.sub("attention");
+  at.get("teacher", s.attention.teacher);
+  at.get("max_tokens", s.attention.max_tokens);
+  at.reject_unknown();
+  require(s.attention.max_tokens > 0, "attention.max_tokens", fmt::format("must be positive, got {}", s.attention.max_tokens));
+  at_most(s.attention.max_tokens, int64_t{1} << 30, "attention.max_tokens");
+  if (s.kind == "attention") {
+    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
+    require(s.data.source != "mqar", "data.source", "kind 'attention' compares attention on validation text; 'mqar' has none");
+  }
+
   auto dv = r.sub("divergence");
   dv.get("spike_factor", s.divergence.spike_factor);
   dv.get("spike_steps", s.divergence.spike_steps);
+  dv.get("spike_min_rise", s.divergence.spike_min_rise);
   dv.get("max_state", s.divergence.max_state);
   dv.reject_unknown();
   require(s.divergence.spike_factor > 1, "divergence.spike_factor", fmt::format("must be > 1, got {}", s.divergence.spike_factor));
   require(s.divergence.spike_steps > 0, "divergence.spike_steps", "must be positive");
+  require(s.divergence.spike_min_rise >= 0, "divergence.spike_min_rise", fmt::format("must be >= 0 (nats), got {}", s.divergence.spike_min_rise));
   require(s.divergence.max_state > 0, "divergence.max_state", "must be positive");
 
   auto b = r.sub("bench");
@@ -245,7 +258,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
       else if (s.data.source != "tokens")
         require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
                 fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
-      const int64_t len = s.kind == "train" ? (s.data.source == "mqar" ? s.data.mqar.seq_len : s.train.seq_len)
+      const int64_t len = s.kind != "generation-bench" ? (s.data.source == "mqar" ? s.data.mqar.seq_len : s.train.seq_len)
                                             : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) + s.bench.tokens;
       require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
     } catch (const ConfigError& err) {

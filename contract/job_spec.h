@@ -64,8 +64,19 @@ struct TransferSpec {
   double ce_weight = 0.0;      // > 0: plus the student's language-model loss with this weight
 };
 
+// kind = "attention" (T2R's attention analysis, Figs. 5-6): init_checkpoint's model (converted to `model` when
+// given: the model before fine-tuning) against a softmax teacher on validation text; no training
+// (models/attention_analysis.h).
+struct AttentionSpec {
+  // The teacher's checkpoint. "": the nearest softmax-only model up init_checkpoint's chain: the checkpoint
+  // itself, else the init_checkpoint of the job.json beside it, and so on (a sweep's finetune -> pretrain).
+  std::string teacher;
+  int64_t max_tokens = 8192;  // validation tokens compared (windows of train.seq_len)
+};
+
 struct DivergenceSpec {
   double spike_factor = 3.0;  // loss above factor x running minimum ...
+  double spike_min_rise = 1.0;  // ... and more than this many nats above it (worker/loss_spike.h) ...
   int64_t spike_steps = 5;    // ... for this many consecutive steps
   double max_state = 1e6;     // |state| element above this: state_overflow (recurrent mixers)
 };
@@ -86,7 +97,7 @@ struct DebugSpec {
 };
 
 struct JobSpec {
-  std::string kind = "train";  // train | transfer | generation-bench
+  std::string kind = "train";  // train | transfer | attention | generation-bench
   uint64_t seed = 0;
   int64_t threads = 0;          // 0: hardware concurrency
   std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -99,6 +110,7 @@ struct JobSpec {
   TrainSpec train;
   EvalSpec eval;
   TransferSpec transfer;
+  AttentionSpec attention;
   DivergenceSpec divergence;
   BenchSpec bench;
   DebugSpec debug;

@@ -281,6 +281,10 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
 
 }  // namespace
 
+bool softmax_only(const ModelConfig& cfg) {
+  return std::all_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.kind == "softmax"; });
+}
+
 bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" || s.kind == "local" || s.kind == "fast_weight"; }
 
 int64_t count_parameters(const ModelConfig& c) {

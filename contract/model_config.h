@@ -107,6 +107,8 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& field
 
 // Whether a mixer has the q, k, v, o projections (qkv, o) that LoRA adapts.
 bool has_attention_projections(const MixerSpec& spec);
+// Every layer is softmax attention: a teacher for attention transfer and the attention analysis.
+bool softmax_only(const ModelConfig& cfg);
 // Parameter count computed from the configuration alone (tied output projection counted once).
 int64_t count_parameters(const ModelConfig& cfg);
 

@@ -42,10 +42,10 @@ const std::map<std::string, std::string>& key_aliases() {
 namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
-const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "divergence", "bench", "debug"};
+const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "init_checkpoint"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
-                                            "exclude", "cell", "profile", "table", "plot", "executor"};
+                                            "exclude", "cell", "profile", "table", "plot", "published", "executor"};
 
 class Parser {
  public:
@@ -569,7 +569,8 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
 
   if (auto* e = doc.get("executor")) ex.executor = parse_executor(*e, p);
 
-  // [table] and [[plot]] belong to the analysis commands, which check them; keep where each key was written.
+  // [table], [[plot]] and [published] belong to the analysis commands, which check them; keep where each key was
+  // written.
   std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n, const std::string& key) {
     ex.analysis_pos[key] = p.pos(n);
     if (auto* t = n.as_table())
@@ -586,6 +587,11 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     if (!pl->is_array_of_tables()) p.fail(*pl, "plot", "must be an array of tables ([[plot]])");
     ex.plots = p.to_json(*pl, "plot");
     remember(*pl, "plot");
+  }
+  if (auto* pub = doc.get("published")) {
+    if (!pub->is_table()) p.fail(*pub, "published", "must be a table ([published])");
+    ex.published = p.to_json(*pub, "published");
+    remember(*pub, "published");
   }
   return ex;
 }

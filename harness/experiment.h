@@ -81,10 +81,11 @@ struct Experiment {
   std::vector<std::string> profiles;
   std::vector<std::string> sets;  // the --set overrides applied, as given
   ExecutorSpec executor;
-  // [table] and [[plot]], for the analysis commands (analysis/ checks them), with the position of every key
+  // [table], [[plot]] and [published], for the analysis commands (analysis/ checks them), with the position of every key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
   nlohmann::json table = nlohmann::json::object();
   nlohmann::json plots = nlohmann::json::array();
+  nlohmann::json published = nlohmann::json::object();  // the paper's own table, for `fwlab table --compare`
   std::map<std::string, SourcePos> analysis_pos;
 };
 

@@ -14,6 +14,7 @@
 
 #include "analysis/plot.h"
 #include "analysis/report.h"
+#include "analysis/compare.h"
 #include "analysis/table.h"
 #include "harness/db.h"
 #include "harness/local_launcher.h"
@@ -181,7 +182,8 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   try {
     ex = load_experiment(a.file, a.profile, c.sets);
     planned = plan_jobs(ex, FWLAB_SOURCE_DIR, kFwlabVersion);
-    plot_specs(ex, table_spec(ex));  // a broken [table] or [[plot]] is found now, not after hours of jobs
+    plot_specs(ex, table_spec(ex));  // a broken [table], [[plot]] or [published] is found now, not after hours of jobs
+    published_spec(ex, table_spec(ex));
   } catch (const ExperimentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
@@ -503,6 +505,7 @@ int with_results(const std::string& file, const std::string& profile, const Comm
     const auto ex = load_experiment(file, profile, c.sets);
     const auto table = table_spec(ex);
     const auto plots = plot_specs(ex, table);
+    published_spec(ex, table);  // checked by every analysis command, as [table] and [[plot]] are
     if (!fs::exists(c.db_path)) {
       fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep {}{}` first)\n", c.db_path, file,
                  experiment_args(profile, c));
@@ -534,9 +537,19 @@ int emit(const std::string& text, const std::string& out) {
   return 0;
 }
 
-int cmd_table(const std::string& file, const std::string& profile, const std::string& format, const std::string& out, const Common& c) {
+int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare, const std::string& out,
+              const Common& c) {
+  if (compare && format != "md") throw ArgumentError("--compare: the comparison is Markdown only (drop --format " + format + ")");
   return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
     const auto t = build_table(results, spec);
+    if (compare) {
+      const auto published = published_spec(results.experiment(), spec);
+      if (!published) {
+        fmt::print(stderr, "fwlab: {}: --compare: the file has no [published] section (the paper's numbers) to compare with\n", file);
+        return 2;
+      }
+      return emit(render_comparison(compare_with_published(t, *published)), out);
+    }
     return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
   });
 }
@@ -628,6 +641,8 @@ int main(int argc, char** argv) {
   table->add_option("--profile", profile, "profile of the file");
   table->add_option("--format", table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
   table->add_option("--out", out, "write to this file instead of printing");
+  bool compare = false;
+  table->add_flag("--compare", compare, "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
   add_set(table);
   add_db(table);
 
@@ -657,7 +672,7 @@ int main(int argc, char** argv) {
     if (*sync) return cmd_sync(common, wait, false);
     if (*status) return cmd_status(file, profile, common);
     if (*query) return cmd_query(sql, format, common);
-    if (*table) return cmd_table(file, profile, table_format, out, common);
+    if (*table) return cmd_table(file, profile, table_format, compare, out, common);
     if (*report) return cmd_report(file, profile, out, common);
     if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
     return cmd_show(job, common);

@@ -27,7 +27,9 @@ std::string coords_label(const nlohmann::json& coords) {
 
 std::string data_identity(const nlohmann::json& data, const std::string& repo_root) {
   const std::string source = data.value("source", "brown");
-  if (source == "mqar") return "mqar";  // generated: the spec's mqar keys are part of the config already
+  // Generated: the spec's mqar keys are part of the config already; the name versions the generator ("mqar-zoology":
+  // distinct values, answers never shown; the earlier "mqar" drew values with replacement and showed each answer).
+  if (source == "mqar") return "mqar-zoology";
   std::string path = data.value("path", "");
   if (path.empty() && source == "brown") path = repo_root + "/data/brown";
   std::vector<fs::path> files;
@@ -46,21 +48,6 @@ namespace {
 
 // A grid beyond this is a mistake (an axis written with far too many values), not an experiment to expand.
 constexpr size_t kMaxCellsPerStage = 100'000;
-
-// The model configuration stored in a source checkpoint's header, when it can be read (`fwlab sweep` reports
-// unreadable checkpoints before it runs anything).
-std::optional<nlohmann::json> checkpoint_model(const std::string& path) {
-  try {
-    if (is_hf_source(path)) return to_json(read_hf_config(hf_dir(path)));
-    const auto header = safetensors::read_header(path);
-    const auto it = header.metadata.find(kModelConfigKey);
-    if (it == header.metadata.end()) return std::nullopt;
-    auto j = nlohmann::json::parse(it->second, nullptr, false);
-    return j.is_object() ? std::optional(j) : std::nullopt;
-  } catch (const safetensors::FormatError&) {
-    return std::nullopt;
-  }
-}
 
 // Identity of a source checkpoint: its file, or the files of an hf: directory (config.json, shards, index).
 std::string source_identity(const std::string& source) {
@@ -120,12 +107,42 @@ const Setting* setting_for(const Settings& s, const std::string& field) {
                                     coords_label(coords)));
 }
 
+// Attention transfer imitates the softmax layers of the model it starts from; the attention analysis compares with
+// the nearest softmax-only model up its source chain (found by the worker the same way, through the job
+// directories). "" when the job has its teacher; `source` is the model it starts from.
+std::string missing_teacher(const PlannedJob& job, const nlohmann::json& source, const std::vector<PlannedJob>& jobs,
+                            const std::map<std::string, size_t>& index_by_id) {
+  const auto kind = job.spec.value("kind", std::string("train"));
+  const auto from = model_config_from_json(source), target = model_config_from_json(job.model);
+  if (kind == "transfer") {
+    for (size_t i = 0; i < target.layers.size() && i < from.layers.size(); ++i)
+      if (!(target.layers[i] == from.layers[i]) && from.layers[i].kind != "softmax")
+        return fmt::format("kind 'transfer' imitates softmax layers, but layer {} of the model it starts from is {}", i, from.layers[i].describe());
+    return "";
+  }
+  const bool own_teacher = job.spec.contains("attention") && job.spec["attention"].is_object() && job.spec["attention"].contains("teacher");
+  if (kind != "attention" || own_teacher || softmax_only(from)) return "";
+  for (std::string id = job.depends_on; !id.empty();) {  // the job whose model is the source; then its own source
+    const auto& j = jobs.at(index_by_id.at(id));
+    if (!j.depends_on.empty()) {
+      const auto& up = jobs.at(index_by_id.at(j.depends_on)).model;
+      if (up.is_null() || softmax_only(model_config_from_json(up))) return "";
+    } else if (j.spec.contains("init_checkpoint") && j.spec["init_checkpoint"].is_string()) {
+      const auto up = checkpoint_model(j.spec["init_checkpoint"].get<std::string>());
+      if (!up || softmax_only(model_config_from_json(*up))) return "";  // an unreadable one is reported elsewhere
+    }
+    id = j.depends_on;
+  }
+  return "kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher)";
+}
+
 }  // namespace
 
 std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version) {
   std::vector<PlannedJob> jobs;
   std::map<std::string, std::map<std::string, size_t>> by_stage;  // stage -> coords dump -> index in jobs
   std::map<std::string, std::string> data_ids;
+  std::map<std::string, size_t> index_by_id;
   for (const auto& stage : ex.stages) {
     // Cells: the cartesian product of the stage's axes, then the extra cells of this stage.
     std::vector<std::pair<nlohmann::json, const CellRule*>> cells = {{nlohmann::json::object(), nullptr}};
@@ -220,6 +237,9 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
             const auto cfg = resolve_model_config(parent ? &*parent : nullptr, model);
             if (parent) check_only_mixers_change(*parent, cfg);
             job.model = to_json(cfg);
+            if (parent_model)
+              if (const auto missing = missing_teacher(job, *parent_model, jobs, index_by_id); !missing.empty())
+                spec_failure(ConfigError("kind", missing), all, stage, coords);
             job.params = count_parameters(cfg);
             job.state = state_size(cfg);
             job.context = cfg.context;
@@ -244,6 +264,7 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       job.id = sha256_hex(canonical.dump()).substr(0, 16);
       job.settings = std::move(all);
       by_stage[stage.name][coords.dump()] = jobs.size();
+      index_by_id[job.id] = jobs.size();
       jobs.push_back(std::move(job));
     }
   }

@@ -37,22 +37,28 @@ torch::Tensor heads(const torch::Tensor& x, int64_t n_heads) {  // [B, T, H*e] -
   return x.view({x.size(0), x.size(1), n_heads, -1}).transpose(1, 2);
 }
 
-// Softmax attention of q over the last `window` keys (the current one included), [B, H, T, hd]. With a state,
-// the keys and values of up to window - 1 earlier tokens come from it and it keeps the last `window` after: the
-// step form's O(window) cache.
-torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window, MixerState* state) {
-  auto keys = k, values = v;
-  if (state && state->k.defined()) keys = torch::cat({state->k, k}, 2), values = torch::cat({state->v, v}, 2);
+// Softmax weights of q [B, H, T, hd] over the last `window` of L keys [B, H, L, hd] (the current one included; the
+// queries are the last T positions): [B, H, T, L].
+torch::Tensor window_softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window) {
   const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
   auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
   auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // [T, L]
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   scores = scores.masked_fill((lag < 0) | (lag >= window), -std::numeric_limits<double>::infinity());
+  return torch::softmax(scores, -1);
+}
+
+// Softmax attention of q over the last `window` keys, [B, H, T, hd]. With a state, the keys and values of up to
+// window - 1 earlier tokens come from it and it keeps the last `window` after: the step form's O(window) cache.
+torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window, MixerState* state) {
+  auto keys = k, values = v;
+  if (state && state->k.defined()) keys = torch::cat({state->k, k}, 2), values = torch::cat({state->v, v}, 2);
+  const int64_t L = keys.size(2);
   if (state) {
     const int64_t keep = std::min(L, window);
     state->k = keys.narrow(2, L - keep, keep).contiguous(), state->v = values.narrow(2, L - keep, keep).contiguous();
   }
-  return torch::matmul(torch::softmax(scores, -1), values);
+  return torch::matmul(window_softmax_weights(q, keys, window), values);
 }
 
 // In fp32 under mixed precision (a normaliser in bf16 keeps 3 significant digits).
@@ -140,75 +146,116 @@ torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
 }
 
+FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x) {
+  namespace K = kernels;
+  const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
+  Inputs in;
+  if (folded()) {
+    auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
+    in.fq = phi->activate(heads(qk.select(2, 0), n_heads_));
+    in.fk = phi->activate(heads(qk.select(2, 1), n_heads_));
+    in.v = heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
+                 n_heads_);
+  } else {
+    auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, inner});
+    in.fq = phi->forward(heads(parts.select(2, 0), n_heads_), true);
+    in.fk = phi->forward(heads(parts.select(2, 1), n_heads_), false);
+    in.v = heads(parts.select(2, 2), n_heads_);
+    in.q_raw = heads(parts.select(2, 0), n_heads_), in.k_raw = heads(parts.select(2, 1), n_heads_);
+  }
+  if (spec.norm == "attn") in.fq = K::widened_to_fp32(in.fq);  // the normaliser rides in the recurrence: fp32 under mixed precision
+  if (spec.rule == "delta") {
+    in.fq = sum_normalize(in.fq);
+    in.fk = sum_normalize(in.fk);
+    in.beta = torch::sigmoid(heads(gate(x), n_heads_));  // [B, H, T, 1]
+  } else if (spec.rule == "gated") {
+    const auto g_logit = K::widened_to_fp32(heads(gate(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
+    in.log_a = torch::log_sigmoid(g_logit);
+    in.write = torch::sigmoid(-g_logit);  // (1 - g_t) v_t
+  } else if (spec.rule == "decay") {
+    in.log_a = torch::log_sigmoid(K::widened_to_fp32(heads(decay_z(x), n_heads_)));  // fp32 under mixed precision
+    in.log_b = torch::log_sigmoid(K::widened_to_fp32(heads(decay_f(x), n_heads_)));
+  }
+  return in;
+}
+
 torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool reference) {
   namespace K = kernels;
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
   if (is_training() && spec.feature_map == "rfa") phi->resample();
-
-  torch::Tensor fq, fk, v;  // [B, H, T, m], [B, H, T, m], [B, H, T, hd]
-  torch::Tensor q_raw, k_raw;  // [B, H, T, hd]: the sliding window's queries and keys (before the feature map)
-  if (folded()) {
-    auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
-    fq = phi->activate(heads(qk.select(2, 0), n_heads_));
-    fk = phi->activate(heads(qk.select(2, 1), n_heads_));
-    v = heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
-              n_heads_);
-  } else {
-    auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, inner});
-    fq = phi->forward(heads(parts.select(2, 0), n_heads_), true);
-    fk = phi->forward(heads(parts.select(2, 1), n_heads_), false);
-    v = heads(parts.select(2, 2), n_heads_);
-    q_raw = heads(parts.select(2, 0), n_heads_), k_raw = heads(parts.select(2, 1), n_heads_);
-  }
-  const auto v_raw = v;  // the gated rule scales v for its recurrence; the window reads the projection itself
+  const auto in = inputs(x);
   const bool attn_norm = spec.norm == "attn";
-  if (attn_norm) fq = K::widened_to_fp32(fq);  // the normaliser rides in the recurrence: fp32 under mixed precision
   const auto S0 = state ? state->S : torch::Tensor();
   K::RecurrenceResult r;
   torch::Tensor den;
 
   if (spec.rule == "delta") {
-    fq = sum_normalize(fq);
-    fk = sum_normalize(fk);
-    auto beta = torch::sigmoid(heads(gate(x), n_heads_));  // [B, H, T, 1]
-    r = reference ? K::delta_recurrence_naive(fq, fk, v, beta, S0) : K::delta_recurrence_fused(fq, fk, v, beta, S0);
+    r = reference ? K::delta_recurrence_naive(in.fq, in.fk, in.v, in.beta, S0) : K::delta_recurrence_fused(in.fq, in.fk, in.v, in.beta, S0);
     if (attn_norm) {  // the additive normaliser z_t = z_{t-1} + phi'(k_t)
-      auto z = fk.cumsum(2);
+      auto z = in.fk.cumsum(2);
       if (state && state->z.defined()) z = z + state->z.unsqueeze(2);
-      den = (z * fq).sum(-1, true);
+      den = (z * in.fq).sum(-1, true);
       if (state) state->z = z.select(2, T - 1);
     }
   } else {
-    torch::Tensor log_a, log_b, g_logit;
-    if (spec.rule == "gated") {
-      g_logit = K::widened_to_fp32(heads(gate(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
-      log_a = torch::log_sigmoid(g_logit);
-      v = v * torch::sigmoid(-g_logit);  // (1 - g_t) v_t
-    } else if (spec.rule == "decay") {
-      log_a = torch::log_sigmoid(K::widened_to_fp32(heads(decay_z(x), n_heads_)));  // fp32 under mixed precision
-      log_b = torch::log_sigmoid(K::widened_to_fp32(heads(decay_f(x), n_heads_)));
-    }
     // With attention normalization the normaliser z follows the same recurrence as S with a value of 1
     // (for the gated rule: z_t = g_t z_{t-1} + (1 - g_t) phi(k_t)), so it rides along as an extra value row.
-    auto values = v;
-    if (attn_norm) {
-      auto one = torch::ones({B, n_heads_, T, 1}, v.options());
-      values = torch::cat({v, spec.rule == "gated" ? torch::sigmoid(-g_logit) : one}, -1);
-    }
+    auto values = in.write.defined() ? in.v * in.write : in.v;
+    if (attn_norm) values = torch::cat({values, in.write.defined() ? in.write : torch::ones({B, n_heads_, T, 1}, in.v.options())}, -1);
     // By device (kernels/decay_recurrence.cpp): CUDA, the chunked tensor-core kernel; CPU, the fused kernel (its
     // backward keeps one state per 16 steps); elsewhere the matmul-friendly libtorch chunked form.
-    r = reference ? K::decay_recurrence_naive(fq, fk, values, log_a, log_b, S0)
-                  : K::decay_recurrence(fq, fk, values, log_a, log_b, S0, default_chunk(spec));
+    r = reference ? K::decay_recurrence_naive(in.fq, in.fk, values, in.log_a, in.log_b, S0)
+                  : K::decay_recurrence(in.fq, in.fk, values, in.log_a, in.log_b, S0, default_chunk(spec));
     if (attn_norm) {
       den = r.y.narrow(-1, head_dim_, 1);
       r.y = r.y.narrow(-1, 0, head_dim_);
     }
   }
   auto y = attn_norm ? r.y / den.clamp_min(kAttnNormFloor) : r.y;
-  if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(q_raw, k_raw, v_raw, spec.swa_window, state));  // Liger's mix
+  if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.v, spec.swa_window, state));  // Liger's mix
   if (state) state->S = r.state;
   record_state(r.state);
   return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, inner})));
+}
+
+torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
+  namespace K = kernels;
+  TORCH_CHECK(!folded(), "value_coefficients reads the unfolded projections");
+  const int64_t B = x.size(0), T = x.size(1);
+  const auto in = inputs(x);
+  torch::Tensor c, den;  // c: [B, H, channels, T, T]
+  if (spec.rule == "delta") {
+    // y is linear in the values: the coefficient of v_s in y_t is what the layer's own recurrence returns when
+    // position s writes the one-hot value e_s (delta's overwrites have no closed form as short as this).
+    const auto probe = torch::eye(T, in.fq.options()).expand({B, n_heads_, T, T}).contiguous();
+    c = K::delta_recurrence_naive(in.fq, in.fk, probe, in.beta, {}).y.unsqueeze(2);
+    if (spec.norm == "attn") den = (in.fk.cumsum(2) * in.fq).sum(-1, true).unsqueeze(2);
+  } else {
+    // S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T: v_s reaches y_t through the gates of steps s+1..t, so
+    // C[i, t, s] = exp(LA_t[i] - LA_s[i]) sum_j q_t[j] k_s[j] exp(LB_t[j] - LB_s[j]), L the cumulative log gates;
+    // one batch row at a time ([H, T, T, m] at most).
+    const auto after = [&](const torch::Tensor& log_gate) {  // [H, T, D] -> exp(L_t - L_s) for s <= t, [H, D, T, T]
+      const auto L = log_gate.cumsum(1).transpose(1, 2);
+      const auto lag = L.unsqueeze(-1) - L.unsqueeze(-2);
+      return torch::exp(lag.masked_fill(torch::ones({T, T}, torch::kBool).triu(1).to(lag.device()), -std::numeric_limits<double>::infinity()));
+    };
+    std::vector<torch::Tensor> rows;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto q = in.fq[b], k = in.fk[b];  // [H, T, m]
+      torch::Tensor keys;                     // [H, T, T]
+      if (in.log_b.defined()) keys = (q.transpose(1, 2).unsqueeze(-1) * k.transpose(1, 2).unsqueeze(-2) * after(in.log_b[b])).sum(1);
+      else keys = torch::matmul(q, k.transpose(1, 2)).tril();
+      auto row = keys.unsqueeze(1);  // [H, 1, T, T]
+      if (in.log_a.defined()) row = row * after(in.log_a[b]);  // [H, 1 or hd, T, T]
+      if (in.write.defined()) row = row * in.write[b].transpose(1, 2).unsqueeze(1);  // the gated rule writes (1 - g_s) v_s
+      rows.push_back(row);
+    }
+    c = torch::stack(rows);
+    if (spec.norm == "attn") den = c.sum(-1, true);  // the normaliser's value row (no value-side decay with attn)
+  }
+  if (den.defined()) c = c / den.clamp_min(kAttnNormFloor);
+  if (spec.swa_window > 0) c = 0.5 * (c + window_softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));
+  return c;
 }
 
 }  // namespace fwlab

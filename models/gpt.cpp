@@ -59,6 +59,19 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {
+  return head(features(idx, layer_outputs));
+}
+
+torch::Tensor GPTImpl::head(const torch::Tensor& features) { return torch::matmul(features, wte->weight.t()); }
+
+std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx, const torch::Tensor& targets) {
+  const auto h = features(idx);
+  const auto flat = targets.reshape({-1});
+  const auto at = (flat >= 0).nonzero().squeeze(1);
+  return {head(h.reshape({-1, h.size(-1)}).index_select(0, at)), flat.index_select(0, at)};
+}
+
+torch::Tensor GPTImpl::features(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= cfg_.context, "sequence of ", T, " tokens is longer than the model's context of ", cfg_.context);
   auto pos = torch::arange(T, idx.options().dtype(torch::kLong));
@@ -68,7 +81,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tens
     x = block->forward(x);
     if (layer_outputs) layer_outputs->push_back(x);
   }
-  return torch::matmul(ln_f(x), wte->weight.t());
+  return ln_f(x);
 }
 
 torch::Tensor GPTImpl::step(const torch::Tensor& tokens, GenerationState& state) {

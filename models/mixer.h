@@ -26,6 +26,11 @@ class Mixer : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   // x: [B, d_model] (one token) -> [B, d_model]; `state` is updated in place (empty on the first token).
   virtual torch::Tensor step(const torch::Tensor& x, MixerState& state) = 0;
+  // The coefficients that make this mixer's output before W_o a weighted sum of its value projections,
+  // y_t[i] = sum_{s<=t} C[i, t, s] v_s[i]: [B, H, C, T, T] with C = 1 when every value channel shares them (softmax:
+  // the attention probabilities) or C = head_dim (a value-side decay). Undefined for mixers that have none (SRU).
+  // No dropout (evaluation). The attention analysis (models/attention_analysis.h) reads them.
+  virtual torch::Tensor value_coefficients(const torch::Tensor& x) { return {}; }
   // Use the plain per-timestep kernels instead of the fast forms (tests, benchmarks).
   virtual void set_reference_kernels(bool on) { reference_kernels_ = on; }
   // Largest |state| element at the end of the last forward pass (0 for stateless mixers); the worker watches

@@ -15,12 +15,14 @@ class SoftmaxAttention : public Mixer {
   SoftmaxAttention(const ModelConfig& cfg, int64_t window);
   torch::Tensor forward(const torch::Tensor& x) override;
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
+  torch::Tensor value_coefficients(const torch::Tensor& x) override;  // the attention probabilities
 
   torch::nn::Linear qkv{nullptr}, o{nullptr};
   LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   Dropout attn_drop{nullptr}, resid_drop{nullptr};
 
  private:
+  torch::Tensor probabilities(const torch::Tensor& q, const torch::Tensor& k) const;  // causal (and windowed), [B, H, T, T]
   int64_t n_heads_, head_dim_, window_;
 };
 
@@ -33,6 +35,9 @@ class FastWeight : public Mixer {
   FastWeight(const MixerSpec& spec, const ModelConfig& cfg);
   torch::Tensor forward(const torch::Tensor& x) override;
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
+  // The coefficient of v_s in y_t: the layer's own recurrence run on one-hot values, including gates, decay
+  // products, the normaliser and the sliding window's half.
+  torch::Tensor value_coefficients(const torch::Tensor& x) override;
 
   // Factor applied to the value projection (rows of W_v and b_v) when the layer is created or converted:
   // decay: 1 - sigmoid(b_z) per value dimension (Mao 2022, sec. 3); add without feature map and without
@@ -55,6 +60,13 @@ class FastWeight : public Mixer {
   Dropout resid_drop{nullptr};
 
  private:
+  // What the recurrence reads, [B, H, T, .]: features, values (the projection itself), q and k before the map
+  // (the sliding window's; undefined when folded), and the rule's gates: log_a / log_b (value- / key-side log
+  // decay), write ((1 - g) scaling what the gated rule writes), beta (delta's write strength).
+  struct Inputs {
+    torch::Tensor fq, fk, v, q_raw, k_raw, log_a, log_b, write, beta;
+  };
+  Inputs inputs(const torch::Tensor& x);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
   int64_t n_heads_, head_dim_;
 };

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 profile=${1:-quick}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar)
+catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer sru_attention mqar)
+[ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
 
@@ -22,6 +23,10 @@ for name in "${names[@]}"; do
   fwlab table "$file" --profile "$profile" --db "$db" --out "$out/table.md"
   fwlab table "$file" --profile "$profile" --db "$db" --format tex --out "$out/table.tex"
   fwlab table "$file" --profile "$profile" --db "$db" --format csv --out "$out/table.csv"
+  rm -f "$out/compare.md"
+  if grep -q '^\[published\]' "$file"; then  # the paper's own numbers beside ours
+    fwlab table "$file" --profile "$profile" --db "$db" --compare --out "$out/compare.md"
+  fi
   fwlab report "$file" --profile "$profile" --db "$db" --out "$out/report.md"
   rm -rf "$out/plots"
   fwlab plot "$file" --profile "$profile" --db "$db" --out "$out/plots" > /dev/null
@@ -45,19 +50,22 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "- fwlab commit: $commit$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
   echo
-  echo "| experiment | table | report | plots | jobs | worker time | made at commit |"
-  echo "| --- | --- | --- | --- | ---: | ---: | --- |"
-  for name in table1 table2 fig1_generation t2r_table1 t2r_feature_size sru_attention mqar; do
+  echo "| experiment | table | against the paper | report | plots | jobs | worker time | made at commit |"
+  echo "| --- | --- | --- | --- | --- | ---: | ---: | --- |"
+  for name in "${catalog[@]}"; do
     [ -f "results/$name/table.md" ] || continue
     read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(j.finished - j.started), 0)) AS INTEGER)
       FROM cells c JOIN jobs j ON j.id = c.job_id WHERE c.experiment = '$name' AND c.profile = '$profile'" | tail -1 | tr ',' ' ')
     old_row=$(grep "^| $name |" <<<"$previous" || true)
+    compare=–
+    [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
+    links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) |"
     if [ "$jobs" = 0 ] && [ -n "$old_row" ]; then
-      # An old row: six cells, then its commit if the README had that column already.
-      IFS='|' read -r _ _ _ _ _ old_jobs old_time old_commit _ <<<"$old_row"
-      echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) |$old_jobs|$old_time| $(echo "${old_commit:-$previous_commit}" | xargs) |"
+      # An old row: its last three cells are jobs, worker time and the commit that made them.
+      IFS='|' read -r old_jobs old_time old_commit < <(awk -F'|' '{print $(NF-3) "|" $(NF-2) "|" $(NF-1)}' <<<"$old_row")
+      echo "$links$old_jobs|$old_time| $(echo "${old_commit:-$previous_commit}" | xargs) |"
     else
-      echo "| $name | [table]($name/table.md) | [report]($name/report.md) | [plots]($name/plots/) | $jobs | $((secs / 60)) min $((secs % 60)) s | $commit |"
+      echo "$links $jobs | $((secs / 60)) min $((secs % 60)) s | $commit |"
     fi
   done
   echo

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "analysis/compare.h"
 #include "analysis/report.h"
 #include "analysis/table.h"
 #include "harness/db.h"
@@ -285,4 +286,65 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   const auto no_gnuplot = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {} --gnuplot /nonexistent/gnuplot", fx.file, fx.db_path, out)));
   CHECK(no_gnuplot.exit_code == 1);
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
+}
+
+TEST_CASE("table --compare: orderings, rank correlation and marks against a published table, computed by hand", "[analysis]") {
+  const std::string published = R"(
+[published]
+source = "Made up 2026, Table 9"
+better = "lower"
+columns = ["4", "16"]
+[published.rows]
+add = [9.0, 14.0]
+delta = ["*", 8.0]
+gated = [8.0, ""]
+decay = ["N/A", 12.0]
+)";
+  Fixture fx(kGrid + published);
+  const auto r = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Cells with both values: add m=4 (10.25 vs 9), add m=16 (13.25 vs 14), delta m=16 (11.00 vs 8). Pairs the paper
+  // orders: add4-add16 (a row: both lower at m=4, agree), add16-delta16 (a column: both higher for add, agree),
+  // add4-delta16 (neither: fwlab 10.25 < 11, paper 9 > 8, disagree).
+  CHECK_THAT(r.output, Catch::Contains("| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | 13.25 ± 0.35 / 14 |\n"
+                                       "| delta | * / * | 11.00 (*1/4) / 8 |\n| gated | … / 8 | – / – |\n| decay | N/A / N/A | ! / 12 |\n"));
+  CHECK_THAT(r.output, Catch::Contains("within rows 1/1 (100%), within columns 1/1 (100%), overall 2/3 (67%)"));
+  // Spearman by hand: ranks (1, 3, 2) and (2, 3, 1), d^2 = 1 + 0 + 1: rho = 1 - 6 * 2 / (3 * (9 - 1)) = 0.5.
+  CHECK_THAT(r.output, Catch::Contains("Spearman rank correlation over the 3 cells with both values: 0.50."));
+  CHECK_THAT(r.output, Catch::Contains("Diverged (*): both delta, m=4."));
+  CHECK_THAT(r.output, Catch::Contains("N/A: both decay, m=4."));
+  CHECK_THAT(r.output, Catch::Contains("Largest rank differences: add, m=4: fwlab 10.25 ± 0.35 (rank 1 of 3), paper 9 (rank 2); "
+                                       "delta, m=16: fwlab 11.00 (*1/4) (rank 2 of 3), paper 8 (rank 1)."));
+  CHECK(spearman({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1.0));
+  CHECK(spearman({1, 2, 3, 4}, {4, 3, 2, 1}) == Approx(-1.0));
+  CHECK(spearman({1, 1, 2}, {5, 6, 7}) == Approx(std::sqrt(0.75)));  // tied ranks (1.5, 1.5, 3) against (1, 2, 3)
+  CHECK(!spearman({1, 2}, {2, 1}));
+  // The divergence report carries the same comparison.
+  REQUIRE(test::run_command(fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md")))).exit_code == 0);
+  CHECK_THAT(test::slurp(fx.dir.file("report.md")), Catch::Contains("## Against the published table") && Catch::Contains("overall 2/3 (67%)"));
+
+  struct Bad {
+    std::string from, to, message;
+  };
+  for (const auto& bad : std::vector<Bad>{
+           {"gated = [8.0, \"\"]", "hebb = [8.0, \"\"]", "published.rows.hebb: 'hebb' is not a row of the table"},
+           {"add = [9.0, 14.0]", "add = [9.0]", "published.rows.add: has 1 values for 2 columns"},
+           {"add = [9.0, 14.0]", "add = [9.0, \"x\"]", "published.rows.add[1]: must be a number, \"*\" (diverged), \"N/A\" or \"\" (not reported)"},
+           {"columns = [\"4\", \"16\"]", "columns = [\"4\", \"32\"]", "published.columns[1]: '32' is not a column of the table"},
+           {"better = \"lower\"", "better = \"higher\"", "published.better: the table's test_ppl is better lower"},
+       }) {
+    const auto text = with(kGrid + published, bad.from, bad.to);
+    test::spit(fx.file, text);
+    for (const std::string cmd : {"table", "report", "sweep"}) {
+      const auto e = test::run_command(fwlab_cmd(fmt::format("{} {} --db {}", cmd, fx.file, cmd == "sweep" ? fx.dir.file("new/fwlab.db") : fx.db_path)));
+      INFO(cmd << ": " << e.output);
+      CHECK(e.exit_code == 2);
+      CHECK_THAT(e.output, Catch::Contains(line_of(text, bad.to)) && Catch::Contains(bad.message));
+    }
+  }
+  test::spit(fx.file, kGrid);
+  const auto none = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output, Catch::Contains("--compare: the file has no [published] section"));
 }

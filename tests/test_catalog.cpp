@@ -111,6 +111,28 @@ TEST_CASE("catalog: t2r_feature_size at the smoke profile", "[catalog]") {
   run_smoke(dir, {"t2r_feature_size", {"| stage | m=4 | m=16 |", "| T2R, random init |", "| T2R, pretrain |"}, {"curves_scratch", "curves_finetune", "vs_m"}});
 }
 
+TEST_CASE("catalog: transfer at the smoke profile (conversions as columns, the window hybrid for decay only)", "[catalog]") {
+  test::TempDir dir("transfer");
+  const auto md = run_smoke(dir, {"transfer",
+                                  {"| rule | attention | m | swap → finetune | transfer → finetune | transfer → LoRA |",
+                                   "| decay | + sliding window | 4 |", "Reference: softmax teacher (before conversion): "},
+                                  {"curves_add_linear_4", "curves_gated_linear_4", "curves_decay_linear_4", "curves_decay_window_4"}});
+  CHECK_THAT(md, !Catch::Contains("| add | + sliding window"));
+  Db db(dir.file("fwlab.db"));
+  // Transfer trained the new mixers only; its LoRA follow-up only the adapters.
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'transfer_lora' AND json_extract(config, '$.train.trainable') = 'lora' "
+                  "AND json_extract(config, '$.model.lora_rank') = 8") == 4);
+}
+
+TEST_CASE("catalog: t2r_attention at the smoke profile (the teacher against itself is at distance 0)", "[catalog]") {
+  test::TempDir dir("t2r_attn");
+  run_smoke(dir, {"t2r_attention",
+                  {"| stage | m=4, distance | m=4, entropy | m=16, distance | m=16, entropy |", "| T2R before fine-tuning |",
+                   "| T2R, feature map frozen |", "Reference: softmax teacher compared with itself: distance 0.000, entropy "},
+                  {"vs_m", "vs_m_1"}});
+}
+
 TEST_CASE("catalog: sru_attention at the smoke profile", "[catalog]") {
   test::TempDir dir("sru");
   run_smoke(dir, {"sru_attention", {"| attention_every | params | test bpc | train tokens/s |", "| k = 10 (last layer only) |", "| No attention |"}, {"curves"}});

@@ -104,6 +104,7 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
   auto b = make_mqar_batch(spec, 32, 7);
   REQUIRE(b.inputs.size() == 32u * 128u);
   std::vector<int64_t> query_positions;
+  int filler_after_query = 0, zeros = 0;
   for (int64_t r = 0; r < 32; ++r) {
     const int32_t* x = &b.inputs[static_cast<size_t>(r * 128)];
     const int32_t* y = &b.targets[static_cast<size_t>(r * 128)];
@@ -117,6 +118,9 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
       keys.insert(x[2 * i]);
     }
     CHECK(keys.size() == 8);  // keys drawn without replacement
+    std::set<int32_t> values;
+    for (const auto& [k, v] : kv) values.insert(v);
+    CHECK(values.size() == 8);  // and values too (Zoology)
     int asked = 0;
     for (int64_t p = 0; p < 128; ++p) {
       if (y[p] < 0) continue;
@@ -124,11 +128,18 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
       REQUIRE(kv.count(x[p]));
       CHECK(y[p] == kv[x[p]]);  // the label of a query is its key's value
       CHECK(p >= 16);
-      if (p + 1 < 128) CHECK(x[p + 1] == y[p]);  // the answer follows in the sequence
       query_positions.push_back(p - 16);
     }
     CHECK(asked == 8);  // every key asked exactly once
+    for (int64_t p = 16; p < 128; ++p) {  // fillers: uniform over [0, V), also right after a query (never the answer)
+      CHECK(x[p] >= 0);
+      CHECK(x[p] < 64);
+      if (p > 16 && y[p - 1] >= 0) filler_after_query += x[p] == y[p - 1];
+      zeros += x[p] == 0;
+    }
   }
+  CHECK(filler_after_query < 20);  // the answer follows by chance only (1 in 64: ~4 of the 256 queries)
+  CHECK(zeros > 0);                // 0 is a filler too (~1 in 64 of the 3,328 fillers)
   // Power law: queries cluster near the pairs.
   auto near = std::count_if(query_positions.begin(), query_positions.end(), [](int64_t g) { return g < 56; });
   CHECK(near > static_cast<long>(query_positions.size() / 2 + query_positions.size() / 10));

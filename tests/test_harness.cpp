@@ -123,6 +123,11 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
        "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp (job key model.layers[0].kind, stage pretrain, cell -)"},
       {kBase + "\n[axis.rule]\nkey = \"nope\"\n", "32:7: axis.rule.key: 'nope' is not a job key (a short name or section.key)"},
       {kBase + "\n[axis.rul]\nkey = \"m\"\n", "31:1: axis.rul: is not an axis of the grid (did you mean 'rule'?)"},
+      // Attention transfer and the attention analysis need a softmax teacher where they start from.
+      {with(with(kBase, "m = 4", "m = 4\nkind = \"transfer\""), "mixer = \"softmax\"", "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
+       "18:8: stage.finetune.kind: kind 'transfer' imitates softmax layers, but layer 0 of the model it starts from is gated/relu/none/m=8 (job key kind, stage finetune, cell rule=add variant=a)"},
+      {with(with(kBase, "m = 4", "m = 4\nkind = \"attention\""), "mixer = \"softmax\"", "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
+       "18:8: stage.finetune.kind: kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher) (job key kind, stage finetune, cell rule=add variant=a)"},
       // A value a profile replaced is reported at the profile's line.
       {kBase + "\n[profile.x]\n\"defaults.steps\" = \"five\"\n",
        "32:20: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)", "x"},

@@ -31,11 +31,16 @@ TEST_CASE("job spec: defaults and resolved paths", "[spec]") {
 }
 
 TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
-  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, generation-bench");
+  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench");
   CHECK(spec_error(R"({"kind": "transfer"})") ==
         "init_checkpoint: kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
   CHECK(spec_error(R"({"transfer": {"mse_weight": 0}})") == "transfer.mse_weight: must be positive, got 0");
   CHECK(spec_error(R"({"transfer": {"ce_weight": -1}})") == "transfer.ce_weight: must be >= 0, got -1");
+  CHECK(spec_error(R"({"kind": "attention"})") ==
+        "init_checkpoint: kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
+  CHECK(spec_error(R"({"kind": "attention", "init_checkpoint": "x", "data": {"source": "mqar"}})") ==
+        "data.source: kind 'attention' compares attention on validation text; 'mqar' has none");
+  CHECK(spec_error(R"({"attention": {"max_tokens": 0}})") == "attention.max_tokens: must be positive, got 0");
   CHECK(spec_error(R"({"train": {"precision": "fp64"}})") == "train.precision: 'fp64' is not one of fp32, bf16, fp16");
   CHECK(spec_error(R"({"train": {"trainable": "none"}})") == "train.trainable: 'none' is not one of all, new_mixers, no_feature_maps, lora");
   CHECK(spec_error(R"({"optim": {"lr": -1}})") == "optim.lr: must be positive, got -1");

@@ -64,6 +64,21 @@ void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
   }
 }
 
+// The attention analysis's coefficients (Mixer::value_coefficients) rebuild the layer's output exactly:
+// out_t = W_o (sum_s C[i, t, s] v_s[i]) + b_o, with v the value projection; no recurrence is run here.
+void check_value_coefficients(FastWeight& mixer, const ModelConfig& cfg) {
+  torch::NoGradGuard guard;
+  auto x = inputs(11, cfg.d_model);
+  const int64_t inner = cfg.n_heads * cfg.head_dim, hd = cfg.head_dim;
+  auto v = torch::linear(x, mixer.qkv->weight.narrow(0, 2 * inner, inner), mixer.qkv->bias.narrow(0, 2 * inner, inner));
+  v = v.view({x.size(0), x.size(1), -1, hd}).transpose(1, 2);  // [B, H, T, hd]
+  auto c = mixer.value_coefficients(x);                          // [B, H, 1 or hd, T, T]
+  REQUIRE(c.dim() == 5);
+  auto y = (c * v.permute({0, 1, 3, 2}).unsqueeze(3)).sum(-1);   // [B, H, hd, T]: sum over s of C[i, t, s] v_s[i]
+  auto out = mixer.o->forward(y.permute({0, 3, 1, 2}).reshape({x.size(0), x.size(1), inner}));
+  CHECK(max_abs_diff(out, mixer.forward(x)) <= 1e-10);
+}
+
 class ComboTest : public Catch::ITestInvoker {
  public:
   explicit ComboTest(MixerSpec spec) : spec_(std::move(spec)) {}
@@ -78,6 +93,7 @@ class ComboTest : public Catch::ITestInvoker {
     SECTION("parallel == step") { check_parallel_equals_step(mixer, cfg.d_model); }
     SECTION("chunkwise == naive, T = 32 (multiple of the chunk)") { check_chunked_equals_naive(mixer, cfg.d_model, 32); }
     SECTION("chunkwise == naive, T = 37 (not a multiple)") { check_chunked_equals_naive(mixer, cfg.d_model, 37); }
+    SECTION("value coefficients rebuild the output") { check_value_coefficients(mixer, cfg); }
   }
 
  private:

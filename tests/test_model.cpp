@@ -56,6 +56,32 @@ TEST_CASE("GPT with a hybrid layer stack: parallel logits == step-by-step logits
   }
 }
 
+TEST_CASE("labelled logits: the loss and its gradients equal the full output layer's with ignored labels", "[model]") {
+  torch::manual_seed(22);
+  GPT model(hybrid_config());
+  model->to(torch::kFloat64);
+  model->eval();
+  auto idx = torch::randint(0, 50, {3, 12}, torch::kLong);
+  auto targets = torch::randint(0, 50, {3, 12}, torch::kLong).masked_fill(torch::rand({3, 12}) < 0.8, -1);
+  targets[0][0] = 7;  // at least one label
+  const auto params = model->parameters();
+  const auto loss_and_grads = [&](const torch::Tensor& loss) {
+    auto grads = torch::autograd::grad({loss}, params, {}, false, false, true);
+    return std::make_pair(loss, grads);
+  };
+  auto [full, g_full] = loss_and_grads(torch::nn::functional::cross_entropy(
+      model->forward(idx).reshape({-1, 50}), targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
+  auto [logits, kept] = model->labelled_logits(idx, targets);
+  REQUIRE(kept.numel() == (targets >= 0).sum().item<int64_t>());
+  CHECK(logits.size(0) == kept.numel());
+  auto [labelled, g_labelled] = loss_and_grads(torch::nn::functional::cross_entropy(logits, kept));
+  CHECK(labelled.item<double>() == Approx(full.item<double>()).epsilon(1e-12));
+  for (size_t i = 0; i < params.size(); ++i) {
+    REQUIRE(g_full[i].defined() == g_labelled[i].defined());
+    if (g_full[i].defined()) CHECK(max_abs_diff(g_full[i], g_labelled[i]) < 1e-12);
+  }
+}
+
 TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
   std::vector<ModelConfig> configs = {hybrid_config(), test::small_config(fw("decay", "relu", "none", 16), 3),
                                       test::small_config(fw("add", "rfa", "attn", 6), 2),

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include "tests/test_support.h"
 #include "contract/events.h"
 #include "contract/safetensors_header.h"
+#include "worker/loss_spike.h"
 
 using namespace fwlab;
 using nlohmann::json;
@@ -629,4 +631,97 @@ TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher;
   spec.erase("init_checkpoint");
   orphan.write(spec);
   CHECK_THAT(orphan.run("validate").output, Catch::Contains("init_checkpoint: kind 'transfer' needs the teacher"));
+}
+
+TEST_CASE("worker: kind = attention compares a model's attention with the softmax teacher up its source chain", "[worker]") {
+  Job pretrain;
+  const auto source = pretrain_teacher(pretrain);
+  const json t2r = {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
+  const auto metrics = [](const Job& j) {
+    std::map<std::string, double> out;
+    for (auto& e : j.of_type("metric")) out[e["key"].get<std::string>()] = e["value"].get<double>();
+    return out;
+  };
+  auto analysis = tiny_job();
+  analysis.erase("model");
+  analysis["kind"] = "attention";
+  analysis["attention"] = {{"max_tokens", 512}};
+  const auto run_analysis = [&](Job& job, const std::string& checkpoint, const json& model) {
+    auto spec = analysis;
+    spec["init_checkpoint"] = checkpoint;
+    if (!model.is_null()) spec["model"] = model;
+    job.write(spec);
+    const auto r = job.run();
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(job.status()["status"] == "finished");
+    return metrics(job);
+  };
+
+  Job self;  // the softmax teacher against itself
+  const auto same = run_analysis(self, source, nullptr);
+  CHECK(same.at("attn_distance") == 0.0);
+  CHECK(same.at("attn_entropy") == Approx(same.at("teacher_entropy")));
+  CHECK(self.of_type("attention").at(0)["tokens"] == 16 * 32);  // 16 windows of 32
+  Job before;  // converted, untrained: its teacher is the checkpoint it converts
+  const auto untrained = run_analysis(before, source, t2r);
+  CHECK(untrained.at("attn_distance") > 0.01);
+  // The overall figure is the mean of the per-head ones.
+  double heads = 0;
+  for (const char* key : {"attn_distance.l0.h0", "attn_distance.l0.h1", "attn_distance.l1.h0", "attn_distance.l1.h1"}) heads += untrained.at(key);
+  CHECK(untrained.at("attn_distance") == Approx(heads / 4));
+  CHECK(untrained.at("attn_distance.l1") == Approx((untrained.at("attn_distance.l1.h0") + untrained.at("attn_distance.l1.h1")) / 2));
+
+  Job finetune;  // after fine-tuning: the teacher is found through the fine-tune's job.json
+  auto ft = tiny_job();
+  ft.erase("model");
+  ft["init_checkpoint"] = source;
+  ft["model"] = t2r;
+  ft["train"]["steps"] = 8;
+  finetune.write(ft);
+  REQUIRE(finetune.run().exit_code == 0);
+  Job after;
+  const auto tuned = run_analysis(after, finetune.dir.file("best.safetensors"), nullptr);
+  CHECK(after.of_type("attention").at(0)["teacher"] == source);
+  CHECK(tuned.at("teacher_entropy") == Approx(untrained.at("teacher_entropy")));  // the same teacher on the same text
+  CHECK(tuned.at("attn_distance") != untrained.at("attn_distance"));
+
+  Job orphan;  // a fast-weight checkpoint with no job.json beside it: no teacher to find
+  test::TempDir lone("lone");
+  fs::copy_file(finetune.dir.file("best.safetensors"), lone.file("model.safetensors"));
+  auto spec = analysis;
+  spec["init_checkpoint"] = lone.file("model.safetensors");
+  orphan.write(spec);
+  const auto r = orphan.run();
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("attention.teacher: no softmax-only model up the source chain of"));
+}
+
+TEST_CASE("divergence check: a loss wobbling near zero is no spike, a blow-up is", "[worker]") {
+  // The shape of a recorded MQAR run (vocabulary 256, 4 pairs): at chance (ln 4) until step 3,000, learned by
+  // step 3,600 (0.99 accuracy), then five steps at 0.11 against a minimum of 0.02 at step 3,713.
+  std::vector<double> mqar;
+  for (int step = 0; step < 4000; ++step) {
+    const double wobble = 0.01 * ((step * 7919) % 13 - 6) / 6.0;
+    double loss = step < 3000 ? std::log(4.0) + wobble : std::max(0.02, std::log(4.0) * (3600 - step) / 600.0) + std::fabs(wobble);
+    if (step >= 3713 && step < 3718) loss = 0.11;
+    mqar.push_back(loss);
+  }
+  const auto first_divergence = [](const std::vector<double>& curve, const DivergenceSpec& d) {
+    SpikeWatch watch;
+    for (size_t i = 0; i < curve.size(); ++i)
+      if (watch.diverged_after(curve[i], d)) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  DivergenceSpec d;
+  CHECK(first_divergence(mqar, d) == -1);
+  DivergenceSpec ratio_only = d;  // the rule before the rise floor: the learned run was recorded as diverged
+  ratio_only.spike_min_rise = 0;
+  CHECK(first_divergence(mqar, ratio_only) == 3717);
+
+  std::vector<double> blow_up(200, 2.3);  // a language model at 2.3 nats whose loss jumps to 8 and stays
+  for (size_t i = 120; i < blow_up.size(); ++i) blow_up[i] = 8.0;
+  CHECK(first_divergence(blow_up, d) == 124);
+  blow_up[122] = 2.4;  // an interruption restarts the count
+  CHECK(first_divergence(blow_up, d) == 127);
 }

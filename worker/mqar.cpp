@@ -10,6 +10,21 @@
 
 namespace fwlab {
 
+namespace {
+
+// Moves n entries drawn without replacement to the front of `pool` (a partial Fisher-Yates shuffle).
+void draw_distinct(std::vector<int32_t>& pool, int64_t n, std::mt19937_64& rng) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::uniform_int_distribution<size_t> pick(static_cast<size_t>(i), pool.size() - 1);
+    std::swap(pool[static_cast<size_t>(i)], pool[pick(rng)]);
+  }
+}
+
+}  // namespace
+
+// As Zoology's multiquery_ar: keys and values each drawn without replacement, the query slots hold the key and
+// then a filler token (the answer is never shown), and every non-pair, non-query token is uniform over [0, V).
+// Keys come from [1, V/2) rather than Zoology's [0, V/2) (NOTES.md), which changes nothing a model can learn.
 MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
   validate_mqar(s);
   std::mt19937_64 rng(seed);
@@ -23,16 +38,15 @@ MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
   b.len = L;
   b.inputs.resize(static_cast<size_t>(batch * L));
   b.targets.assign(static_cast<size_t>(batch * L), -1);
-  std::vector<int32_t> keys(static_cast<size_t>(half - 1));
+  std::vector<int32_t> keys(static_cast<size_t>(half - 1)), values(static_cast<size_t>(s.vocab - half));
+  std::uniform_int_distribution<int32_t> noise(0, static_cast<int32_t>(s.vocab - 1));
   for (int64_t r = 0; r < batch; ++r) {
     std::iota(keys.begin(), keys.end(), 1);
-    std::shuffle(keys.begin(), keys.end(), rng);  // the first n are this row's keys, without replacement
-    std::uniform_int_distribution<int32_t> value(static_cast<int32_t>(half), static_cast<int32_t>(s.vocab - 1));
-    std::uniform_int_distribution<int32_t> noise(1, static_cast<int32_t>(s.vocab - 1));
+    std::iota(values.begin(), values.end(), static_cast<int32_t>(half));
+    draw_distinct(keys, n, rng);  // the first n are this row's keys and values
+    draw_distinct(values, n, rng);
     std::vector<int32_t> seq(static_cast<size_t>(L + 1));
-    std::vector<int32_t> values(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      values[static_cast<size_t>(i)] = value(rng);
       seq[static_cast<size_t>(2 * i)] = keys[static_cast<size_t>(i)];
       seq[static_cast<size_t>(2 * i + 1)] = values[static_cast<size_t>(i)];
     }
@@ -47,8 +61,7 @@ MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
       const int64_t slot = pick(rng);
       weights[static_cast<size_t>(slot)] = 0.0;
       const int64_t pos = 2 * n + 2 * slot, which = order[static_cast<size_t>(q)];
-      seq[static_cast<size_t>(pos)] = keys[static_cast<size_t>(which)];
-      seq[static_cast<size_t>(pos + 1)] = values[static_cast<size_t>(which)];
+      seq[static_cast<size_t>(pos)] = keys[static_cast<size_t>(which)];  // pos + 1 keeps its filler
       b.targets[static_cast<size_t>(r * L + pos)] = values[static_cast<size_t>(which)];
     }
     for (int64_t p = 0; p < L; ++p) b.inputs[static_cast<size_t>(r * L + p)] = seq[static_cast<size_t>(p)];

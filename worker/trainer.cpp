@@ -24,6 +24,7 @@
 #include "models/transfer.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
+#include "worker/loss_spike.h"
 #include "worker/optimizer.h"
 #include "worker/precision.h"
 
@@ -39,8 +40,7 @@ struct TrainState {
   int64_t step = 0;  // next step to run
   double best_valid = std::numeric_limits<double>::infinity();
   int64_t best_step = -1;
-  double running_min = std::numeric_limits<double>::infinity();
-  int64_t spike_run = 0;
+  SpikeWatch spikes;
   double last_finite_loss = kNaN;
   // The log interval under way: a job stopped between two log points (a signal) logs the same mean on resuming.
   double interval_loss = 0.0, interval_ms = 0.0;
@@ -50,7 +50,7 @@ struct TrainState {
 
   nlohmann::json to_json() const {
     return {{"step", step}, {"best_valid", json_number(best_valid)}, {"best_step", best_step},
-            {"running_min", json_number(running_min)}, {"spike_run", spike_run},
+            {"running_min", json_number(spikes.running_min)}, {"spike_run", spikes.run},
             {"last_finite_loss", json_number(last_finite_loss)}, {"interval_loss", interval_loss},
             {"interval_ms", interval_ms}, {"interval_steps", interval_steps}, {"interval_skipped", interval_skipped},
             {"loss_scale", loss_scale}, {"loss_scale_clean", loss_scale_clean}};
@@ -65,8 +65,8 @@ struct TrainState {
     s.step = j.at("step").get<int64_t>();
     s.best_valid = number(j.at("best_valid"));
     s.best_step = j.at("best_step").get<int64_t>();
-    s.running_min = number(j.at("running_min"));
-    s.spike_run = j.at("spike_run").get<int64_t>();
+    s.spikes.running_min = number(j.at("running_min"));
+    s.spikes.run = j.at("spike_run").get<int64_t>();
     s.last_finite_loss = number(j.at("last_finite_loss"));
     s.interval_loss = j.value("interval_loss", 0.0);  // absent in checkpoints of older workers
     s.interval_ms = j.value("interval_ms", 0.0);
@@ -105,6 +105,14 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
   return torch::nn::functional::cross_entropy(
       kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+// The training loss: language modelling scores every position (the plain path, unchanged); a task with ignored
+// labels (-1) computes the output layer where a label exists.
+torch::Tensor model_loss(GPT& model, const torch::Tensor& x, const torch::Tensor& y, bool every_position) {
+  if (every_position) return lm_loss(model->forward(x), y);
+  auto [logits, targets] = model->labelled_logits(x, y);
+  return torch::nn::functional::cross_entropy(kernels::widened_to_fp32(logits), targets);
 }
 
 // Name of the first place in the network whose output is not finite, by re-running the batch without gradients.
@@ -165,18 +173,16 @@ EvalResult evaluate_mqar(GPT& model, const JobSpec& spec, torch::Device device, 
   int64_t count = 0, correct = 0;
   for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
     auto [x, y] = mqar_batch(spec.data.mqar, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
-    torch::Tensor logits;
+    torch::Tensor logits, t;
     {
       const AutocastScope amp(spec.train.precision, device);
-      logits = kernels::widened_to_fp32(model->forward(x));
+      std::tie(logits, t) = model->labelled_logits(x, y);
     }
-    auto flat = logits.reshape({-1, logits.size(-1)});
-    auto t = y.reshape({-1});
-    auto asked = t >= 0;
-    auto losses = torch::nn::functional::cross_entropy(flat, t.clamp_min(0), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    nll += losses.masked_select(asked).to(torch::kFloat64).sum().item<double>();
-    correct += (flat.argmax(-1) == t).logical_and(asked).sum().item<int64_t>();
-    count += asked.sum().item<int64_t>();
+    logits = kernels::widened_to_fp32(logits);
+    auto losses = torch::nn::functional::cross_entropy(logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    nll += losses.to(torch::kFloat64).sum().item<double>();
+    correct += (logits.argmax(-1) == t).sum().item<int64_t>();
+    count += t.numel();
   }
   model->train();
   return {nll / static_cast<double>(count), count, static_cast<double>(correct) / static_cast<double>(count)};
@@ -318,11 +324,12 @@ std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& 
 // MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the weighted LM loss.
 torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
                          std::vector<double>& layer_mse) {
-  if (!teacher.model) return lm_loss(model->forward(x), y);
+  const bool lm = spec.data.source != "mqar";
+  if (!teacher.model) return model_loss(model, x, y, lm);
   const auto mse = transfer_mse(model, teacher.model, x, teacher.layers);
   auto loss = spec.transfer.mse_weight * torch::stack(mse).sum();
   for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
-  if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * lm_loss(model->forward(x), y);
+  if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * model_loss(model, x, y, lm);
   return loss;
 }
 
@@ -493,10 +500,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     else ++st.interval_skipped;
     st.loss_scale = scaler.enabled() ? scaler.scale() : 0.0, st.loss_scale_clean = scaler.clean_steps();
 
-    // Loss spike: above factor x the running minimum for spike_steps consecutive steps.
-    st.running_min = std::min(st.running_min, step_loss);
-    st.spike_run = step_loss > spec.divergence.spike_factor * st.running_min ? st.spike_run + 1 : 0;
-    if (st.spike_run >= spec.divergence.spike_steps) return diverge("loss_spike", step_loss, lr, nlohmann::json::object());
+    if (st.spikes.diverged_after(step_loss, spec.divergence)) return diverge("loss_spike", step_loss, lr, nlohmann::json::object());
     st.last_finite_loss = step_loss;
 
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -19,6 +19,7 @@ GPT build_model(const JobSpec& spec, EventLog* log);
 
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);
+int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // kind = "attention"
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);

@@ -1,0 +1,179 @@
+#include "analysis/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace fwlab {
+
+namespace {
+
+std::vector<double> average_ranks(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> rank(v.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) rank[order[k]] = 0.5 * static_cast<double>(i + j) + 1.0;
+    i = j + 1;
+  }
+  return rank;
+}
+
+std::string number_text(double v) { return fmt::format("{:g}", v); }
+
+std::string published_text(const PublishedCell& c) {
+  switch (c.kind) {
+    case PublishedCell::Kind::Value: return number_text(c.value);
+    case PublishedCell::Kind::Diverged: return "*";
+    case PublishedCell::Kind::NotApplicable: return "N/A";
+    case PublishedCell::Kind::NotReported: return "–";
+  }
+  return "";
+}
+
+std::string share(const Agreement& a) {
+  return a.pairs == 0 ? "no pairs" : fmt::format("{}/{} ({:.0f}%)", a.agree, a.pairs, 100.0 * a.agree / a.pairs);
+}
+
+// One compared cell: where it is, and both values when both have one.
+struct Pair {
+  size_t row, column;
+  std::string name;
+  const CellValue* ours;
+  PublishedCell paper;
+  bool comparable() const { return ours && ours->kind == CellValue::Kind::Value && paper.kind == PublishedCell::Kind::Value; }
+};
+
+void add_mark_lines(const std::vector<Pair>& cells, PublishedCell::Kind paper_kind, CellValue::Kind our_kind, const char* what,
+                    std::vector<std::string>& out) {
+  std::vector<std::string> both, paper_only, ours_only;
+  for (const auto& c : cells) {
+    const bool p = c.paper.kind == paper_kind, o = c.ours && c.ours->kind == our_kind;
+    if (p && o) both.push_back(c.name);
+    else if (p) paper_only.push_back(fmt::format("{} (fwlab: {})", c.name, c.ours ? c.ours->text : "not in the table"));
+    else if (o) ours_only.push_back(fmt::format("{} (paper: {})", c.name, published_text(c.paper)));
+  }
+  if (both.empty() && paper_only.empty() && ours_only.empty()) return;
+  out.push_back(fmt::format("{}: both {}{}{}", what, both.empty() ? "none" : fmt::format("{}", fmt::join(both, "; ")),
+                            paper_only.empty() ? "" : fmt::format("; the paper only: {}", fmt::join(paper_only, "; ")),
+                            ours_only.empty() ? "" : fmt::format("; fwlab only: {}", fmt::join(ours_only, "; "))));
+}
+
+}  // namespace
+
+std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 3 || a.size() != b.size()) return std::nullopt;
+  const auto ra = average_ranks(a), rb = average_ranks(b);
+  const double n = static_cast<double>(a.size()), mean = (n + 1) / 2;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - mean) * (rb[i] - mean);
+    saa += (ra[i] - mean) * (ra[i] - mean);
+    sbb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  if (saa == 0 || sbb == 0) return std::nullopt;
+  return sab / std::sqrt(saa * sbb);
+}
+
+Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
+  Comparison c;
+  c.title = fmt::format("{} against {}", t.title, pub.source);
+  c.caption = fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", pub.metric.units(), pub.higher_is_better ? "higher" : "lower",
+                          pub.note.empty() ? "" : fmt::format(". {}", pub.note));
+  c.row_headers = t.row_headers;
+  constexpr size_t kAbsent = static_cast<size_t>(-1);
+  std::vector<size_t> columns;  // per published column: the table's value column of the compared metric (or absent)
+  for (const auto& key : pub.columns) {
+    columns.push_back(kAbsent);
+    for (size_t i = 0; i < t.column_keys.size() && columns.back() == kAbsent; ++i)
+      if (t.column_metrics[i] == pub.metric.name && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
+    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key);
+  }
+  std::vector<Pair> cells;
+  std::vector<std::string> rows_seen;
+  const auto add_row = [&](const std::vector<std::string>& labels, const std::string& key, const std::vector<CellValue>* ours) {
+    const auto it = pub.rows.find(key);
+    if (it == pub.rows.end()) return;
+    rows_seen.push_back(key);
+    c.row_labels.push_back(labels);
+    std::vector<std::string> texts;
+    for (size_t j = 0; j < pub.columns.size(); ++j) {
+      const CellValue* mine = ours && columns[j] != kAbsent ? &(*ours)[columns[j]] : nullptr;
+      const auto name = pub.columns[j].empty() ? fmt::format("{}", fmt::join(labels, ", ")) : fmt::format("{}, {}", fmt::join(labels, ", "), c.column_headers[j]);
+      cells.push_back({c.row_labels.size() - 1, j, name, mine, it->second[j]});
+      texts.push_back(fmt::format("{} / {}", mine ? mine->text : "–", published_text(it->second[j])));
+    }
+    c.cells.push_back(texts);
+  };
+  for (size_t r = 0; r < t.cells.size(); ++r)
+    if (!t.row_keys[r].empty()) add_row(t.row_labels[r], t.row_keys[r], &t.cells[r]);
+  for (const auto& [key, values] : pub.rows)  // published rows the regenerated table does not have (not run)
+    if (std::find(rows_seen.begin(), rows_seen.end(), key) == rows_seen.end()) {
+      std::vector<std::string> labels(t.row_headers.size(), "");
+      if (!labels.empty()) labels[0] = key;
+      add_row(labels, key, nullptr);
+    }
+
+  std::vector<const Pair*> both;
+  for (const auto& p : cells)
+    if (p.comparable()) both.push_back(&p);
+  for (size_t i = 0; i < both.size(); ++i)
+    for (size_t j = i + 1; j < both.size(); ++j) {
+      const double paper = both[i]->paper.value - both[j]->paper.value, ours = both[i]->ours->mean - both[j]->ours->mean;
+      if (paper == 0) continue;  // a tie in the paper orders nothing
+      const bool agree = (paper > 0 && ours > 0) || (paper < 0 && ours < 0);
+      for (auto* a : {&c.overall, both[i]->row == both[j]->row ? &c.within_rows : nullptr,
+                      both[i]->column == both[j]->column ? &c.within_columns : nullptr})
+        if (a) a->pairs += 1, a->agree += agree ? 1 : 0;
+    }
+  std::vector<double> ours, paper;
+  for (const auto* p : both) ours.push_back(p->ours->mean), paper.push_back(p->paper.value);
+  c.ranked = static_cast<int>(both.size());
+  c.spearman = spearman(ours, paper);
+
+  add_mark_lines(cells, PublishedCell::Kind::Diverged, CellValue::Kind::Diverged, "Diverged (*)", c.marks);
+  add_mark_lines(cells, PublishedCell::Kind::NotApplicable, CellValue::Kind::NotApplicable, "N/A", c.marks);
+
+  if (both.size() >= 3) {  // the cells whose ranks differ most (1 = best)
+    const auto sign = pub.higher_is_better ? -1.0 : 1.0;
+    std::vector<double> o, p;
+    for (const auto* x : both) o.push_back(sign * x->ours->mean), p.push_back(sign * x->paper.value);
+    const auto ro = average_ranks(o), rp = average_ranks(p);
+    std::vector<size_t> order(both.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::fabs(ro[a] - rp[a]) > std::fabs(ro[b] - rp[b]); });
+    for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
+      const size_t i = order[k];
+      if (ro[i] == rp[i]) break;
+      c.largest.push_back(fmt::format("{}: fwlab {} (rank {:g} of {}), paper {} (rank {:g})", both[i]->name, both[i]->ours->text, ro[i],
+                                      both.size(), number_text(both[i]->paper.value), rp[i]));
+    }
+  }
+  return c;
+}
+
+std::string render_comparison(const Comparison& c) {
+  std::string out = fmt::format("### {}\n\n{}\n\n", c.title, c.caption);
+  std::vector<std::string> header = c.row_headers, align(c.row_headers.size(), ":---");
+  for (const auto& h : c.column_headers) header.push_back(h), align.push_back("---:");
+  out += fmt::format("| {} |\n| {} |\n", fmt::join(header, " | "), fmt::join(align, " | "));
+  for (size_t r = 0; r < c.cells.size(); ++r) {
+    std::vector<std::string> line = c.row_labels[r];
+    line.insert(line.end(), c.cells[r].begin(), c.cells[r].end());
+    out += fmt::format("| {} |\n", fmt::join(line, " | "));
+  }
+  out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value): within rows {}, within columns {}, overall {}.\n",
+                     share(c.within_rows), share(c.within_columns), share(c.overall));
+  out += c.spearman ? fmt::format("Spearman rank correlation over the {} cells with both values: {:.2f}.\n", c.ranked, *c.spearman)
+                    : fmt::format("Spearman rank correlation: not defined ({} cells with both values).\n", c.ranked);
+  for (const auto& m : c.marks) out += fmt::format("\n{}.\n", m);
+  if (!c.largest.empty()) out += fmt::format("\nLargest rank differences: {}.\n", fmt::join(c.largest, "; "));
+  return out;
+}
+
+}  // namespace fwlab
