@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 namespace fwlab {
@@ -96,10 +97,13 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   }
   std::vector<Pair> cells;
   std::vector<std::string> rows_seen;
-  const auto add_row = [&](const std::vector<std::string>& labels, const std::string& key, const std::vector<CellValue>* ours) {
+  std::map<std::string, int> label_uses;  // rows whose labels coincide (two "Gated" rows told apart by m) get their key
+  for (const auto& labels : t.row_labels) ++label_uses[fmt::format("{}", fmt::join(labels, ", "))];
+  const auto add_row = [&](std::vector<std::string> labels, const std::string& key, const std::vector<CellValue>* ours) {
     const auto it = pub.rows.find(key);
     if (it == pub.rows.end()) return;
     rows_seen.push_back(key);
+    if (!labels.empty() && label_uses[fmt::format("{}", fmt::join(labels, ", "))] > 1) labels.back() += fmt::format(" ({})", key);
     c.row_labels.push_back(labels);
     std::vector<std::string> texts;
     for (size_t j = 0; j < pub.columns.size(); ++j) {
