@@ -5,63 +5,63 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 11.10408148 11.10408148 11.10408148
-100 10.83315226 10.83315226 10.83315226
-150 10.62965054 10.62965054 10.62965054
+50 11.14060598 11.14060598 11.14060598
+100 10.82241899 10.82241899 10.82241899
+150 10.6359562 10.6359562 10.6359562
 EOD
 $p0s1 << EOD
-50 10.979633 10.979633 10.979633
-100 10.69008541 10.69008541 10.69008541
-150 10.5080804 10.5080804 10.5080804
+50 11.06271119 11.06271119 11.06271119
+100 10.68973261 10.68973261 10.68973261
+150 10.52752644 10.52752644 10.52752644
 EOD
 $p0s2 << EOD
-50 10.90522681 10.90522681 10.90522681
-100 10.57871584 10.57871584 10.57871584
-150 10.37652545 10.37652545 10.37652545
+50 10.89335875 10.89335875 10.89335875
+100 10.56141628 10.56141628 10.56141628
+150 10.37454246 10.37454246 10.37454246
 EOD
 $p0s3 << EOD
-50 10.92058251 10.92058251 10.92058251
-100 10.56521581 10.56521581 10.56521581
-150 10.34291248 10.34291248 10.34291248
+50 10.91536858 10.91536858 10.91536858
+100 10.56002958 10.56002958 10.56002958
+150 10.34591448 10.34591448 10.34591448
 EOD
 $p0s4 << EOD
-50 10.88199036 10.88199036 10.88199036
-100 10.54110979 10.54110979 10.54110979
-150 10.36111486 10.36111486 10.36111486
+50 10.8911439 10.8911439 10.8911439
+100 10.54389626 10.54389626 10.54389626
+150 10.35965033 10.35965033 10.35965033
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_finetune.png"
+set output 'curves_finetune.png'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: T2R, pretrain (finetune) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: T2R, pretrain (finetune) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "m=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "m=8", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "m=16", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "m=32", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "m=64"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=8', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=16', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'm=64'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_finetune.svg"
+set output 'curves_finetune.svg'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: T2R, pretrain (finetune) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: T2R, pretrain (finetune) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "m=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "m=8", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "m=16", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "m=32", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "m=64"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=8', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=16', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'm=64'
 unset output

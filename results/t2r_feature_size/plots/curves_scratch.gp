@@ -5,78 +5,78 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 14.8220795 14.8220795 14.8220795
-100 12.67947329 12.67947329 12.67947329
-150 12.1907497 12.1907497 12.1907497
-200 11.89679491 11.89679491 11.89679491
-250 11.75294748 11.75294748 11.75294748
-300 11.59531474 11.59531474 11.59531474
+50 14.63954783 14.63954783 14.63954783
+100 12.70006713 12.70006713 12.70006713
+150 12.20374415 12.20374415 12.20374415
+200 11.9139767 11.9139767 11.9139767
+250 11.73027094 11.73027094 11.73027094
+300 11.59409219 11.59409219 11.59409219
 EOD
 $p0s1 << EOD
-50 14.5944195 14.5944195 14.5944195
-100 12.67927048 12.67927048 12.67927048
-150 12.15190089 12.15190089 12.15190089
-200 11.79733479 11.79733479 11.79733479
-250 11.64192536 11.64192536 11.64192536
-300 11.51776958 11.51776958 11.51776958
+50 14.63098636 14.63098636 14.63098636
+100 12.68709321 12.68709321 12.68709321
+150 12.16646983 12.16646983 12.16646983
+200 11.82393095 11.82393095 11.82393095
+250 11.64692776 11.64692776 11.64692776
+300 11.52940492 11.52940492 11.52940492
 EOD
 $p0s2 << EOD
-50 14.69555374 14.69555374 14.69555374
-100 12.63332852 12.63332852 12.63332852
-150 12.09943468 12.09943468 12.09943468
-200 11.79557363 11.79557363 11.79557363
-250 11.63196273 11.63196273 11.63196273
-300 11.51421656 11.51421656 11.51421656
+50 14.69555088 14.69555088 14.69555088
+100 12.63365262 12.63365262 12.63365262
+150 12.10742323 12.10742323 12.10742323
+200 11.79778099 11.79778099 11.79778099
+250 11.63221724 11.63221724 11.63221724
+300 11.52093412 11.52093412 11.52093412
 EOD
 $p0s3 << EOD
-50 14.75046956 14.75046956 14.75046956
-100 12.67235487 12.67235487 12.67235487
-150 12.14288069 12.14288069 12.14288069
-200 11.79188454 11.79188454 11.79188454
-250 11.63218789 11.63218789 11.63218789
-300 11.51258262 11.51258262 11.51258262
+50 14.750305 14.750305 14.750305
+100 12.6735626 12.6735626 12.6735626
+150 12.14295181 12.14295181 12.14295181
+200 11.79429931 11.79429931 11.79429931
+250 11.63221587 11.63221587 11.63221587
+300 11.5190214 11.5190214 11.5190214
 EOD
 $p0s4 << EOD
-50 14.71604308 14.71604308 14.71604308
-100 12.66340767 12.66340767 12.66340767
-150 12.15336847 12.15336847 12.15336847
-200 11.83806574 11.83806574 11.83806574
-250 11.64757483 11.64757483 11.64757483
-300 11.52489049 11.52489049 11.52489049
+50 14.71604804 14.71604804 14.71604804
+100 12.66329774 12.66329774 12.66329774
+150 12.15291233 12.15291233 12.15291233
+200 11.83644752 11.83644752 11.83644752
+250 11.64628485 11.64628485 11.64628485
+300 11.523503 11.523503 11.523503
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_scratch.png"
+set output 'curves_scratch.png'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: T2R, random init (scratch) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: T2R, random init (scratch) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "m=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "m=8", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "m=16", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "m=32", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "m=64"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=8', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=16', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'm=64'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_scratch.svg"
+set output 'curves_scratch.svg'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: T2R, random init (scratch) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: T2R, random init (scratch) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "m=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "m=8", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "m=16", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "m=32", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "m=64"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=8', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=16', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'm=64'
 unset output

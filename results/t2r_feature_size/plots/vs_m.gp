@@ -5,51 +5,51 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-4 11.59531474 11.59531474 11.59531474
-8 11.51776958 11.51776958 11.51776958
-16 11.51421656 11.51421656 11.51421656
-32 11.51258262 11.51258262 11.51258262
-64 11.52489049 11.52489049 11.52489049
+4 11.59409219 11.59409219 11.59409219
+8 11.52940492 11.52940492 11.52940492
+16 11.52093412 11.52093412 11.52093412
+32 11.5190214 11.5190214 11.5190214
+64 11.523503 11.523503 11.523503
 EOD
 $p0s1 << EOD
-4 10.62965054 10.62965054 10.62965054
-8 10.5080804 10.5080804 10.5080804
-16 10.37652545 10.37652545 10.37652545
-32 10.34291248 10.34291248 10.34291248
-64 10.36111486 10.36111486 10.36111486
+4 10.6359562 10.6359562 10.6359562
+8 10.52752644 10.52752644 10.52752644
+16 10.37454246 10.37454246 10.37454246
+32 10.34591448 10.34591448 10.34591448
+64 10.35965033 10.35965033 10.35965033
 EOD
 $p0s2 << EOD
-0 10.30034289 10.30034289 10.30034289
+0 10.30027119 10.30027119 10.30027119
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "vs_m.png"
+set output 'vs_m.png'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: validation perplexity vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: validation perplexity vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'validation perplexity'
 set logscale x 2
 unset logscale y
 set xtics (4, 8, 16, 32, 64)
 set xrange [2.857142857:89.6]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "T2R, random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "T2R, pretrain", \
-     10.30034289 w l dt 3 lw 2 lc 3 t "pretrained softmax transformer (reference level)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'T2R, random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'T2R, pretrain', \
+     10.30027119 w l dt 3 lw 2 lc 3 t 'pretrained softmax transformer (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "vs_m.svg"
+set output 'vs_m.svg'
 unset arrow
 unset label
-set title "t2r\\_feature\\_size: validation perplexity vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "validation perplexity"
+set title 't2r\_feature\_size: validation perplexity vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'validation perplexity'
 set logscale x 2
 unset logscale y
 set xtics (4, 8, 16, 32, 64)
 set xrange [2.857142857:89.6]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "T2R, random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "T2R, pretrain", \
-     10.30034289 w l dt 3 lw 2 lc 3 t "pretrained softmax transformer (reference level)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'T2R, random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'T2R, pretrain', \
+     10.30027119 w l dt 3 lw 2 lc 3 t 'pretrained softmax transformer (reference level)'
 unset output

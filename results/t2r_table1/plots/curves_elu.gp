@@ -5,45 +5,45 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 14.638805 14.638805 14.638805
-100 12.6272191 12.6272191 12.6272191
-150 12.16392839 12.16392839 12.16392839
-200 11.79771696 11.79771696 11.79771696
-250 11.68235409 11.68235409 11.68235409
-300 11.55940323 11.55940323 11.55940323
+50 14.63880757 14.63880757 14.63880757
+100 12.62721993 12.62721993 12.62721993
+150 12.16392817 12.16392817 12.16392817
+200 11.79771692 11.79771692 11.79771692
+250 11.682354 11.682354 11.682354
+300 11.55940314 11.55940314 11.55940314
 EOD
 $p0s1 << EOD
-50 11.09419494 11.09419494 11.09419494
-100 10.80299971 10.80299971 10.80299971
-150 10.65350126 10.65350126 10.65350126
+50 11.09419612 11.09419612 11.09419612
+100 10.80298501 10.80298501 10.80298501
+150 10.65348677 10.65348677 10.65348677
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_elu.png"
+set output 'curves_elu.png'
 unset arrow
 unset label
-set title "t2r\\_table1: ELU + 1 (elu) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: ELU + 1 (elu) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_elu.svg"
+set output 'curves_elu.svg'
 unset arrow
 unset label
-set title "t2r\\_table1: ELU + 1 (elu) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: ELU + 1 (elu) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output

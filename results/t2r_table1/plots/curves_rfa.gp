@@ -5,45 +5,45 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 25.59437467 25.59437467 25.59437467
-100 23.86102325 23.86102325 23.86102325
-150 23.93862935 23.93862935 23.93862935
-200 23.326371 23.326371 23.326371
-250 20.01073773 20.01073773 20.01073773
-300 18.84414537 18.84414537 18.84414537
+50 24.64788062 24.64788062 24.64788062
+100 23.67257029 23.67257029 23.67257029
+150 23.24784188 23.24784188 23.24784188
+200 15.96003227 15.96003227 15.96003227
+250 15.71314729 15.71314729 15.71314729
+300 13.75903533 13.75903533 13.75903533
 EOD
 $p0s1 << EOD
-50 11.49853108 11.49853108 11.49853108
-100 11.29692357 11.29692357 11.29692357
-150 11.16651797 11.16651797 11.16651797
+50 11.7117953 11.7117953 11.7117953
+100 11.28049113 11.28049113 11.28049113
+150 11.16402916 11.16402916 11.16402916
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_rfa.png"
+set output 'curves_rfa.png'
 unset arrow
 unset label
-set title "t2r\\_table1: RFA (rfa) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: RFA (rfa) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_rfa.svg"
+set output 'curves_rfa.svg'
 unset arrow
 unset label
-set title "t2r\\_table1: RFA (rfa) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: RFA (rfa) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output

@@ -5,45 +5,45 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 14.75046956 14.75046956 14.75046956
-100 12.67235487 12.67235487 12.67235487
-150 12.14288069 12.14288069 12.14288069
-200 11.79188454 11.79188454 11.79188454
-250 11.63218789 11.63218789 11.63218789
-300 11.51258262 11.51258262 11.51258262
+50 14.750305 14.750305 14.750305
+100 12.6735626 12.6735626 12.6735626
+150 12.14295181 12.14295181 12.14295181
+200 11.79429931 11.79429931 11.79429931
+250 11.63221587 11.63221587 11.63221587
+300 11.5190214 11.5190214 11.5190214
 EOD
 $p0s1 << EOD
-50 10.92058251 10.92058251 10.92058251
-100 10.56521581 10.56521581 10.56521581
-150 10.34291248 10.34291248 10.34291248
+50 10.91536858 10.91536858 10.91536858
+100 10.56002958 10.56002958 10.56002958
+150 10.34591448 10.34591448 10.34591448
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_t2r.png"
+set output 'curves_t2r.png'
 unset arrow
 unset label
-set title "t2r\\_table1: T2R (t2r) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: T2R (t2r) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_t2r.svg"
+set output 'curves_t2r.svg'
 unset arrow
 unset label
-set title "t2r\\_table1: T2R (t2r) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: T2R (t2r) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-6:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Random init", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Random init', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Pretrain'
 unset output

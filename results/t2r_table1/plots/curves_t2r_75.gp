@@ -5,35 +5,35 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 10.40556897 10.40556897 10.40556897
-100 10.01733977 10.01733977 10.01733977
-150 9.789457382 9.789457382 9.789457382
+50 10.40525682 10.40525682 10.40525682
+100 10.01741089 10.01741089 10.01741089
+150 9.789818722 9.789818722 9.789818722
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves_t2r_75.png"
+set output 'curves_t2r_75.png'
 unset arrow
 unset label
-set title "t2r\\_table1: T2R 75% (t2r\\_75) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: T2R 75% (t2r\_75) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Pretrain'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves_t2r_75.svg"
+set output 'curves_t2r_75.svg'
 unset arrow
 unset label
-set title "t2r\\_table1: T2R 75% (t2r\\_75) — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 't2r\_table1: T2R 75% (t2r\_75) — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Pretrain"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Pretrain'
 unset output

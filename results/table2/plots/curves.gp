@@ -5,70 +5,70 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 10.38522192 10.38522192 10.38522192
-100 9.964077467 9.964077467 9.964077467
-150 9.726945117 9.726945117 9.726945117
+50 10.38520558 10.38520558 10.38520558
+100 9.964019932 9.964019932 9.964019932
+150 9.726884146 9.726884146 9.726884146
 EOD
 $p0s1 << EOD
-50 10.37515394 10.37515394 10.37515394
-100 9.9446159 9.9446159 9.9446159
-150 9.732052615 9.732052615 9.732052615
+50 10.37510663 10.37510663 10.37510663
+100 9.94455894 9.94455894 9.94455894
+150 9.732000651 9.732000651 9.732000651
 EOD
 $p0s2 << EOD
-50 9.157701603 9.157701603 9.157701603
-100 8.506537465 8.506537465 8.506537465
-150 8.281091924 8.281091924 8.281091924
+50 9.157661018 9.157661018 9.157661018
+100 8.506537266 8.506537266 8.506537266
+150 8.281128515 8.281128515 8.281128515
 EOD
 $p0s3 << EOD
-50 9.444914015 9.444914015 9.444914015
-100 8.577676805 8.577676805 8.577676805
-150 8.297550369 8.297550369 8.297550369
+50 9.444864052 9.444864052 9.444864052
+100 8.577631424 8.577631424 8.577631424
+150 8.297580155 8.297580155 8.297580155
 EOD
 $p0s4 << EOD
-50 9.11090236 9.11090236 9.11090236
-100 8.481426349 8.481426349 8.481426349
-150 8.262541912 8.262541912 8.262541912
+50 9.110941649 9.110941649 9.110941649
+100 8.481424514 8.481424514 8.481424514
+150 8.262530483 8.262530483 8.262530483
 EOD
 $p0s5 << EOD
-50 9.375483657 9.375483657 9.375483657
-100 8.55975707 8.55975707 8.55975707
-150 8.305644014 8.305644014 8.305644014
+50 9.375536697 9.375536697 9.375536697
+100 8.559619362 8.559619362 8.559619362
+150 8.305579855 8.305579855 8.305579855
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "curves.png"
+set output 'curves.png'
 unset arrow
 unset label
-set title "table2 — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table2 — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Local attention (w = 32)", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Gated (gated16)", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "Decay (decay16)", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "Gated (gated32)", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "Decay (decay32)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Local attention (w = 32)', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated (gated16)', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay (decay16)', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated (gated32)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Decay (decay32)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "curves.svg"
+set output 'curves.svg'
 unset arrow
 unset label
-set title "table2 — validation perplexity during training"
-set xlabel "training step"
-set ylabel "validation perplexity"
+set title 'table2 — validation perplexity during training'
+set xlabel 'training step'
+set ylabel 'validation perplexity'
 unset logscale x
 unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "Softmax", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "Local attention (w = 32)", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Gated (gated16)", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "Decay (decay16)", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "Gated (gated32)", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "Decay (decay32)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Local attention (w = 32)', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated (gated16)', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay (decay16)', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated (gated32)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Decay (decay32)'
 unset output

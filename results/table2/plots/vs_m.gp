@@ -5,55 +5,55 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-0 9.909463114 9.909463114 9.909463114
+0 9.909420402 9.909420402 9.909420402
 EOD
 $p0s1 << EOD
-0 9.901208223 9.901208223 9.901208223
+0 9.901163699 9.901163699 9.901163699
 EOD
 $p0s2 << EOD
-16 8.418985346 8.418985346 8.418985346
-32 8.42506068 8.42506068 8.42506068
+16 8.419028295 8.419028295 8.419028295
+32 8.425065911 8.425065911 8.425065911
 EOD
 $p0s3 << EOD
-16 8.484801716 8.484801716 8.484801716
-32 8.449349959 8.449349959 8.449349959
+16 8.484778011 8.484778011 8.484778011
+32 8.449363473 8.449363473 8.449363473
 EOD
 $p0s4 << EOD
-0 10.45468736 10.45468736 10.45468736
+0 10.45463215 10.45463215 10.45463215
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "vs_m.png"
+set output 'vs_m.png'
 unset arrow
 unset label
-set title "table2: test perplexity vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "test perplexity"
+set title 'table2: test perplexity vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'test perplexity'
 set logscale x 2
 unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 9.909463114 w l dt 3 lw 2 lc 1 t "Softmax (no m: reference level)", \
-     9.901208223 w l dt 3 lw 2 lc 2 t "Local attention (w = 32) (no m: reference level)", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Gated", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "Decay", \
-     10.45468736 w l dt 3 lw 2 lc 5 t "softmax teacher (before fine-tuning) (reference level)"
+plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax (no m: reference level)', \
+     9.901163699 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
+     10.45463215 w l dt 3 lw 2 lc 5 t 'softmax teacher (before fine-tuning) (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "vs_m.svg"
+set output 'vs_m.svg'
 unset arrow
 unset label
-set title "table2: test perplexity vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "test perplexity"
+set title 'table2: test perplexity vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'test perplexity'
 set logscale x 2
 unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 9.909463114 w l dt 3 lw 2 lc 1 t "Softmax (no m: reference level)", \
-     9.901208223 w l dt 3 lw 2 lc 2 t "Local attention (w = 32) (no m: reference level)", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "Gated", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "Decay", \
-     10.45468736 w l dt 3 lw 2 lc 5 t "softmax teacher (before fine-tuning) (reference level)"
+plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax (no m: reference level)', \
+     9.901163699 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
+     10.45463215 w l dt 3 lw 2 lc 5 t 'softmax teacher (before fine-tuning) (reference level)'
 unset output
