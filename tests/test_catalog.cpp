@@ -63,26 +63,27 @@ std::string run_smoke(const test::TempDir& dir, const Expected& e) {
 TEST_CASE("catalog: table1 at the smoke profile, end to end; a re-run does nothing", "[catalog]") {
   test::TempDir dir("table1");
   const auto md = run_smoke(dir, {"table1",
-                                  {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |", "Reference: softmax teacher (before fine-tuning): "},
+                                  {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |", "Reference: softmax teacher (before fine-tuning): ",
+                                   "Reference: softmax teacher fine-tuned the same steps (control): "},
                                   {"curves_add", "curves_delta", "curves_gated", "curves_decay"}});
   CHECK(std::count(md.begin(), md.end(), '\n') >= 10);
   Db db(dir.file("fwlab.db"), true);
-  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") == 13);
+  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") == 14);  // with the control
   CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE applicable = 0 AND coords = '{\"rule\":\"decay\",\"variant\":\"baseline\"}'") == 1);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('finished', 'diverged')") == 12);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('finished', 'diverged')") == 13);
   CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'finetune' AND depends_on = (SELECT id FROM jobs WHERE stage = 'pretrain')") == 11);
   CHECK(count(db, "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE e.split = 'test' AND j.status = 'finished'") ==
         count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'"));
-  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'conversion'") == 11);
+  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'conversion'") == 12);  // the control converts softmax to itself
   const auto again = test::run_command(fwlab_cmd(fmt::format("sweep {}/experiments/table1.toml --profile smoke --db {}", FWLAB_SOURCE_DIR, dir.file("fwlab.db"))));
   CHECK(again.exit_code == 0);
-  CHECK_THAT(again.output, Catch::Contains("0 finished, 0 diverged") && Catch::Contains("12 already done, 1 n/a"));
-  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 12);
+  CHECK_THAT(again.output, Catch::Contains("0 finished, 0 diverged") && Catch::Contains("13 already done, 1 n/a"));
+  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 13);
 }
 
 TEST_CASE("catalog: table2 at the smoke profile", "[catalog]") {
   test::TempDir dir("table2");
-  run_smoke(dir, {"table2", {"| model | m | state / sequence | test ppl |", "| Softmax | none |", "| Gated | 16 |", "| Decay | 32 |"}, {"curves", "vs_m"}});
+  run_smoke(dir, {"table2", {"| model | m | state / sequence | test ppl |", "| Softmax, fine-tuned the same steps (control) | none |", "| Gated | 16 |", "| Decay | 32 |"}, {"curves", "vs_m"}});
 }
 
 TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows with the length, decay's does not", "[catalog]") {
@@ -197,7 +198,7 @@ TEST_CASE("catalog: table2 at the smoke profile from a tiny Hugging Face GPT-2 (
   const auto table = test::run_command(fwlab_cmd("table " + args));
   INFO(table.output);
   CHECK(table.exit_code == 0);
-  for (const char* row : {"| Softmax |", "| Local attention (w = 32) |", "| Gated |", "| Decay |"}) CHECK_THAT(table.output, Catch::Contains(row));
+  for (const char* row : {"| Softmax, fine-tuned the same steps (control) |", "| Local attention (w = 32) |", "| Gated |", "| Decay |"}) CHECK_THAT(table.output, Catch::Contains(row));
   for (const std::string marker : {"| – |", "| … |", "| ! |"}) CHECK_THAT(table.output, !Catch::Contains(marker));
   Db db(dir.file("fwlab.db"), true);
   CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 7);
