@@ -33,7 +33,7 @@ unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax (no m: reference level)', \
+plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
      9.901163699 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
@@ -51,7 +51,7 @@ unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax (no m: reference level)', \
+plot 9.909420402 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
      9.901163699 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
