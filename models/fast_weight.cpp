@@ -37,17 +37,6 @@ torch::Tensor heads(const torch::Tensor& x, int64_t n_heads) {  // [B, T, H*e] -
   return x.view({x.size(0), x.size(1), n_heads, -1}).transpose(1, 2);
 }
 
-// Softmax weights of q [B, H, T, hd] over the last `window` of L keys [B, H, L, hd] (the current one included; the
-// queries are the last T positions): [B, H, T, L].
-torch::Tensor window_softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window) {
-  const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
-  auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
-  auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // [T, L]
-  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
-  scores = scores.masked_fill((lag < 0) | (lag >= window), -std::numeric_limits<double>::infinity());
-  return torch::softmax(scores, -1);
-}
-
 // Softmax attention of q over the last `window` keys, [B, H, T, hd]. With a state, the keys and values of up to
 // window - 1 earlier tokens come from it and it keeps the last `window` after: the step form's O(window) cache.
 torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window, MixerState* state) {
@@ -58,7 +47,7 @@ torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, con
     const int64_t keep = std::min(L, window);
     state->k = keys.narrow(2, L - keep, keep).contiguous(), state->v = values.narrow(2, L - keep, keep).contiguous();
   }
-  return torch::matmul(window_softmax_weights(q, keys, window), values);
+  return torch::matmul(softmax_weights(q, keys, window), values);
 }
 
 // In fp32 under mixed precision (a normaliser in bf16 keeps 3 significant digits).
@@ -254,7 +243,7 @@ torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
     if (spec.norm == "attn") den = c.sum(-1, true);  // the normaliser's value row (no value-side decay with attn)
   }
   if (den.defined()) c = c / den.clamp_min(kAttnNormFloor);
-  if (spec.swa_window > 0) c = 0.5 * (c + window_softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));
+  if (spec.swa_window > 0) c = 0.5 * (c + softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));
   return c;
 }
 

@@ -9,6 +9,11 @@
 
 namespace fwlab {
 
+// Causal softmax weights of q [B, H, T, hd] over keys [B, H, L, hd] (the queries are the last T of the L
+// positions), restricted to the last `window` keys (the current one included) when window > 0: [B, H, T, L].
+// Softmax and local attention, and the sliding window of a fast-weight layer.
+torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window);
+
 // softmax (window = 0) and local (sliding window of `window` tokens, the current one included).
 class SoftmaxAttention : public Mixer {
  public:
@@ -22,7 +27,6 @@ class SoftmaxAttention : public Mixer {
   Dropout attn_drop{nullptr}, resid_drop{nullptr};
 
  private:
-  torch::Tensor probabilities(const torch::Tensor& q, const torch::Tensor& k) const;  // causal (and windowed), [B, H, T, T]
   int64_t n_heads_, head_dim_, window_;
 };
 

@@ -58,24 +58,24 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
     return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
   }
 #endif
-  auto y = torch::matmul(attn_drop(probabilities(q, k)), v);
+  auto y = torch::matmul(attn_drop(softmax_weights(q, k, window_)), v);
   return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
 }
 
-torch::Tensor SoftmaxAttention::probabilities(const torch::Tensor& q, const torch::Tensor& k) const {
-  const int64_t T = q.size(2);
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
-  auto pos = torch::arange(T, q.options().dtype(torch::kLong));
-  auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);  // query - key
+torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window) {
+  const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
+  auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
+  auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // query - key, [T, L]
   auto hidden = lag < 0;
-  if (window_ > 0) hidden = hidden | (lag >= window_);
+  if (window > 0) hidden = hidden | (lag >= window);
+  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   return torch::softmax(scores.masked_fill(hidden, -std::numeric_limits<double>::infinity()), -1);
 }
 
 torch::Tensor SoftmaxAttention::value_coefficients(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
   auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  return probabilities(parts[0], parts[1]).unsqueeze(2);  // [B, H, 1, T, T]
+  return softmax_weights(parts[0], parts[1], window_).unsqueeze(2);  // [B, H, 1, T, T]
 }
 
 namespace {
