@@ -304,54 +304,70 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
   return figures;
 }
 
-Figure versus_m(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, size_t index, const std::string& out_dir,
-                const std::string& gnuplot) {
+// The metric against an axis (plot.x: m for vs_m, any grid axis for versus), one line per series.
+Figure versus(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, size_t index, const std::string& out_dir,
+              const std::string& gnuplot) {
+  const bool state_size = plot.x == "m";
   Panel p;
-  p.title = fmt::format("{}: {} vs state size m", results.experiment().name, plot.metric.units());
-  p.xlabel = "m (feature / key dimension of the state, per head)";
+  p.title = state_size ? fmt::format("{}: {} vs state size m", results.experiment().name, plot.metric.units())
+                       : fmt::format("{}: {} vs {}", results.experiment().name, plot.metric.units(), spec.label(plot.x));
+  p.xlabel = state_size ? "m (feature / key dimension of the state, per head)" : spec.label(plot.x);
   p.ylabel = plot.metric.units();
   p.logx = true;
   p.xtics_at_points = true;
   std::vector<std::string> order;
-  std::map<std::string, std::map<double, std::vector<const JobRecord*>>> groups;  // series -> m -> jobs
-  std::map<std::string, std::vector<const JobRecord*>> levels;                   // series without m
+  std::map<std::string, std::map<double, std::vector<const JobRecord*>>> groups;  // series -> x -> jobs
+  std::map<std::string, std::vector<const JobRecord*>> levels;                   // series without x
   for (const auto* j : table_jobs(results, spec)) {
     const auto label = series_label(spec, *j, plot.series);
-    const auto m = job_value(*j, "m");
+    const auto x = job_value(*j, plot.x);
     if (!groups.count(label) && !levels.count(label)) order.push_back(label);
-    if (m.is_number()) groups[label][m.get<double>()].push_back(j);
+    if (x.is_number()) groups[label][x.get<double>()].push_back(j);
     else levels[label].push_back(j);
   }
   for (const auto& label : order) {
     Series se;
     se.title = label;
     if (groups.count(label)) {
-      for (const auto& [m, jobs] : groups[label]) {
+      for (const auto& [x, jobs] : groups[label]) {
         const auto c = reduce_cell(jobs, plot.metric, results, spec.reduce, 6);
-        if (c.kind == CellValue::Kind::Value) se.points.push_back({m, c.mean, c.mean - c.sd, c.mean + c.sd});
-        else if (c.kind == CellValue::Kind::Diverged) se.diverged_x.push_back(m);
+        if (c.kind == CellValue::Kind::Value) se.points.push_back({x, c.mean, c.mean - c.sd, c.mean + c.sd});
+        else if (c.kind == CellValue::Kind::Diverged) se.diverged_x.push_back(x);
       }
     } else {
       const auto c = reduce_cell(levels[label], plot.metric, results, spec.reduce, 6);
       if (c.kind != CellValue::Kind::Value) continue;
       se.horizontal = true;
-      se.title += " (no m: reference level)";
+      se.title += fmt::format(" (no {}: reference level)", plot.x);
       se.points.push_back({0, c.mean, c.mean, c.mean});
     }
     p.series.push_back(std::move(se));
   }
-  // The table's references (the teacher, a softmax baseline) as levels to compare with.
+  // The table's references (the teacher, a softmax baseline): a line when their stage runs along x too (the
+  // softmax model at each number of pairs), else a level to compare with.
   for (const auto& ref : spec.references) {
-    const auto r = reference_jobs(results, spec, ref);
-    const auto c = reduce_cell(r.jobs, plot.metric, results, r.reduce, 6);
-    if (c.kind != CellValue::Kind::Value) continue;
+    const auto along = reference_jobs(results, spec, ref, {plot.x});
+    std::map<double, std::vector<const JobRecord*>> by_x;
+    for (const auto* j : along.jobs)
+      if (const auto x = job_value(*j, plot.x); x.is_number()) by_x[x.get<double>()].push_back(j);
     Series se;
-    se.title = ref.label + " (reference level)";
-    se.horizontal = true;
-    se.points.push_back({0, c.mean, c.mean, c.mean});
+    se.title = ref.label;
+    se.dashed = true;  // told apart from the rows' lines even when the colours cycle round
+    for (const auto& [x, jobs] : by_x) {
+      const auto c = reduce_cell(jobs, plot.metric, results, along.reduce, 6);
+      if (c.kind == CellValue::Kind::Value) se.points.push_back({x, c.mean, c.mean - c.sd, c.mean + c.sd});
+    }
+    if (by_x.empty()) {
+      const auto r = reference_jobs(results, spec, ref);
+      const auto c = reduce_cell(r.jobs, plot.metric, results, r.reduce, 6);
+      if (c.kind != CellValue::Kind::Value) continue;
+      se.title += " (reference level)";
+      se.horizontal = true;
+      se.points.push_back({0, c.mean, c.mean, c.mean});
+    }
     p.series.push_back(std::move(se));
   }
-  return render({p}, fmt::format("vs_m{}", index ? fmt::format("_{}", index) : ""), out_dir, gnuplot);
+  return render({p}, fmt::format("vs_{}{}", safe_name(plot.x), index ? fmt::format("_{}", index) : ""), out_dir, gnuplot);
 }
 
 Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, const std::string& out_dir, const std::string& gnuplot) {
@@ -394,7 +410,7 @@ std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table,
   if (ec) throw PlotError(fmt::format("cannot create {}: {}", out_dir, ec.message()));
   auto figures = learning_curves(results, table, out_dir, gnuplot);
   for (size_t i = 0; i < plots.size(); ++i) {
-    if (plots[i].kind == "vs_m") figures.push_back(versus_m(results, table, plots[i], i, out_dir, gnuplot));
+    if (plots[i].kind != "generation") figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
     else figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
   }
   return figures;

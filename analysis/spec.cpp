@@ -77,7 +77,7 @@ Metric default_metric(const Experiment& ex) {
     return it != ex.defaults.end() && it->second.value.is_string() ? it->second.value.get<std::string>() : "";
   };
   if (get("kind") == "generation-bench") return parse_metric("gen_ms_per_token");
-  if (get("data.source") == "mqar") return parse_metric("test_accuracy");
+  if (get("data.source") == "mqar" || get("data.source") == "retrieval") return parse_metric("test_accuracy");
   return parse_metric("test_ppl");
 }
 
@@ -194,14 +194,25 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
   for (size_t i = 0; i < ex.plots.size(); ++i) {
     const auto key = fmt::format("plot[{}]", i);
     const auto& p = ex.plots[i];
-    r.known_keys(p, key, {"kind", "metric", "series"});
+    r.known_keys(p, key, {"kind", "metric", "series", "x"});
     PlotSpec spec;
-    if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\" or \"generation\")");
+    if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\", \"versus\" or \"generation\")");
     spec.kind = r.text(p["kind"], key + ".kind");
-    if (spec.kind != "vs_m" && spec.kind != "generation")
-      r.fail(key + ".kind", fmt::format("unknown kind '{}' (vs_m: metric against state size m; generation: ms per "
-                                        "token and state memory against sequence length){}",
-                                        spec.kind, did_you_mean(spec.kind, {"vs_m", "generation"})));
+    if (spec.kind != "vs_m" && spec.kind != "versus" && spec.kind != "generation")
+      r.fail(key + ".kind", fmt::format("unknown kind '{}' (vs_m: metric against state size m; versus: metric against "
+                                        "the axis x; generation: ms per token and state memory against sequence length){}",
+                                        spec.kind, did_you_mean(spec.kind, {"vs_m", "versus", "generation"})));
+    if (spec.kind == "versus") {
+      if (!p.contains("x")) r.fail(key, "kind \"versus\" needs x: the grid axis along the x axis");
+      spec.x = r.text(p["x"], key + ".x");
+      std::vector<std::string> axes;
+      for (const auto& a : ex.axes) axes.push_back(a.name);
+      if (std::find(axes.begin(), axes.end(), spec.x) == axes.end())
+        r.fail(key + ".x", fmt::format("'{}' is not an axis of the grid{}", spec.x, did_you_mean(spec.x, axes)));
+    } else if (p.contains("x")) {
+      r.fail(key + ".x", fmt::format("only kind \"versus\" takes x (\"{}\" has its own)", spec.kind));
+    }
+    if (spec.kind == "vs_m") spec.x = "m";
     // Default: the table's evaluation metric (its columns may also hold parameters or throughput).
     const auto eval = std::find_if(table.metrics.begin(), table.metrics.end(), [](const Metric& m) { return m.source == Metric::Source::Eval; });
     spec.metric = p.contains("metric") ? r.metric(p["metric"], key + ".metric") : eval != table.metrics.end() ? *eval : table.metrics.front();

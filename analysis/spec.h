@@ -37,7 +37,8 @@ struct TableSpec {
 };
 
 struct PlotSpec {
-  std::string kind;                  // vs_m | generation
+  std::string kind;                  // vs_m | versus | generation
+  std::string x;                     // vs_m, versus: the grid axis along x ("m" for vs_m)
   Metric metric;
   std::vector<std::string> series;   // settings whose values name the lines (axes, short names or job keys)
 };

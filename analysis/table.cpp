@@ -8,6 +8,9 @@
 #include <map>
 #include <set>
 
+#include "contract/mqar_spec.h"
+#include "contract/retrieval_spec.h"
+
 namespace fwlab {
 
 namespace {
@@ -84,7 +87,26 @@ const std::vector<std::pair<std::string, std::string>> kLegend = {
     {"…", "…: still running, or after a value: some runs of the cell are not done yet"},
     {"!", "!: failed, crashed, timed out or blocked (see fwlab status); after a value: some runs did"},
     {"?", "?: finished without this metric"},
+    {"≈ chance", "≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall: not learnt"},
 };
+
+// The accuracy of a model that has learnt a generated task's format but not recall: it names one of the n values in
+// context at random (the plateau MQAR models sit on before recall is learnt, as in Zoology; the same for the
+// retrieval task). None for other data.
+std::optional<double> chance_accuracy(const JobRecord& j) {
+  const auto source = job_value(j, "data.source");
+  if (source != "mqar" && source != "retrieval") return std::nullopt;
+  const auto pairs = job_value(j, fmt::format("data.{}.pairs", source.get<std::string>()));
+  const auto fallback = source == "mqar" ? MqarSpec{}.pairs : RetrievalSpec{}.pairs;
+  return 1.0 / (pairs.is_number() ? pairs.get<double>() : static_cast<double>(fallback));
+}
+
+// A quick run may not leave chance at all: its number alone would read as a (poor) result.
+bool at_chance(const CellValue& c, const Metric& metric, const std::vector<const JobRecord*>& jobs) {
+  if (metric.field != "accuracy" || jobs.empty()) return false;
+  const auto chance = chance_accuracy(*jobs.front());
+  return chance && c.mean < *chance + 0.1 * (1.0 - *chance);
+}
 
 bool uses_marker(const std::string& text, const std::string& marker) {
   if (marker == "*") return text == "*";
@@ -154,6 +176,7 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
   if (metric.source == Metric::Source::Config) c.text = value_text(nlohmann::json(c.mean));
   if (metric.from_config()) return c;  // a property of the configuration: how its runs went does not change it
   if (c.values > 1) c.text += " ± " + format_number(c.sd, metric, digits);
+  if (at_chance(c, metric, jobs)) c.text += " ≈ chance";
   if (c.diverged > 0) c.text += fmt::format(" (*{}/{})", c.diverged, c.runs);
   if (c.unfinished > 0) c.text += " …";
   if (c.failed > 0) c.text += " !";
@@ -254,7 +277,8 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     bool used = false;
     for (const auto& row : t.cells)
       for (const auto& c : row) used = used || uses_marker(c.text, marker);
-    for (const auto& n : t.notes) used = used || (marker != "N/A" && n.ends_with(": " + marker));
+    for (const auto& n : t.notes)
+      used = used || (marker != "N/A" && n.ends_with(": " + marker)) || (marker == "≈ chance" && n.find(marker) != std::string::npos);
     if (used) t.legend.push_back(meaning);
   }
   return t;
@@ -266,7 +290,7 @@ std::string tex_escape(const std::string& s) {
   static const std::vector<std::pair<std::string, std::string>> kMap = {
       {"\\", "\\textbackslash{}"}, {"&", "\\&"}, {"%", "\\%"}, {"$", "\\$"}, {"#", "\\#"}, {"_", "\\_"},
       {"{", "\\{"}, {"}", "\\}"}, {"~", "\\textasciitilde{}"}, {"^", "\\textasciicircum{}"},
-      {"±", "$\\pm$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
+      {"±", "$\\pm$"}, {"≈", "$\\approx$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
       {"·", "$\\cdot$"}, {"≤", "$\\le$"}};
   std::string out;
   for (size_t i = 0; i < s.size();) {

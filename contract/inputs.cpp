@@ -42,7 +42,7 @@ void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
   auto add = [&](const std::string& message) {
     if (!message.empty()) out.emplace_back("data.path", message);
   };
-  if (d.source == "mqar") return;
+  if (d.generated()) return;
   if (d.source == "enwik8") return add(file_problem(d.path));
   if (const auto problem = dir_problem(d.path); !problem.empty()) return add(problem);
   if (d.source == "brown") {
@@ -81,7 +81,7 @@ int64_t tokenizer_vocab(const DataSpec& d) {
 void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {
   try {
     const auto ck = read_hf_checkpoint(hf_dir(spec.init_checkpoint));
-    const bool text = spec.data.source != "tokens" && spec.data.source != "mqar";
+    const bool text = spec.data.source != "tokens" && !spec.data.generated();
     if (const int64_t n = text ? tokenizer_vocab(spec.data) : 0; n > 0 && n != ck.config.vocab)
       out.emplace_back("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {}/config.json has vocab_size = {}",
                                                      spec.data.tokenizer, n, hf_dir(spec.init_checkpoint), ck.config.vocab));
@@ -105,7 +105,7 @@ void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
 std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint) {
   std::vector<SpecError> out;
   corpus_problems(spec.data, out);
-  const bool text = spec.data.source != "tokens" && spec.data.source != "mqar";
+  const bool text = spec.data.source != "tokens" && !spec.data.generated();
   if (text && spec.data.tokenizer == "gpt2")
     for (const char* name : {"encoder.json", "vocab.bpe"})
       if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);

@@ -106,7 +106,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
 
   auto d = r.sub("data");
   d.get("source", s.data.source);
-  one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar"}, "data.source");
+  one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar", "retrieval"}, "data.source");
   d.get("path", s.data.path);
   d.get("tokenizer", s.data.tokenizer);
   one_of(s.data.tokenizer, {"byte", "gpt2"}, "data.tokenizer");
@@ -119,14 +119,21 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   mq.get("pairs", s.data.mqar.pairs);
   mq.get("power_a", s.data.mqar.power_a);
   mq.reject_unknown();
+  auto rt = d.sub("retrieval");
+  rt.get("keys", s.data.retrieval.keys);
+  rt.get("values", s.data.retrieval.values);
+  rt.get("pairs", s.data.retrieval.pairs);
+  rt.get("queries", s.data.retrieval.queries);
+  rt.reject_unknown();
   d.reject_unknown();
   if (s.data.path.empty() && s.data.source == "brown") s.data.path = repo_root + "/data/brown";
   if (s.data.bpe_dir.empty()) s.data.bpe_dir = repo_root + "/data/gpt2-bpe";
-  require(!s.data.path.empty() || s.data.source == "mqar", "data.path", fmt::format("is required for source '{}'", s.data.source));
-  if (s.data.source == "mqar") {
+  require(!s.data.path.empty() || s.data.generated(), "data.path", fmt::format("is required for source '{}'", s.data.source));
+  if (s.data.generated()) {
     try {
-      validate_mqar(s.data.mqar);
-    } catch (const std::invalid_argument& e) {  // "mqar.<key>: message"
+      if (s.data.source == "mqar") validate_mqar(s.data.mqar);
+      else validate_retrieval(s.data.retrieval);
+    } catch (const std::invalid_argument& e) {  // "<source>.<key>: message"
       const std::string what = e.what();
       const auto colon = what.find(": ");
       throw SpecError("data." + what.substr(0, colon), what.substr(colon + 2));
@@ -211,7 +218,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   at_most(s.attention.max_tokens, int64_t{1} << 30, "attention.max_tokens");
   if (s.kind == "attention") {
     require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
-    require(s.data.source != "mqar", "data.source", "kind 'attention' compares attention on validation text; 'mqar' has none");
+    require(!s.data.generated(), "data.source", fmt::format("kind 'attention' compares attention on validation text; '{}' has none", s.data.source));
   }
 
   auto dv = r.sub("divergence");
@@ -255,10 +262,13 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
       auto cfg = model_config_from_json(s.model);
       if (s.data.source == "mqar")
         require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
+      else if (s.data.source == "retrieval")
+        require(cfg.vocab >= s.data.retrieval.vocab(), "model.vocab",
+                fmt::format("must be >= {} (retrieval: keys + values + keys * values tokens)", s.data.retrieval.vocab()));
       else if (s.data.source != "tokens")
         require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
                 fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
-      const int64_t len = s.kind != "generation-bench" ? (s.data.source == "mqar" ? s.data.mqar.seq_len : s.train.seq_len)
+      const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
                                             : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) + s.bench.tokens;
       require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
     } catch (const ConfigError& err) {

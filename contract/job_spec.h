@@ -9,6 +9,7 @@
 
 #include "contract/model_config.h"
 #include "contract/mqar_spec.h"
+#include "contract/retrieval_spec.h"
 
 namespace fwlab {
 
@@ -16,12 +17,19 @@ namespace fwlab {
 using SpecError = ConfigError;
 
 struct DataSpec {
-  std::string source = "brown";  // brown | wikitext103 | enwik8 | tokens (train.bin, val.bin, [test.bin]) | mqar
+  // brown | wikitext103 | enwik8 | tokens (train.bin, val.bin, [test.bin]) | mqar | retrieval (the last two are
+  // generated tasks: no files, labels only where a question is asked, scored by accuracy)
+  std::string source = "brown";
   std::string path;              // directory or file; default for brown: <repo>/data/brown
-  std::string tokenizer = "byte";  // byte | gpt2 (ignored by tokens and mqar)
+  std::string tokenizer = "byte";  // byte | gpt2 (ignored by tokens and the generated tasks)
   std::string bpe_dir;           // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
   std::string token_dtype = "uint16";  // tokens: uint16 (nanoGPT) or uint32 (vocabularies over 65,535)
   MqarSpec mqar;
+  RetrievalSpec retrieval;
+
+  bool generated() const { return source == "mqar" || source == "retrieval"; }
+  // A generated task's input length.
+  int64_t task_seq_len() const { return source == "mqar" ? mqar.seq_len : retrieval.seq_len(); }
 };
 
 struct OptimSpec {
@@ -54,7 +62,7 @@ struct EvalSpec {
   int64_t max_tokens = 0;    // cap on the tokens scored per evaluation (0: the whole split)
   bool last_half = false;    // T2R's protocol: windows overlap by half, only the last half is scored
   bool test = true;          // evaluate the best checkpoint on test at the end
-  int64_t mqar_batches = 8;  // mqar: batches of fresh examples per evaluation
+  int64_t mqar_batches = 8;  // generated tasks (mqar, retrieval): batches of fresh examples per evaluation
 };
 
 // kind = "transfer" (attention transfer, LoLCATs' first stage): the student's new mixers learn to reproduce the

@@ -30,6 +30,7 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
   // Generated: the spec's mqar keys are part of the config already; the name versions the generator ("mqar-zoology":
   // distinct values, answers never shown; the earlier "mqar" drew values with replacement and showed each answer).
   if (source == "mqar") return "mqar-zoology";
+  if (source == "retrieval") return "retrieval-schlag2021";
   std::string path = data.value("path", "");
   if (path.empty() && source == "brown") path = repo_root + "/data/brown";
   std::vector<fs::path> files;

@@ -8,28 +8,31 @@ cd "$(dirname "$0")/.."
 profile=${1:-quick}
 shift || true
 names=("$@")
-catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer sru_attention mqar)
+catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer sru_attention mqar capacity)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
+# At "quick", MQAR is shown at its "learns" profile: its quick profile cannot leave chance (experiments/mqar.toml).
+profile_for() { if [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi; }
 
 for name in "${names[@]}"; do
   file=experiments/$name.toml
+  profile_of_name=$(profile_for "$name")
   status=0
-  fwlab sweep "$file" --profile "$profile" --db "$db" || status=$?
+  fwlab sweep "$file" --profile "$profile_of_name" --db "$db" || status=$?
   [ "$status" -eq 130 ] && exit 130
   out=results/$name
   mkdir -p "$out"
-  fwlab table "$file" --profile "$profile" --db "$db" --out "$out/table.md"
-  fwlab table "$file" --profile "$profile" --db "$db" --format tex --out "$out/table.tex"
-  fwlab table "$file" --profile "$profile" --db "$db" --format csv --out "$out/table.csv"
+  fwlab table "$file" --profile "$profile_of_name" --db "$db" --out "$out/table.md"
+  fwlab table "$file" --profile "$profile_of_name" --db "$db" --format tex --out "$out/table.tex"
+  fwlab table "$file" --profile "$profile_of_name" --db "$db" --format csv --out "$out/table.csv"
   rm -f "$out/compare.md"
   if grep -q '^\[published\]' "$file"; then  # the paper's own numbers beside ours
-    fwlab table "$file" --profile "$profile" --db "$db" --compare --out "$out/compare.md"
+    fwlab table "$file" --profile "$profile_of_name" --db "$db" --compare --out "$out/compare.md"
   fi
-  fwlab report "$file" --profile "$profile" --db "$db" --out "$out/report.md"
+  fwlab report "$file" --profile "$profile_of_name" --db "$db" --out "$out/report.md"
   rm -rf "$out/plots"
-  fwlab plot "$file" --profile "$profile" --db "$db" --out "$out/plots" > /dev/null
+  fwlab plot "$file" --profile "$profile_of_name" --db "$db" --out "$out/plots" > /dev/null
   cat "$out/table.md"
   echo
 done
@@ -54,8 +57,11 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "| --- | --- | --- | --- | --- | ---: | ---: | --- |"
   for name in "${catalog[@]}"; do
     [ -f "results/$name/table.md" ] || continue
-    read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(j.finished - j.started), 0)) AS INTEGER)
-      FROM cells c JOIN jobs j ON j.id = c.job_id WHERE c.experiment = '$name' AND c.profile = '$profile'" | tail -1 | tr ',' ' ')
+    # The jobs of the file's current grid (its dry run lists their ids), not every job it ever planned.
+    ids=$(fwlab sweep "experiments/$name.toml" --profile "$(profile_for "$name")" --dry-run --db "$db" 2>/dev/null |
+          grep -oE '\b[0-9a-f]{16}\b' | sed "s/.*/'&'/" | paste -sd, -)
+    read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(finished - started), 0)) AS INTEGER)
+      FROM jobs WHERE id IN (${ids:-''}) AND finished IS NOT NULL" | tail -1 | tr ',' ' ')
     old_row=$(grep "^| $name |" <<<"$previous" || true)
     compare=–
     [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
@@ -69,6 +75,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     fi
   done
   echo
+  echo "At the quick profile, mqar is run at its \`learns\` profile (its quick profile cannot leave chance)."
+  echo
   echo "Worker time: the summed run time of the experiment's jobs, as the database recorded it (a job shared"
-  echo "between files, like the teacher of table1, table2 and the T2R files, counts in each)."
+  echo "between files, like the teacher of table1 and table2, counts in each)."
 } > results/README.md

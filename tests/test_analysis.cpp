@@ -119,6 +119,36 @@ struct Fixture {
 
 }  // namespace
 
+TEST_CASE("table: accuracy cells that have not left chance are marked, at the threshold", "[analysis]") {
+  // The grid's data is MQAR with the default 4 pairs: chance 1/4, marked below 0.25 + 0.1 * 0.75 = 0.325.
+  Fixture fx(with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"));
+  {
+    Db db(fx.db_path);
+    db.exec("UPDATE evals SET accuracy = CASE WHEN (SELECT json_extract(coords, '$.m') FROM jobs WHERE jobs.id = evals.job_id) = 4 "
+            "THEN 0.324 ELSE 0.326 END WHERE split = 'test'");
+  }
+  Db db(fx.db_path, true);
+  const auto ex = load_experiment(fx.file, "");
+  const auto t = build_table(ResultSet(ex, "", db, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex));
+  INFO(render_markdown(t));
+  CHECK(t.cells[0][0].text == "0.324 ± 0.000 ≈ chance");  // add, m = 4: just under the threshold
+  CHECK(t.cells[0][1].text == "0.326 ± 0.000");           // add, m = 16: just over
+  CHECK_THAT(render_markdown(t), Catch::Contains("≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall"));
+  CHECK_THAT(render_latex(t), Catch::Contains("0.324 $\\pm$ 0.000 $\\approx$ chance"));
+
+  // With 2 pairs chance is 1/2: the same 0.326 is now at chance too.
+  Fixture two(with(with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"), "source = \"mqar\"",
+                   "source = \"mqar\"\nmqar = { pairs = 2, seq_len = 16 }"));
+  {
+    Db w(two.db_path);
+    w.exec("UPDATE evals SET accuracy = 0.326 WHERE split = 'test'");
+  }
+  Db db2(two.db_path, true);
+  const auto ex2 = load_experiment(two.file, "");
+  const auto t2 = build_table(ResultSet(ex2, "", db2, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex2));
+  CHECK(t2.cells[0][1].text == "0.326 ± 0.000 ≈ chance");
+}
+
 TEST_CASE("table: values, best-over and mean-over selection, every marker, three formats", "[analysis]") {
   Fixture fx;
   Db db(fx.db_path, true);
@@ -203,6 +233,8 @@ TEST_CASE("table command: formats, --out, byte-identical regeneration, errors wi
             "32: table.reduce.seed: must be \"best\" (the best value over the axis) or \"mean\""},
            {"metric = \"test_ppl\"", "metric = \"test_perplexity\"", "10: table.metric: unknown metric 'test_perplexity'"},
            {"kind = \"vs_m\"", "kind = \"vs_n\"", "8: plot[0].kind: unknown kind 'vs_n'"},
+           {"kind = \"vs_m\"", "x = \"mm\"\nkind = \"versus\"", "5: plot[0].x: 'mm' is not an axis of the grid (did you mean 'm'?)"},
+           {"kind = \"vs_m\"", "x = \"lr\"\nkind = \"vs_m\"", "5: plot[0].x: only kind \"versus\" takes x (\"vs_m\" has its own)"},
            {"metric = \"test_ppl\"", "digits = { test_pl = 1 }\nmetric = \"test_ppl\"", "22: table.digits.test_pl: 'test_pl' is not a metric of the table (did you mean 'test_ppl'?)"},
            {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]", "9: table.label: unknown key (did you mean 'labels'?)"},
        }) {

@@ -136,13 +136,23 @@ TEST_CASE("catalog: t2r_attention at the smoke profile (the teacher against itse
 
 TEST_CASE("catalog: sru_attention at the smoke profile", "[catalog]") {
   test::TempDir dir("sru");
-  run_smoke(dir, {"sru_attention", {"| attention_every | params | test bpc | train tokens/s |", "| k = 10 (last layer only) |", "| No attention |"}, {"curves"}});
+  run_smoke(dir, {"sru_attention", {"| attention | params | test bpc | train tokens/s |", "| k = 10 (last layer only) |", "| No attention |"}, {"curves"}});
 }
 
 TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell, softmax reference row)", "[catalog]") {
   test::TempDir dir("mqar");
   const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| softmax |"}, {"curves_add", "curves_decay", "vs_m"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy (best over lr)."));
+}
+
+TEST_CASE("catalog: capacity at the smoke profile (retrieval task, accuracy vs pairs with softmax along it)", "[catalog]") {
+  test::TempDir dir("capacity");
+  const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| softmax (keeps every pair) |"},
+                                  {"curves_add_4", "curves_delta_4", "vs_pairs"}});
+  CHECK_THAT(md, Catch::Contains("Cells: test accuracy."));
+  // The softmax reference runs at each S too: a line along S, not one level.
+  const auto gp = test::slurp(dir.file("plots/vs_pairs.gp"));
+  CHECK_THAT(gp, Catch::Contains("set xlabel 'S'") && Catch::Contains("t 'softmax (keeps every pair)'") && !Catch::Contains("reference level"));
 }
 
 TEST_CASE("catalog: every profile of every experiment file expands without error", "[catalog]") {

@@ -10,6 +10,7 @@
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/mqar.h"
+#include "worker/retrieval.h"
 
 using namespace fwlab;
 namespace fs = std::filesystem;
@@ -173,4 +174,54 @@ TEST_CASE("training windows are a pure function of the seed", "[data]") {
   CHECK(a != sample_windows(tokens, 4, 9, mix_seed(1, 6)));
   for (int r = 0; r < 4; ++r)
     for (int j = 1; j < 9; ++j) CHECK(a[static_cast<size_t>(r * 9 + j)] == a[static_cast<size_t>(r * 9)] + j);  // contiguous
+}
+
+TEST_CASE("associative retrieval: pair tokens, distinct keys and values, queries from the pairs, labels", "[data]") {
+  for (const int64_t queries : {int64_t{1}, int64_t{3}, int64_t{0}}) {
+    RetrievalSpec spec;
+    spec.keys = 12, spec.values = 10, spec.pairs = 6, spec.queries = queries;
+    const int64_t asked = queries == 0 ? 6 : queries, L = 6 + asked;
+    REQUIRE(spec.seq_len() == L);
+    CHECK(spec.vocab() == 12 + 10 + 120);
+    const auto b = make_retrieval_batch(spec, 64, 11);
+    REQUIRE(b.len == L);
+    REQUIRE(b.inputs.size() == static_cast<size_t>(64 * L));
+    std::map<int64_t, int> asked_count;  // pair index -> times asked (over rows): the queries cover the pairs
+    for (int64_t r = 0; r < 64; ++r) {
+      const int32_t* x = &b.inputs[static_cast<size_t>(r * L)];
+      const int32_t* y = &b.targets[static_cast<size_t>(r * L)];
+      std::map<int64_t, int64_t> value_of;  // key -> value, decoded from the pair tokens independently of the generator
+      std::set<int64_t> values;
+      for (int64_t i = 0; i < 6; ++i) {
+        CHECK(y[i] == -1);  // nothing is asked at a pair
+        const int64_t t = x[i] - 22;
+        REQUIRE(t >= 0);
+        REQUIRE(t < 120);
+        value_of[t / 10] = t % 10;
+        values.insert(t % 10);
+      }
+      CHECK(value_of.size() == 6);  // keys distinct
+      CHECK(values.size() == 6);    // values distinct
+      std::set<int64_t> queried;
+      for (int64_t q = 6; q < L; ++q) {
+        REQUIRE(x[q] >= 0);
+        REQUIRE(x[q] < 12);  // a query token is the key itself
+        REQUIRE(value_of.count(x[q]));
+        CHECK(y[q] == 12 + value_of[x[q]]);  // its label: the answer token of the value stored with that key
+        queried.insert(x[q]);
+        int64_t index = 0;
+        for (const auto& [k, v] : value_of) index += k < x[q];
+        ++asked_count[index];
+      }
+      CHECK(static_cast<int64_t>(queried.size()) == asked);  // each key asked at most once
+    }
+    CHECK(asked_count.size() == 6);  // over 64 rows every rank of key gets asked
+  }
+  RetrievalSpec spec;
+  CHECK(make_retrieval_batch(spec, 4, 7).inputs == make_retrieval_batch(spec, 4, 7).inputs);
+  CHECK(make_retrieval_batch(spec, 4, 7).inputs != make_retrieval_batch(spec, 4, 8).inputs);
+  spec.pairs = 17;
+  CHECK_THROWS_WITH(make_retrieval_batch(spec, 1, 1), "retrieval.pairs: 17 distinct keys do not fit in keys = 16");
+  spec.pairs = 4, spec.values = 3;
+  CHECK_THROWS_WITH(make_retrieval_batch(spec, 1, 1), "retrieval.pairs: 4 distinct values do not fit in values = 3");
 }

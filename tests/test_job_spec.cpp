@@ -46,10 +46,18 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
   CHECK(spec_error(R"({"optim": {"lr": -1}})") == "optim.lr: must be positive, got -1");
   CHECK(spec_error(R"({"optim": {"lrr": 1}})") == "optim.lrr: unknown key (did you mean 'lr'?)");
   CHECK(spec_error(R"({"train": {"steps": "many"}})") == "train.steps: must be an integer, got \"many\"");
-  CHECK(spec_error(R"({"data": {"source": "pile"}})") == "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar");
+  CHECK(spec_error(R"({"data": {"source": "pile"}})") == "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar, retrieval");
   CHECK(spec_error(R"({"data": {"source": "enwik8"}})") == "data.path: is required for source 'enwik8'");
   CHECK(spec_error(R"({"data": {"source": "mqar", "mqar": {"pairs": 40, "seq_len": 64}}})") ==
         "data.mqar.seq_len: 64 is too short for 40 pairs and their queries (needs >= 159)");
+  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"pairs": 20}}})") ==
+        "data.retrieval.pairs: 20 distinct keys do not fit in keys = 16");
+  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"pairs": 4, "queries": 5}}})") ==
+        "data.retrieval.queries: must be in [0, pairs = 4] (each asks a distinct key; 0: all), got 5");
+  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"keys": 8, "values": 8}}, "model": {"vocab": 64}})") ==
+        "model.vocab: must be >= 80 (retrieval: keys + values + keys * values tokens)");
+  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"pairs": 16, "queries": 0}}, "model": {"vocab": 288, "context": 16}})") ==
+        "model.context: 16 is shorter than the 32 tokens this job feeds");
   CHECK(spec_error(R"({"model": {"mixer": {"kind": "fast_weight", "rule": "decay", "norm": "attn", "m": 4}}})") ==
         "model.layers[0].norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
   CHECK(spec_error(R"({"model": {"vocab": 100}})") == "model.vocab: 100 is smaller than the byte tokenizer's vocabulary");

@@ -244,7 +244,7 @@ TEST_CASE("worker: generation benchmark records time and memory per token by len
   }
 }
 
-TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre-tokenised, enwik8, MQAR)", "[worker]") {
+TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre-tokenised, enwik8, MQAR, retrieval)", "[worker]") {
   test::TempDir data("formats");
   std::string text;
   for (int i = 0; i < 60; ++i) text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
@@ -264,6 +264,7 @@ TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre
       {"tokens", {{"source", "tokens"}, {"path", data.path().string()}}, {{"vocab", 100}}},
       {"enwik8", {{"source", "enwik8"}, {"path", data.file("enwik8")}}, json::object()},
       {"mqar", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 32}, {"pairs", 4}}}}, {{"vocab", 64}}},
+      {"retrieval", {{"source", "retrieval"}, {"retrieval", {{"keys", 8}, {"values", 8}, {"pairs", 5}, {"queries", 3}}}}, {{"vocab", 80}}},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.name) {
@@ -282,6 +283,10 @@ TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre
       if (std::string(c.name) == "mqar") {
         CHECK(evals[0]["accuracy"].get<double>() >= 0.0);
         CHECK(evals[0]["tokens"] == 8 * 4 * 4);  // 8 batches x 4 rows x 4 queries
+      } else if (std::string(c.name) == "retrieval") {
+        CHECK(evals[0]["accuracy"].get<double>() >= 0.0);
+        CHECK(evals[0]["tokens"] == 8 * 4 * 3);  // 8 batches x 4 rows x 3 queries
+        CHECK(!evals[0].contains("ppl"));
       } else if (std::string(c.name) == "enwik8") {
         CHECK(evals[0].contains("bpc"));  // byte level: bits per character
       } else {

@@ -10,9 +10,6 @@
 
 namespace fwlab {
 
-namespace {
-
-// Moves n entries drawn without replacement to the front of `pool` (a partial Fisher-Yates shuffle).
 void draw_distinct(std::vector<int32_t>& pool, int64_t n, std::mt19937_64& rng) {
   for (int64_t i = 0; i < n; ++i) {
     std::uniform_int_distribution<size_t> pick(static_cast<size_t>(i), pool.size() - 1);
@@ -20,12 +17,10 @@ void draw_distinct(std::vector<int32_t>& pool, int64_t n, std::mt19937_64& rng) 
   }
 }
 
-}  // namespace
-
 // As Zoology's multiquery_ar: keys and values each drawn without replacement, the query slots hold the key and
 // then a filler token (the answer is never shown), and every non-pair, non-query token is uniform over [0, V).
 // Keys come from [1, V/2) rather than Zoology's [0, V/2) (NOTES.md), which changes nothing a model can learn.
-MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
+TaskBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
   validate_mqar(s);
   std::mt19937_64 rng(seed);
   const int64_t L = s.seq_len, n = s.pairs, half = s.vocab / 2;
@@ -33,7 +28,7 @@ MqarBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
   std::vector<double> slot_weight(static_cast<size_t>(slots));
   for (int64_t i = 0; i < slots; ++i) slot_weight[static_cast<size_t>(i)] = std::pow(static_cast<double>(i + 1), s.power_a - 1.0);
 
-  MqarBatch b;
+  TaskBatch b;
   b.batch = batch;
   b.len = L;
   b.inputs.resize(static_cast<size_t>(batch * L));

@@ -2,6 +2,7 @@
 
 #include "contract/version.h"
 #include "worker/mqar.h"
+#include "worker/retrieval.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -95,8 +96,9 @@ std::pair<torch::Tensor, torch::Tensor> lm_batch(const TokenStream& tokens, int6
   return {w.narrow(1, 0, T), w.narrow(1, 1, T)};
 }
 
-std::pair<torch::Tensor, torch::Tensor> mqar_batch(const MqarSpec& m, int64_t B, uint64_t seed, torch::Device device) {
-  auto b = make_mqar_batch(m, B, seed);
+// A generated task's batch: inputs, and targets that are -1 where nothing is asked.
+std::pair<torch::Tensor, torch::Tensor> task_batch(const DataSpec& d, int64_t B, uint64_t seed, torch::Device device) {
+  auto b = d.source == "mqar" ? make_mqar_batch(d.mqar, B, seed) : make_retrieval_batch(d.retrieval, B, seed);
   return {to_tensor(b.inputs, B, b.len, device), to_tensor(b.targets, B, b.len, device)};
 }
 
@@ -129,7 +131,7 @@ nlohmann::json first_nonfinite_layer(GPT& model, const torch::Tensor& x) {
 struct EvalResult {
   double loss = kNaN;
   int64_t tokens = 0;
-  double accuracy = kNaN;  // mqar
+  double accuracy = kNaN;  // generated tasks
 };
 
 EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spec, torch::Device device) {
@@ -166,13 +168,13 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
   return {nll / static_cast<double>(count), count};
 }
 
-EvalResult evaluate_mqar(GPT& model, const JobSpec& spec, torch::Device device, uint64_t stream) {
+EvalResult evaluate_task(GPT& model, const JobSpec& spec, torch::Device device, uint64_t stream) {
   torch::NoGradGuard guard;
   model->eval();
   double nll = 0.0;
   int64_t count = 0, correct = 0;
   for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
-    auto [x, y] = mqar_batch(spec.data.mqar, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
+    auto [x, y] = task_batch(spec.data, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
     torch::Tensor logits, t;
     {
       const AutocastScope amp(spec.train.precision, device);
@@ -324,7 +326,7 @@ std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& 
 // MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the weighted LM loss.
 torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
                          std::vector<double>& layer_mse) {
-  const bool lm = spec.data.source != "mqar";
+  const bool lm = !spec.data.generated();
   if (!teacher.model) return model_loss(model, x, y, lm);
   const auto mse = transfer_mse(model, teacher.model, x, teacher.layers);
   auto loss = spec.transfer.mse_weight * torch::stack(mse).sum();
@@ -362,9 +364,9 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   model->to(device);
   model->train();
   const auto& cfg = model->config();
-  const bool mqar = spec.data.source == "mqar";
+  const bool generated = spec.data.generated();
   LmCorpus corpus;
-  if (!mqar) {
+  if (!generated) {
     corpus = load_corpus(spec.data, cfg.vocab);
     // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
     if (is_hf_source(spec.init_checkpoint) && corpus.tokenizer != "pretokenized" && corpus.vocab != cfg.vocab)
@@ -373,7 +375,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     if (corpus.vocab > cfg.vocab)
       throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
   }
-  const int64_t T = mqar ? spec.data.mqar.seq_len : spec.train.seq_len;
+  const int64_t T = generated ? spec.data.task_seq_len() : spec.train.seq_len;
   if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
 
   Teacher teacher = load_teacher(spec, model, device);
@@ -392,7 +394,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   if (teacher.model)
     start["transfer"] = {{"layers", teacher.layers}, {"mse_weight", spec.transfer.mse_weight}, {"ce_weight", spec.transfer.ce_weight}};
   start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
-  if (!mqar)
+  if (!generated)
     start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
                      {"valid_tokens", corpus.valid.size()}, {"test_tokens", corpus.test.size()}};
   if (!corpus.cache_dir.empty()) start["data"]["token_cache"] = {{"path", corpus.cache_dir}, {"hit", corpus.cache_hit}};
@@ -417,14 +419,14 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st.step), nlohmann::json::object());
   };
   auto run_eval = [&](const char* split) {
-    if (mqar) return evaluate_mqar(model, spec, device, split[0] == 'v' ? 0xE7A1 : 0x7E57);
+    if (generated) return evaluate_task(model, spec, device, split[0] == 'v' ? 0xE7A1 : 0x7E57);
     return evaluate_lm(model, split[0] == 'v' ? corpus.valid : corpus.test, spec, device);
   };
 
   // The tokenizer travels with the checkpoint, so that `fwlab-worker generate` reads and writes text as trained.
   std::map<std::string, std::string> best_metadata;
-  if (!mqar) best_metadata["fwlab.tokenizer"] = corpus.tokenizer;
-  if (!mqar && corpus.tokenizer == "gpt2") best_metadata["fwlab.bpe_dir"] = spec.data.bpe_dir;
+  if (!generated) best_metadata["fwlab.tokenizer"] = corpus.tokenizer;
+  if (!generated && corpus.tokenizer == "gpt2") best_metadata["fwlab.bpe_dir"] = spec.data.bpe_dir;
   const bool recurrent = is_recurrent(cfg);
   const int64_t tokens_per_step = spec.train.batch_size * T * spec.train.grad_accum;
   Progress progress(spec.train.steps);
@@ -457,7 +459,7 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
     double state_max = 0.0;
     for (int64_t micro = 0; micro < spec.train.grad_accum; ++micro) {
       const uint64_t seed = mix_seed(spec.seed, static_cast<uint64_t>(st.step) + 1, static_cast<uint64_t>(micro));
-      auto [x, y] = mqar ? mqar_batch(spec.data.mqar, spec.train.batch_size, seed, device)
+      auto [x, y] = generated ? task_batch(spec.data, spec.train.batch_size, seed, device)
                          : lm_batch(corpus.train, spec.train.batch_size, T, seed, device);
       torch::Tensor loss;
       {
@@ -553,10 +555,10 @@ int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log)
   }
 
   // A corpus without a test split (nanoGPT prepares train and val only) reports its best validation score.
-  if (spec.eval.test && st.best_step >= 0 && (mqar || !corpus.test.empty())) {
+  if (spec.eval.test && st.best_step >= 0 && (generated || !corpus.test.empty())) {
     auto best = load_model(best_path(job_dir));
     best->to(device);
-    auto r = mqar ? evaluate_mqar(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
+    auto r = generated ? evaluate_task(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
     auto e = eval_event("test", st.best_step, r, corpus.byte_level);
     e.checkpoint = "best";
     log.write(e);
