@@ -5,81 +5,53 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-4 0.236328125 0.236328125 0.236328125
-16 0.244140625 0.244140625 0.244140625
+16 0.9204101562 0.9204101562 0.9204101562
 EOD
 $p0s1 << EOD
-4 0.0546875 0.0546875 0.0546875
-16 0.0498046875 0.0498046875 0.0498046875
+16 0.248046875 0.248046875 0.248046875
 EOD
 $p0s2 << EOD
-4 0.166015625 0.166015625 0.166015625
-16 0.20703125 0.20703125 0.20703125
+16 0.2475585938 0.2475585938 0.2475585938
 EOD
 $p0s3 << EOD
-4 0.04418945312 0.04418945312 0.04418945312
-16 0.0498046875 0.0498046875 0.0498046875
+16 0.4106445312 0.4106445312 0.4106445312
 EOD
 $p0s4 << EOD
-4 0.3759765625 0.3759765625 0.3759765625
-16 0.375 0.375 0.375
-EOD
-$p0s5 << EOD
-4 0.007568359375 0.007568359375 0.007568359375
-16 0.007568359375 0.007568359375 0.007568359375
-EOD
-$p0s6 << EOD
-4 0.0078125 0.0078125 0.0078125
-16 0.0107421875 0.0107421875 0.0107421875
-EOD
-$p0s7 << EOD
-4 0.007568359375 0.007568359375 0.007568359375
-16 0.007568359375 0.007568359375 0.007568359375
-EOD
-$p0s8 << EOD
-0 0.224609375 0.224609375 0.224609375
+0 0.9638671875 0.9638671875 0.9638671875
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
-set output "vs_m.png"
+set output 'vs_m.png'
 unset arrow
 unset label
-set title "mqar: test accuracy vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "test accuracy"
+set title 'mqar: test accuracy vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'test accuracy'
 set logscale x 2
 unset logscale y
-set xtics (4, 16)
-set xrange [2.857142857:22.4]
+set xtics (16)
+set xrange [11.42857143:22.4]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "add, pairs=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "add, pairs=16", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "delta, pairs=4", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "delta, pairs=16", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "gated, pairs=4", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "gated, pairs=16", \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "decay, pairs=4", \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t "decay, pairs=16", \
-     0.224609375 w l dt 3 lw 2 lc 9 t "softmax (reference level)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
+     0.9638671875 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
-set output "vs_m.svg"
+set output 'vs_m.svg'
 unset arrow
 unset label
-set title "mqar: test accuracy vs state size m"
-set xlabel "m (feature / key dimension of the state, per head)"
-set ylabel "test accuracy"
+set title 'mqar: test accuracy vs state size m'
+set xlabel 'm (feature / key dimension of the state, per head)'
+set ylabel 'test accuracy'
 set logscale x 2
 unset logscale y
-set xtics (4, 16)
-set xrange [2.857142857:22.4]
+set xtics (16)
+set xrange [11.42857143:22.4]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t "add, pairs=4", \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t "add, pairs=16", \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t "delta, pairs=4", \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t "delta, pairs=16", \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t "gated, pairs=4", \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t "gated, pairs=16", \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t "decay, pairs=4", \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t "decay, pairs=16", \
-     0.224609375 w l dt 3 lw 2 lc 9 t "softmax (reference level)"
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
+     0.9638671875 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
 unset output

@@ -5,14 +5,14 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 11.59339177 11.59339177 11.59339177
-100 11.03794441 11.03794441 11.03794441
-150 10.75624587 10.75624587 10.75624587
+50 11.48769862 11.48769862 11.48769862
+100 11.00809466 11.00809466 11.00809466
+150 10.74536401 10.74536401 10.74536401
 EOD
 $p0s1 << EOD
-50 11.37562169 11.37562169 11.37562169
-100 10.28778093 10.28778093 10.28778093
-150 10.03317975 10.03317975 10.03317975
+50 11.32871885 11.32871885 11.32871885
+100 10.23855575 10.23855575 10.23855575
+150 9.827308979 9.827308979 9.827308979
 EOD
 $p0s2 << EOD
 EOD
@@ -32,7 +32,7 @@ set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
 set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (state\_overflow)'
+     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (nonfinite\_loss)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_delta.svg'
@@ -50,5 +50,5 @@ set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
 set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (state\_overflow)'
+     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (nonfinite\_loss)'
 unset output
