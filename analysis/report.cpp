@@ -73,6 +73,27 @@ std::string md_cell(const std::string& s) {
   return out.size() > 160 ? out.substr(0, 157) + "..." : out;
 }
 
+// "0.1 in dq": the largest error a kernel_fallback event recorded and where.
+std::string error_text(const nlohmann::json& fallback) {
+  const auto& e = fallback.contains("max_error") ? fallback["max_error"] : nlohmann::json();
+  const auto where = md_cell(fallback.value("where", "?"));
+  return e.is_number() ? fmt::format("{:.3g} in {}", e.get<double>(), where) : e.is_string() ? e.get<std::string>() + " in " + where : "–";
+}
+
+// The jobs in which a custom kernel failed its first-use check and the libtorch form ran instead
+// (kernels/kernel_guard.h): their numbers stand, but that kernel is wrong on that machine (`fwlab doctor` there).
+std::string kernel_fallback_section(const std::vector<JobRecord>& jobs) {
+  std::string rows;
+  for (const auto& j : jobs)
+    for (const auto& f : j.kernel_fallbacks)
+      rows += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.id(), md_cell(f.value("kernel", "?")),
+                          md_cell(f.value("shape_class", "?")), error_text(f));
+  if (rows.empty()) return "";
+  return "## Kernel fallbacks\n\nJobs in which a custom kernel disagreed with libtorch's own form at its first use for a shape "
+         "class; that class ran the libtorch form for the rest of the job, so the results stand. Run `fwlab doctor` on that "
+         "machine.\n\n| cell | stage | job | kernel | shape class | error |\n| :--- | :--- | :--- | :--- | :--- | ---: |\n" + rows + "\n";
+}
+
 }  // namespace
 
 std::string divergence_report(const ResultSet& results) {
@@ -193,6 +214,7 @@ std::string divergence_report(const ResultSet& results) {
   if (!failures.empty())
     out += "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
            "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
+  out += kernel_fallback_section(jobs);
   const auto table = table_spec(ex);
   if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's
     auto comparison = render_comparison(compare_with_published(build_table(results, table), *published));

@@ -24,6 +24,19 @@ std::optional<double> opt_real(Statement& q, int c) {
   return q.real(c);
 }
 
+// Every job's kernel_fallback events, in record order.
+void read_kernel_fallbacks(Db& db, const std::map<std::string, size_t>& by_id, std::vector<JobRecord>& jobs) {
+  auto q = db.prepare("SELECT body FROM events WHERE job_id = ? AND type = 'kernel_fallback' ORDER BY seq");
+  for (const auto& [id, index] : by_id) {
+    q.bind(1, id);
+    while (q.step()) {
+      auto body = nlohmann::json::parse(q.text(0), nullptr, false);
+      if (body.is_object()) jobs[index].kernel_fallbacks.push_back(std::move(body));
+    }
+    q.reset();
+  }
+}
+
 }  // namespace
 
 ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root,
@@ -67,6 +80,7 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     }
     dq.reset();
   }
+  read_kernel_fallbacks(db, by_id, jobs_);
 }
 
 const std::map<int64_t, double>& ResultSet::series(const std::string& job_id, const std::string& key) const {

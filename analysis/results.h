@@ -41,6 +41,8 @@ struct JobRecord {
   std::string cause, reason;
   std::vector<EvalRow> evals;  // by split, step
   std::optional<DivergenceRow> divergence;
+  // Its `kernel_fallback` events (contract/events.h: a custom kernel failed its first-use check), as recorded.
+  std::vector<nlohmann::json> kernel_fallbacks;
 
   const std::string& id() const { return planned.id; }
   const std::string& stage() const { return planned.stage; }

@@ -29,6 +29,7 @@
 #endif
 
 #include "bench/timing.h"
+#include "kernels/kernel_guard.h"
 #include "kernels/recurrences.h"
 #include "models/gpt.h"
 #include "worker/precision.h"
@@ -201,6 +202,7 @@ void model_level(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];

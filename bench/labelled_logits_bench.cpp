@@ -11,12 +11,14 @@
 #include <string>
 
 #include "bench/timing.h"
+#include "kernels/kernel_guard.h"
 #include "models/gpt.h"
 #include "worker/mqar.h"
 
 using namespace fwlab;
 
 int main(int argc, char** argv) {
+  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t vocab = 8192, threads = 2, repeats = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "kernels/kernel_guard.h"
 #include "kernels/memory_policy.h"
 #include "models/gpt.h"
 
@@ -48,6 +49,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t chunk = 0;  // 0: the rule's default
   int64_t m = 4;      // feature (state key) size of the fast-weight rules
   int steps = 10, threads = static_cast<int>(std::thread::hardware_concurrency()), batch = 16, seq = 256;

@@ -202,6 +202,11 @@ nlohmann::json to_json(const EndEvent& e) {
   return j;
 }
 
+nlohmann::json to_json(const KernelFallbackEvent& e) {
+  return {{"type", "kernel_fallback"}, {"kernel", e.kernel}, {"shape_class", e.shape_class}, {"where", e.where},
+          {"max_error", json_number(e.max_error)}, {"tolerance", e.tolerance}};
+}
+
 struct EventReader::Fast {
   simdjson::ondemand::parser parser;
   std::string buffer;  // the line with simdjson's padding

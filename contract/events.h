@@ -48,6 +48,12 @@ struct EndEvent {
   std::string cause, reason;
   nlohmann::json details = nlohmann::json::object();  // step, final loss, ...
 };
+// A custom kernel failed its first-use check for a shape class (kernels/kernel_guard.h): the job ran libtorch's own
+// form there instead. Read back as an OtherEvent (type "kernel_fallback"); `fwlab report` lists them.
+struct KernelFallbackEvent {
+  std::string kernel, shape_class, where;  // where: which output disagreed most (y, state, dq, ...)
+  double max_error = 0, tolerance = 0;
+};
 struct OtherEvent {  // conversion, checkpoint, ...: stored, not interpreted
   std::string type;
 };
@@ -67,6 +73,7 @@ nlohmann::json to_json(const EvalEvent& e);
 nlohmann::json to_json(const DivergenceEvent& e);
 nlohmann::json to_json(const StartEvent& e);
 nlohmann::json to_json(const EndEvent& e);
+nlohmann::json to_json(const KernelFallbackEvent& e);
 
 // Reads record lines. Metric lines, most of any record, take a fast path (simdjson, fields read in place).
 class EventReader {

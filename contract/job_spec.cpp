@@ -98,6 +98,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   at_most(s.threads, 4096, "threads");
   r.get("device", s.device);
   require(s.device == "cpu" || s.device.rfind("cuda", 0) == 0, "device", fmt::format("'{}' is not cpu, cuda or cuda:N", s.device));
+  r.get("kernel_check", s.kernel_check);
   r.get("init_checkpoint", s.init_checkpoint);
   if (const auto* m = r.raw("model")) {
     require(m->is_object(), "model", "must be an object (a model configuration)");
@@ -253,6 +254,8 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   g.get("nan_param", s.debug.nan_param);
   g.get("nan_grad_at_step", s.debug.nan_grad_at_step);
   g.get("exit_at_step", s.debug.exit_at_step);
+  g.get("wrong_kernel", s.debug.wrong_kernel);
+  one_of(s.debug.wrong_kernel, {"", "decay_fused_cpu", "decay_chunks_cuda"}, "debug.wrong_kernel");
   g.reject_unknown();
   r.reject_unknown();
 

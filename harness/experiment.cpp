@@ -43,7 +43,7 @@ namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
 const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug"};
-const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "init_checkpoint"};
+const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "kernel_check", "init_checkpoint"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
                                             "exclude", "cell", "profile", "table", "plot", "published", "executor"};
 

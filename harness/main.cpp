@@ -432,6 +432,20 @@ int cmd_query(const std::string& sql, const std::string& format, const Common& c
   return 0;
 }
 
+// The worker's doctor (worker/doctor.h) in place of this process: the checks need libtorch and the kernels, which
+// the harness never links.
+int cmd_doctor(const std::string& worker_option, const std::vector<std::string>& args) {
+  const auto worker = resolve_worker(worker_option.empty() ? default_worker() : worker_option);
+  std::vector<std::string> words{worker, "doctor"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  execv(worker.c_str(), argv.data());
+  throw ArgumentError(fmt::format("doctor: cannot start {}: {}", worker, std::strerror(errno)));
+}
+
 int cmd_show(const std::string& prefix, const Common& c) {
   if (!fs::exists(c.db_path)) {
     fmt::print(stderr, "fwlab: --db {}: no results database\n", c.db_path);
@@ -661,6 +675,12 @@ int main(int argc, char** argv) {
   add_set(plot);
   add_db(plot);
 
+  std::string doctor_worker;
+  auto* doctor = app.add_subcommand("doctor", "check this machine: versions, the device, every custom kernel against libtorch's own "
+                                              "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
+  doctor->add_option("--worker", doctor_worker, "fwlab-worker executable");
+  doctor->allow_extras();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -675,6 +695,7 @@ int main(int argc, char** argv) {
     if (*table) return cmd_table(file, profile, table_format, compare, out, common);
     if (*report) return cmd_report(file, profile, out, common);
     if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
+    if (*doctor) return cmd_doctor(doctor_worker, doctor->remaining());
     return cmd_show(job, common);
   } catch (const ArgumentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());

@@ -254,6 +254,7 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
       auto canonical = job.spec;
       canonical.erase("threads");
       canonical.erase("device");
+      canonical.erase("kernel_check");  // how a kernel is trusted, not what is computed
       const auto data = canonical.value("data", nlohmann::json::object());
       const auto data_key = data.dump();
       if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);

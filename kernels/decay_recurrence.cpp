@@ -1,4 +1,5 @@
 // The decay recurrence a model runs, chosen by the tensors' device (kernels/recurrences.h).
+#include "kernels/kernel_guard.h"
 #include "kernels/recurrences.h"
 
 namespace fwlab::kernels {
@@ -12,13 +13,14 @@ torch::Tensor widened_to_fp32(const torch::Tensor& x) {
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
                                   int64_t chunk) {
-  if (q.is_cuda() && cuda_chunks_fit(q, v))
-    return decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, state0);
+  // A custom kernel runs only for shape classes it passed its first-use check on (kernel_guard.h).
+  if (q.is_cuda() && cuda_chunks_fit(q, v) && kernel_trusted(CustomKernel::cuda_chunked, q, v, log_a, log_b))
+    return custom_kernel(CustomKernel::cuda_chunked)(q, k, v, log_a, log_b, state0);
   // The CPU kernels and the libtorch form keep one dtype throughout: the widest given (fp32 for mixed precision).
   const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
   auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
   const auto q_ = as_wide(q), k_ = as_wide(k), v_ = as_wide(v), a_ = as_wide(log_a), b_ = as_wide(log_b), s_ = as_wide(state0);
-  if (q.is_cpu()) return decay_recurrence_fused(q_, k_, v_, a_, b_, s_);
+  if (q.is_cpu() && kernel_trusted(CustomKernel::cpu_fused, q_, v_, a_, b_)) return custom_kernel(CustomKernel::cpu_fused)(q_, k_, v_, a_, b_, s_);
   return decay_recurrence_chunked(q_, k_, v_, a_, b_, s_, chunk);
 }
 

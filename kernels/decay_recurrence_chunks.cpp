@@ -3,18 +3,23 @@
 // recurrence in float64, so every line of the preparation and of the gates' gradients below is checked too).
 //
 // Preparation: steps padded to a multiple of the chunk, D and M to multiples of 16 (zero keys, values and queries,
-// log-gates 0: nothing changes), the log-gates summed from each chunk's start in fp32 (fp64 for fp64 inputs).
-// The kernels give dq, dk, dv; the gates' gradients follow from them (flash-linear-attention's identity, here on
-// both sides): with the gates' running sums over the whole sequence, every pair term depends on G_t - G_s, so
+// log-gates 0: nothing changes), the log-gates floored (log_gate_floor) and summed from each chunk's start in fp64,
+// then kept in fp32 (fp64 for fp64 inputs).
+// The kernels give y, dq, dk, dv without the diagonal pair (s = t, on which no gate acts); it is added here. The
+// gates' gradients follow from the sums without it (flash-linear-attention's identity, here on both sides): with
+// the gates' running sums over the whole sequence, every pair term depends on G_t - G_s, so
 //   dL/dB_t = q_t * dq_t - k_t * dk_t,   dL/dA_t = y_t * dy_t - v_t * dv_t,
+// where the diagonal's terms cancel exactly and are left out (decay_chunks.h),
 // plus, at the last step, the final state's own term (dS_T * S_T summed over rows / columns), and
 // dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a.
 #include "kernels/recurrences.h"
 
 #if defined(FWLAB_HAVE_CUDA)
 #include "kernels/cuda/decay_chunks_api.h"
+#include "kernels/cuda_stream.h"
 #endif
 #include "kernels/cuda/decay_chunks_host.h"
+#include "kernels/cuda/host_half.h"
 
 namespace fwlab::kernels {
 
@@ -39,11 +44,24 @@ torch::Tensor flat_state(const torch::Tensor& S, int64_t Dp, int64_t Mp, torch::
   return padded.reshape({-1, Dp, Mp}).contiguous();
 }
 
-// A log-gate summed from each chunk's start: [B * H, Tp, width] in the accumulation type.
+// The lowest log-gate the kernel sees. A gate of exactly 0 (log -inf) would make every pair difference after it in
+// its chunk (-inf) - (-inf) = NaN, where the recurrence simply forgets. Any log-gate below the floor has e^x = 0 in
+// the accumulation type already (fp32 underflows below -104, fp64 below -745), so the pairs across it still vanish
+// exactly; the price is the floor's rounding in the later sums of its chunk (ulp(110) = 8e-6 in fp32).
+double log_gate_floor(torch::ScalarType acc) { return acc == torch::kFloat64 ? -750.0 : -110.0; }
+
+// A log-gate summed from each chunk's start: [B * H, Tp, width] in the accumulation type. The sums run in float64
+// (over up to 64 steps; then rounded once), so fp32 adds no rounding of its own along the chunk.
 torch::Tensor chunk_sums(const torch::Tensor& log_gate, int64_t Tp, int64_t width, torch::ScalarType acc) {
-  auto flat = flat_padded(log_gate.to(acc), Tp, width);
-  return flat.reshape({flat.size(0), Tp / kChunk, kChunk, width}).cumsum(2).reshape({flat.size(0), Tp, width}).contiguous();
+  auto flat = flat_padded(log_gate.to(torch::kFloat64).clamp_min(log_gate_floor(acc)), Tp, width);
+  auto sums = flat.reshape({flat.size(0), Tp / kChunk, kChunk, width}).cumsum(2).reshape({flat.size(0), Tp, width});
+  return sums.to(acc).contiguous();
 }
+
+// What the forward writes, in the accumulation type: y without the diagonal pair, and the state at every chunk start.
+struct ForwardOut {
+  torch::Tensor y, states;
+};
 
 struct Prepared {
   torch::Tensor q, k, v, A, B, state0;  // A, B undefined where the gate is absent
@@ -77,35 +95,51 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   return p;
 }
 
-template <typename T>
-const T* data_or_null(const torch::Tensor& x) {
-  return x.defined() ? x.data_ptr<T>() : nullptr;
+// ---- the host runner: the block programs on the CPU ----
+
+// Calls f(In{}, Acc{}) with the host runner's element types for a dtype: fp64 and fp32 as themselves; bf16 and
+// fp16 in emulated 16-bit stages with fp32 accumulation (kernels/cuda/host_half.h), rounded where the GPU rounds
+// its tensor-core operands, so that the host run shows what the GPU's bf16 / fp16 paths compute.
+template <typename F>
+void dispatch_host(torch::ScalarType t, F&& f) {
+  switch (t) {
+    case torch::kFloat64: return f(double{}, double{});
+    case torch::kFloat32: return f(float{}, float{});
+    case torch::kBFloat16: return f(cuda::HostBf16{}, float{});
+#if defined(FWLAB_HOST_FP16)
+    case torch::kFloat16: return f(cuda::HostFp16{}, float{});
+#endif
+    default: TORCH_CHECK(false, "decay_recurrence_chunks_host: float64, float32, bfloat16 or float16 (where the compiler has _Float16) tensors expected, got ", t);
+  }
 }
 
-// ---- the host runner: the block programs on the CPU, float32 / float64 ----
-
-template <typename T>
-cuda::ChunkProblem<T, T> host_problem(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
-  cuda::ChunkProblem<T, T> c;
-  c.q = p.q.data_ptr<T>(), c.k = p.k.data_ptr<T>(), c.v = p.v.data_ptr<T>(), c.dy = data_or_null<T>(dy);
-  c.A = data_or_null<T>(p.A), c.B = data_or_null<T>(p.B), c.state0 = p.state0.data_ptr<T>(), c.dstate_final = data_or_null<T>(dS);
+template <typename In, typename Acc>
+cuda::ChunkProblem<In, Acc> host_problem(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
+  auto in = [](const torch::Tensor& x) { return x.defined() ? static_cast<const In*>(x.data_ptr()) : nullptr; };
+  auto acc = [](const torch::Tensor& x) { return x.defined() ? static_cast<const Acc*>(x.data_ptr()) : nullptr; };
+  cuda::ChunkProblem<In, Acc> c;
+  c.q = in(p.q), c.k = in(p.k), c.v = in(p.v), c.dy = in(dy);
+  c.A = acc(p.A), c.B = acc(p.B), c.state0 = acc(p.state0), c.dstate_final = acc(dS);
   c.heads = p.heads(), c.steps = p.Tp, c.D = p.Dp, c.M = p.Mp, c.a_width = p.a_width;
   return c;
 }
 
-void host_forward(const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
-  TORCH_CHECK(p.q.scalar_type() == torch::kFloat32 || p.q.scalar_type() == torch::kFloat64,
-              "decay_recurrence_chunks_host: float32 or float64 tensors expected");
-  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host", [&] {
-    cuda::run_forward_on_host(host_problem<scalar_t>(p, {}, {}), y.data_ptr<scalar_t>(), states.data_ptr<scalar_t>(), p.host_threads);
+void host_forward(const Prepared& p, ForwardOut& out) {
+  dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
+    using In = decltype(in);
+    using Acc = decltype(acc);
+    cuda::run_forward_on_host(host_problem<In, Acc>(p, {}, {}), static_cast<Acc*>(out.y.data_ptr()), static_cast<Acc*>(out.states.data_ptr()),
+                              p.host_threads);
   });
 }
 
 void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
                    torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
-  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunks_host_backward", [&] {
-    cuda::run_backward_on_host(host_problem<scalar_t>(p, dy, dS), states.data_ptr<scalar_t>(), dstates.data_ptr<scalar_t>(),
-                               dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), p.host_threads);
+  dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
+    using In = decltype(in);
+    using Acc = decltype(acc);
+    auto out = [](torch::Tensor& x) { return static_cast<Acc*>(x.data_ptr()); };
+    cuda::run_backward_on_host(host_problem<In, Acc>(p, dy, dS), out(states), out(dstates), out(dq), out(dk), out(dv), p.host_threads);
   });
 }
 
@@ -124,16 +158,6 @@ cuda::ChunkDtype chunk_dtype(torch::ScalarType t) {
 }
 
 const void* void_or_null(const torch::Tensor& x) { return x.defined() ? x.data_ptr() : nullptr; }
-
-// Kernels launch on the tensors' GPU; the caller's current device is restored after.
-struct DeviceGuard {
-  int previous = 0;
-  explicit DeviceGuard(const torch::Tensor& x) {
-    cudaGetDevice(&previous);
-    cudaSetDevice(static_cast<int>(x.get_device()));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous); }
-};
 
 // The opt-in shared memory per block of the current device.
 int shared_memory_limit() {
@@ -158,16 +182,17 @@ cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torc
 
 void check(cudaError_t e, const char* what) { TORCH_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e)); }
 
-void cuda_forward(const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
-  const DeviceGuard guard(p.q);
-  check(cuda::decay_chunks_forward(cuda_args(p, {}, {}), y.data_ptr(), states.data_ptr(), nullptr), "decay_recurrence_cuda_chunked");
+void cuda_forward(const Prepared& p, ForwardOut& out) {
+  const CudaDeviceGuard guard(p.q.get_device());
+  check(cuda::decay_chunks_forward(cuda_args(p, {}, {}), out.y.data_ptr(), out.states.data_ptr(), current_cuda_stream(p.q.get_device())),
+        "decay_recurrence_cuda_chunked");
 }
 
 void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
                    torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
-  const DeviceGuard guard(p.q);
+  const CudaDeviceGuard guard(p.q.get_device());
   check(cuda::decay_chunks_backward(cuda_args(p, dy, dS), states.data_ptr(), dstates.data_ptr(), dq.data_ptr(), dk.data_ptr(),
-                                    dv.data_ptr(), nullptr),
+                                    dv.data_ptr(), current_cuda_stream(p.q.get_device())),
         "decay_recurrence_cuda_chunked backward");
 }
 
@@ -177,12 +202,12 @@ void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 enum class Runner : int64_t { host = 0, gpu = 1 };
 
-void run_forward(Runner r, const Prepared& p, torch::Tensor& y, torch::Tensor& states) {
+void run_forward(Runner r, const Prepared& p, ForwardOut& out) {
 #if defined(FWLAB_HAVE_CUDA)
-  if (r == Runner::gpu) return cuda_forward(p, y, states);
+  if (r == Runner::gpu) return cuda_forward(p, out);
 #endif
   TORCH_CHECK(r == Runner::host, "decay_recurrence_cuda_chunked: fwlab was built without CUDA (no nvcc found; see cmake/cuda.cmake)");
-  host_forward(p, y, states);
+  host_forward(p, out);
 }
 
 void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
@@ -193,52 +218,82 @@ void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const to
   host_backward(p, dy, dS, states, dstates, dq, dk, dv);
 }
 
-torch::Tensor reverse_running_sum(const torch::Tensor& x) { return x.flip(2).cumsum(2).flip(2); }
+// sum_{t>=r} x_t along time, in float64: a gate's gradient sums T terms, and fp32 rounding over T = 8k steps of
+// bf16-scale terms is no longer small (tests/test_cuda_host_paths.cpp checks T = 8192).
+torch::Tensor reverse_running_sum(const torch::Tensor& x) { return x.to(torch::kFloat64).flip(2).cumsum(2).flip(2); }
+
+// The inputs as the kernel saw them (k and v cast to q's dtype), in the accumulation type.
+struct Rounded {
+  torch::Tensor q, k, v;
+  Rounded(const torch::Tensor& q_, const torch::Tensor& k_, const torch::Tensor& v_, torch::ScalarType acc)
+      : q(q_.to(acc)), k(k_.to(q_.scalar_type()).to(acc)), v(v_.to(q_.scalar_type()).to(acc)) {}
+};
+
+// The gates' gradients from the kernel's sums without the diagonal pair (decay_chunks.h says why), dS the final
+// state's gradient (undefined: none) and S the final state.
+std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const torch::Tensor& y_off, const torch::Tensor& dy,
+                                                       const torch::Tensor& dq_off, const torch::Tensor& dk_off, const torch::Tensor& dv_off,
+                                                       const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& dS,
+                                                       const torch::Tensor& S) {
+  const auto acc = y_off.scalar_type();
+  const int64_t T = y_off.size(2);
+  const auto final_term = dS.defined() ? dS.to(acc) * S.to(acc) : torch::Tensor();  // [B, H, D, M]
+  torch::Tensor dlog_a, dlog_b;
+  if (log_b.numel() > 0) {
+    auto gB = in.q * dq_off - in.k * dk_off;
+    if (final_term.defined()) gB.select(2, T - 1).add_(final_term.sum(2));
+    dlog_b = reverse_running_sum(gB).to(log_b.scalar_type());
+  }
+  if (log_a.numel() > 0) {
+    auto gA = y_off * dy - in.v * dv_off;
+    if (final_term.defined()) gA.select(2, T - 1).add_(final_term.sum(3));
+    if (log_a.size(3) == 1) gA = gA.sum(3, true);
+    dlog_a = reverse_running_sum(gA).to(log_a.scalar_type());
+  }
+  return {dlog_a, dlog_b};
+}
 
 struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
                                torch::Tensor log_b, torch::Tensor S0, int64_t runner, int64_t host_threads) {
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(host_threads);
-    auto y_flat = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options());
-    auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
-    run_forward(static_cast<Runner>(runner), p, y_flat, states);
-    auto y = p.steps_out(y_flat, p.D), S = p.state_out(states, p.chunks());
+    ForwardOut out;
+    out.y = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options().dtype(p.acc));
+    out.states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
+    run_forward(static_cast<Runner>(runner), p, out);
+    // The final state is copied out of `states` (every chunk-start state): a view would keep all of them alive as
+    // long as the caller holds S, and through save_for_backward until the backward and beyond.
+    const auto y_off = p.steps_out(out.y, p.D), S = p.state_out(out.states, p.chunks()).clone(at::MemoryFormat::Contiguous);
+    const Rounded in(q, k, v, p.acc);
+    const auto y = (y_off + (in.q * in.k).sum(3, true) * in.v).to(q.scalar_type());  // plus the diagonal pair
     ctx->saved_data["runner"] = runner;
     ctx->saved_data["host_threads"] = host_threads;
-    ctx->save_for_backward({q, k, v, log_a, log_b, S0, y, S});
+    ctx->save_for_backward({q, k, v, log_a, log_b, S0, y_off, S});
     return {y, S};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5], &y = saved[6],
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5], &y_off = saved[6],
                &S = saved[7];
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
-    const auto dy = grads[0].defined() ? grads[0] : torch::zeros_like(y);
-    const auto dy_flat = flat_padded(dy.to(p.q.scalar_type()), p.Tp, p.Dp);
+    const auto dy = grads[0].defined() ? grads[0].to(p.q.scalar_type()) : torch::zeros(y_off.sizes(), p.q.options());
+    const auto dy_flat = flat_padded(dy, p.Tp, p.Dp);
     const auto dS_flat = grads[1].defined() ? flat_state(grads[1], p.Dp, p.Mp, p.acc) : torch::Tensor();
     auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, acc), dstates = torch::empty_like(states);
     auto dq_flat = torch::empty({p.heads(), p.Tp, p.Mp}, acc), dk_flat = torch::empty_like(dq_flat);
     auto dv_flat = torch::empty({p.heads(), p.Tp, p.Dp}, acc);
     run_backward(static_cast<Runner>(ctx->saved_data["runner"].toInt()), p, dy_flat, dS_flat, states, dstates, dq_flat, dk_flat, dv_flat);
-    const auto dq = p.steps_out(dq_flat, p.M), dk = p.steps_out(dk_flat, p.M), dv = p.steps_out(dv_flat, p.D);
-    const auto final_term = grads[1].defined() ? grads[1].to(p.acc) * S.to(p.acc) : torch::Tensor();  // [B, H, D, M]
-
-    torch::Tensor dlog_a, dlog_b;
-    if (log_b.numel() > 0) {
-      auto gB = q.to(p.acc) * dq - k.to(p.acc) * dk;
-      if (final_term.defined()) gB.select(2, p.T - 1).add_(final_term.sum(2));
-      dlog_b = reverse_running_sum(gB).to(log_b.scalar_type());
-    }
-    if (log_a.numel() > 0) {
-      auto gA = y.to(p.acc) * dy.to(p.acc) - v.to(p.acc) * dv;
-      if (final_term.defined()) gA.select(2, p.T - 1).add_(final_term.sum(3));
-      if (log_a.size(3) == 1) gA = gA.sum(3, true);
-      dlog_a = reverse_running_sum(gA).to(log_a.scalar_type());
-    }
+    const auto dq_off = p.steps_out(dq_flat, p.M), dk_off = p.steps_out(dk_flat, p.M), dv_off = p.steps_out(dv_flat, p.D);
+    const Rounded in(q, k, v, p.acc);
+    const auto dy_acc = dy.to(p.acc);
+    const auto [dlog_a, dlog_b] = gate_gradients(in, y_off, dy_acc, dq_off, dk_off, dv_off, log_a, log_b, grads[1], S);
+    // The diagonal pair's share: y_t = ... + (q_t . k_t) v_t.
+    const auto qk = (in.q * in.k).sum(3, true), dyv = (dy_acc * in.v).sum(3, true);
+    const auto dq = dq_off + dyv * in.k, dk = dk_off + dyv * in.q, dv = dv_off + qk * dy_acc;
     const auto dS0 = p.state_out(dstates, 0).to(S0.scalar_type());
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0, torch::Tensor(), torch::Tensor()};
   }
@@ -266,7 +321,7 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
 bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
 #if defined(FWLAB_HAVE_CUDA)
   if (!q.is_cuda()) return false;
-  const DeviceGuard guard(q);
+  const CudaDeviceGuard guard(q.get_device());
   cuda::ChunkArgs a;
   a.dtype = chunk_dtype(q.scalar_type());
   a.D = round16(v.size(3)), a.M = round16(q.size(3));

@@ -1,10 +1,12 @@
-// The autograd binding of the fused recurrent CUDA kernel (kernels/cuda/decay_fused.h). It uses only libtorch's
-// CPU-side API (tensors, data pointers) and the kernel's plain C++ API on libtorch's default (legacy null) stream,
-// so it compiles against any libtorch, Debian's CPU build included; without nvcc it is a stub that says so.
+// The autograd binding of the fused recurrent CUDA kernel (kernels/cuda/decay_fused.h). It uses libtorch's
+// CPU-side API (tensors, data pointers), libtorch's current CUDA stream where libtorch has CUDA (cuda_stream.h)
+// and the kernel's plain C++ API, so it compiles against any libtorch, Debian's CPU build included; without nvcc
+// it is a stub that says so.
 #include "kernels/recurrences.h"
 
 #if defined(FWLAB_HAVE_CUDA)
 #include "kernels/cuda/decay_fused.h"
+#include "kernels/cuda_stream.h"
 #endif
 
 namespace fwlab::kernels {
@@ -44,10 +46,12 @@ struct CudaDecayFunction : public torch::autograd::Function<CudaDecayFunction> {
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
     auto y = torch::empty({B, H, T, D}, v.options()), S = torch::empty({B, H, D, M}, v.options());
     torch::Tensor checkpoints;
+    const CudaDeviceGuard guard(q.get_device());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_cuda_fused", [&] {
       const auto p = problem<scalar_t>(q, k, v, log_a, log_b, S0);
       checkpoints = torch::empty({p.heads, p.segments(), D, M}, v.options());
-      check(cuda::decay_fused_forward(p, y.data_ptr<scalar_t>(), S.data_ptr<scalar_t>(), checkpoints.data_ptr<scalar_t>(), nullptr),
+      check(cuda::decay_fused_forward(p, y.data_ptr<scalar_t>(), S.data_ptr<scalar_t>(), checkpoints.data_ptr<scalar_t>(),
+                                      current_cuda_stream(q.get_device())),
             "decay_recurrence_cuda_fused");
     });
     ctx->save_for_backward({q, k, v, log_a, log_b, S0, checkpoints});
@@ -61,13 +65,17 @@ struct CudaDecayFunction : public torch::autograd::Function<CudaDecayFunction> {
     const auto dS = grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
     auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dS0 = torch::empty_like(S0);
     auto dla = torch::empty_like(log_a), dlb = torch::empty_like(log_b);
+    const CudaDeviceGuard guard(q.get_device());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_cuda_fused_backward", [&] {
       const auto p = problem<scalar_t>(q, k, v, log_a, log_b, S0);
       cuda::DecayGrads<scalar_t> g;
       g.dy = dy.defined() ? dy.data_ptr<scalar_t>() : nullptr, g.dstate_final = dS.defined() ? dS.data_ptr<scalar_t>() : nullptr;
       g.dq = dq.data_ptr<scalar_t>(), g.dk = dk.data_ptr<scalar_t>(), g.dv = dv.data_ptr<scalar_t>(), g.dstate0 = dS0.data_ptr<scalar_t>();
       g.dlog_a = dla.numel() > 0 ? dla.data_ptr<scalar_t>() : nullptr, g.dlog_b = dlb.numel() > 0 ? dlb.data_ptr<scalar_t>() : nullptr;
-      check(cuda::decay_fused_backward(p, checkpoints.data_ptr<scalar_t>(), g, nullptr), "decay_recurrence_cuda_fused backward");
+      const auto workspace = torch::empty({p.workspace_size()}, q.options());  // in PyTorch's allocator, freed on return
+      g.workspace = workspace.data_ptr<scalar_t>();
+      check(cuda::decay_fused_backward(p, checkpoints.data_ptr<scalar_t>(), g, current_cuda_stream(q.get_device())),
+            "decay_recurrence_cuda_fused backward");
     });
     return {dq, dk, dv, dla.numel() > 0 ? dla : torch::Tensor(), dlb.numel() > 0 ? dlb : torch::Tensor(), dS0};
   }
@@ -80,7 +88,6 @@ RecurrenceResult decay_recurrence_cuda_fused(const torch::Tensor& q, const torch
                                              const torch::Tensor& state0) {
   TORCH_CHECK(q.is_cuda(), "decay_recurrence_cuda_fused: CUDA tensors expected");
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2), "decay_recurrence_cuda_fused: bad shapes");
-  TORCH_CHECK(q.size(3) <= cuda::kMaxKey, "decay_recurrence_cuda_fused: M = ", q.size(3), " is over the kernel's ", cuda::kMaxKey);
   TORCH_CHECK(!log_a.defined() || log_a.size(3) == v.size(3) || log_a.size(3) == 1, "decay_recurrence_cuda_fused: log_a must be [B, H, T, D] or [B, H, T, 1]");
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), "decay_recurrence_cuda_fused: log_b must be [B, H, T, M]");
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());

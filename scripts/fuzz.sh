@@ -29,7 +29,8 @@ if ! command -v clang++ >/dev/null; then
 fi
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFWLAB_TORCH=OFF -DFWLAB_FUZZ=ON \
-    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+      -fsanitize-ignorelist=$root/tests/fuzz/sanitizer_ignorelist.txt" >/dev/null
 fi
 if ! cmake --build "$build" --parallel "$(nproc)" >"$build/build.log" 2>&1; then
   tail -40 "$build/build.log"

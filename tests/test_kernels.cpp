@@ -76,6 +76,8 @@ Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tens
   C::DecayGrads<double> g;
   g.dy = dy.data_ptr<double>(), g.dstate_final = ds.data_ptr<double>();
   g.dq = ptr(dq), g.dk = ptr(dk), g.dv = ptr(dv), g.dlog_a = ptr(dla), g.dlog_b = ptr(dlb), g.dstate0 = ptr(dS0);
+  auto workspace = torch::full({p.workspace_size()}, std::nan(""), opt);  // as the GPU's allocator gives it: not zeros
+  g.workspace = workspace.data_ptr<double>();
   for (int64_t h = 0; h < p.heads; ++h)
     for (int64_t i = 0; i < D; ++i) C::decay_row_backward(p, h, i, checkpoints.data_ptr<double>(), g, C::AddPlain{});
   Grads out{y, S, {dq, dk, dv}};

@@ -15,6 +15,8 @@
 #include "kernels/memory_policy.h"
 #include "contract/safetensors_header.h"
 #include "worker/corpus.h"
+#include "worker/doctor.h"
+#include "kernels/kernel_guard.h"
 #include "contract/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -65,6 +67,18 @@ void watch_parent() {
   }
 }
 
+// The custom kernels' first-use self-check (kernels/kernel_guard.h) as job.json sets it; a shape class that falls
+// back is recorded the moment it does.
+void record_kernel_fallbacks(const JobSpec& spec, EventLog& log) {
+  kernels::set_kernel_self_check(spec.kernel_check);
+  kernels::set_wrong_kernel(spec.debug.wrong_kernel);
+  kernels::on_kernel_fallback([&log](const kernels::KernelFallback& f) {
+    fmt::print(stderr, "fwlab-worker: {} disagrees with libtorch's form for {} (error {:.3g} in {}, tolerance {:.0e}): that class runs the "
+                       "libtorch form from now on\n", f.kernel, f.shape_class, f.comparison.max_error, f.comparison.worst, f.comparison.tolerance);
+    log.write(KernelFallbackEvent{f.kernel, f.shape_class, f.comparison.worst, f.comparison.max_error, f.comparison.tolerance});
+  });
+}
+
 int run(const std::string& job_dir) {
   JobSpec spec;
   try {
@@ -89,6 +103,7 @@ int run(const std::string& job_dir) {
   }
   if (const int code = recorded_final_code(job_dir); code >= 0) return already_ended(job_dir, code);  // the worker we waited for
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
+  record_kernel_fallbacks(spec, log);
   auto fail = [&](const char* cause, const std::string& message, int code) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);
     const auto status = status_of_exit(code);
@@ -177,6 +192,14 @@ int main(int argc, char** argv) {
   auto* merge_cmd = app.add_subcommand("merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
   merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")->required()->check(CLI::ExistingFile);
   merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
+  DoctorOptions doctor;
+  auto* doctor_cmd = app.add_subcommand("doctor", "check this machine: versions, the device, and every custom kernel against libtorch's "
+                                                  "own form (exit 0 only when all pass)");
+  doctor_cmd->add_flag("--quick", doctor.quick, "smaller inputs");
+  doctor_cmd->add_option("--threads", doctor.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  doctor_cmd->add_option("--wrong-kernel", doctor.wrong_kernel, "test hook: make this kernel's results wrong (decay_fused_cpu, "
+                                                                "decay_chunks_cuda) to see a check fail")
+      ->check(CLI::IsMember({"decay_fused_cpu", "decay_chunks_cuda"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -184,6 +207,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadSpec;
   }
   if (*validate_cmd) return validate(job_dir);
+  if (*doctor_cmd) return run_doctor(doctor);
   if (*merge_cmd) return merge_lora_file(merge_in, merge_out);
   if (*gen_cmd) {
     at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range

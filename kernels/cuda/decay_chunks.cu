@@ -23,7 +23,7 @@ __global__ void scan_kernel(ChunkProblem<In, Acc> p, bool reverse, Acc* out) {
 }
 
 template <typename In, typename Acc>
-__global__ void outputs_kernel(ChunkProblem<In, Acc> p, const Acc* states, In* y) {
+__global__ void outputs_kernel(ChunkProblem<In, Acc> p, const Acc* states, Acc* y) {
   extern __shared__ __align__(128) unsigned char smem[];
   const auto s = Scratch<In, Acc>::carve(smem, p.D, p.M);
   chunk_outputs(BlockCtx{int(threadIdx.x), int(blockDim.x)}, p, int64_t(blockIdx.y), int64_t(blockIdx.x), states, y, s);
@@ -74,7 +74,7 @@ cudaError_t forward(const ChunkArgs& a, void* y, void* states, cudaStream_t stre
   if (e != cudaSuccess) return e;
   const dim3 grid(unsigned(p.chunks()), unsigned(p.heads));
   return launch(outputs_kernel<In, Acc>, grid, kChunkThreads, Scratch<In, Acc>::bytes(p.D, p.M), stream, p,
-                static_cast<const Acc*>(states), static_cast<In*>(y));
+                static_cast<const Acc*>(states), static_cast<Acc*>(y));
 }
 
 template <typename In, typename Acc>

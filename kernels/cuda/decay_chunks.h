@@ -7,19 +7,23 @@
 //
 // Time is cut into chunks of kChunk steps and chunks into sub-chunks of kSub. With A, B the log-gates summed from
 // the chunk's start (A_t = sum_{r<=t} log a_r, non-increasing), the state at each chunk start S_n and:
-//   y_t = e^{A_t} * (S_n (e^{B_t} * q_t)) + sum_{s<=t} P[t,s] e^{A_t - A_s} * v_s,
+//   y_t = e^{A_t} * (S_n (e^{B_t} * q_t)) + sum_{s<t} P[t,s] e^{A_t - A_s} * v_s   [+ P[t,t] v_t, see below],
 //   P[t,s] = sum_j q_tj k_sj e^{B_tj - B_sj},
 //   S_{n+1} = e^{A_end} * S_n * e^{B_end} + sum_s (e^{A_end - A_s} * v_s)(e^{B_end - B_s} * k_s)^T.
-// Every exponent is <= 0 (NOTES.md): within a sub-chunk the pairs are summed exactly with their own difference;
+// Every exponent is <= 0: within a sub-chunk the pairs are summed exactly with their own difference;
 // between sub-chunks the difference is split at a reference step r between them (s <= r < t), e^{G_t - G_r} and
 // e^{G_r - G_s}, both <= 0, which turns the pair sums into matrix products (tensor cores on the GPU, in bf16/fp16
 // with fp32 accumulation). This is the two-level chunking of flash-linear-attention's GLA, with gates on both sides.
 //
 // Backward (no S_t kept): the chunk-start states are recomputed by the same scan, the gradients dH_n of the
 // chunk-start states come from a reverse scan, and then each chunk's dq, dk, dv are products of the same form:
-//   dq_t = e^{B_t} * (S_n^T (e^{A_t} * dy_t)) + sum_{s<=t} R[t,s] e^{B_t - B_s} * k_s,   R[t,s] = sum_i dy_ti v_si e^{A_ti - A_si}
-//   dk_s = e^{B_end - B_s} * (dH_{n+1}^T (e^{A_end - A_s} * v_s)) + sum_{t>=s} R[t,s] e^{B_t - B_s} * q_t
-//   dv_s = e^{A_end - A_s} * (dH_{n+1} (e^{B_end - B_s} * k_s)) + sum_{t>=s} P[t,s] e^{A_t - A_s} * dy_t
+//   dq_t = e^{B_t} * (S_n^T (e^{A_t} * dy_t)) + sum_{s<t} R[t,s] e^{B_t - B_s} * k_s,   R[t,s] = sum_i dy_ti v_si e^{A_ti - A_si}
+//   dk_s = e^{B_end - B_s} * (dH_{n+1}^T (e^{A_end - A_s} * v_s)) + sum_{t>s} R[t,s] e^{B_t - B_s} * q_t
+//   dv_s = e^{A_end - A_s} * (dH_{n+1} (e^{B_end - B_s} * k_s)) + sum_{t>s} P[t,s] e^{A_t - A_s} * dy_t
+// The programs leave out the diagonal pair s = t (no gate acts on it): the binding adds P[t,t] v_t to y, R[t,t] k_t
+// to dq, and so on, in the accumulation type. The gates' gradients come from these sums without the diagonal: its
+// terms cancel exactly, element by element, in q * dq - k * dk and y * dy - v * dv, so they are left out rather
+// than computed and cancelled in rounded arithmetic.
 // The gates' gradients follow from these without any chunk bookkeeping (kernels/decay_recurrence_chunks.cpp).
 // Plain C++ on the host: no libtorch, no CUDA headers.
 #pragma once
@@ -85,6 +89,20 @@ FWLAB_HD inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 // e^x in the accumulation type: expf for fp32 (an unqualified exp could resolve to the double one on the GPU).
 FWLAB_HD inline float exp_acc(float x) { return expf(x); }
 FWLAB_HD inline double exp_acc(double x) { return exp(x); }
+
+// x * 2^e and the exponent of x (x = f 2^e, |f| in [0.5, 1)), in the accumulation type.
+FWLAB_HD inline float scaled_acc(float x, int e) { return ldexpf(x, e); }
+FWLAB_HD inline double scaled_acc(double x, int e) { return ldexp(x, e); }
+FWLAB_HD inline int exponent_acc(float x) {
+  int e = 0;
+  frexpf(x, &e);
+  return e;
+}
+FWLAB_HD inline int exponent_acc(double x) {
+  int e = 0;
+  frexp(x, &e);
+  return e;
+}
 
 template <typename To, typename From>
 FWLAB_HD To convert(From x) {
@@ -204,8 +222,9 @@ FWLAB_HD void pair_scores(const BlockCtx& ctx, const Side<In, Acc>& x, const Sid
   }
 }
 
-// out[t, i] = sum_{s<=t} P[t, s] w_si e^{F_ti - F_si} (forward: later rows read earlier ones), or with reverse
-// out[s, i] = sum_{t>=s} P[t, s] w_ti e^{F_ti - F_si}. Written to out [kChunk, W] (first w.width columns).
+// out[t, i] = sum_{s<t} P[t, s] w_si e^{F_ti - F_si} (forward: later rows read earlier ones), or with reverse
+// out[s, i] = sum_{t>s} P[t, s] w_ti e^{F_ti - F_si}: the diagonal left out. Written to out [kChunk, W] (first
+// w.width columns).
 template <bool Reverse, typename In, typename Acc, typename Stage>
 FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>& w, const Scratch<Stage, Acc>& s) {
   const int64_t K = w.width, ld = round16(K), W = s.W;
@@ -213,7 +232,7 @@ FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>
     const int64_t row = e / K, i = e % K, first = row / kSub * kSub;
     Acc sum = 0;
     for (int64_t other = first; other < first + kSub; ++other) {
-      if (Reverse ? other < row : other > row) continue;
+      if (Reverse ? other <= row : other >= row) continue;
       const int64_t t = Reverse ? other : row, u = Reverse ? row : other;
       sum += P[t * kChunk + u] * w.value(other, i) * exp_acc(w.g(t, i) - w.g(u, i));
     }
@@ -247,6 +266,23 @@ FWLAB_HD void apply_pairs(const BlockCtx& ctx, const Acc* P, const Side<In, Acc>
   }
 }
 
+// The power of two by which a state-sized H [D, M] (Acc) is divided before it is staged: it brings max |H| into
+// [2^13, 2^14). An fp16 stage holds at most 65,504, and a state without decay (the additive rule) grows without
+// bound over T; powers of two scale exactly, so the other stages lose nothing, and every stage takes the same path
+// so that the host runs (fp64, fp32 and emulated fp16 / bf16) check it. `slots` holds ctx.threads values of
+// scratch that no thread reads or writes meanwhile. Returns the exponent e: staged = H * 2^-e.
+template <typename Acc>
+FWLAB_HD int state_stage_exponent(const BlockCtx& ctx, const Acc* H, int64_t D, int64_t M, Acc* slots) {
+  Acc largest = 0;
+  for (int64_t e = ctx.tid; e < D * M; e += ctx.threads) largest = fmax(largest, fabs(H[e]));
+  slots[ctx.tid] = largest;
+  ctx.sync();
+  for (int t = 0; t < ctx.threads; ++t) largest = fmax(largest, slots[t]);
+  ctx.sync();  // the slots are scratch again
+  const bool finite = largest > Acc(0) && largest - largest == Acc(0);  // false for 0, inf and NaN: nothing to gain
+  return finite ? exponent_acc(largest) - 14 : 0;
+}
+
 // The term through a state-sized matrix H [D, M] (Acc): out[t, :] += gate_out(t) * (op(H) (gate_in(t) * x_t)),
 // op(H) = H ([D, M], for x of width M) or H^T. Gates measured from the chunk start (ToEnd false: e^{G_t}) or to
 // its end (ToEnd true: e^{G_end - G_t}); both <= 0.
@@ -260,17 +296,18 @@ FWLAB_HD void state_term(const BlockCtx& ctx, const Side<In, Acc>& x, const Acc*
     const int64_t t = e / ldk, j = e % ldk;
     s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp_acc(gate(x, t, j)) : Acc(0));
   }
-  for (int64_t e = ctx.tid; e < ldo * ldk; e += ctx.threads) {  // stage H as [out_w, K] (read transposed below)
+  const int shift = state_stage_exponent(ctx, H, D, M, s.tmp);
+  for (int64_t e = ctx.tid; e < ldo * ldk; e += ctx.threads) {  // stage H * 2^-shift as [out_w, K] (read transposed below)
     const int64_t o = e / ldk, j = e % ldk;
     const bool inside = o < out_w && j < K;
-    s.b[e] = convert<Stage>(inside ? (Transposed ? H[j * M + o] : H[o * M + j]) : Acc(0));
+    s.b[e] = convert<Stage>(inside ? scaled_acc(Transposed ? H[j * M + o] : H[o * M + j], -shift) : Acc(0));
   }
   ctx.sync();
   block_gemm<false, true>(ctx, kChunk, ldo, ldk, s.a, ldk, s.b, ldk, s.tmp, W, false);
   ctx.sync();
   for (int64_t e = ctx.tid; e < kChunk * out_w; e += ctx.threads) {
     const int64_t t = e / out_w, o = e % out_w;
-    s.out[t * W + o] += exp_acc(gate(gate_out, t, o)) * s.tmp[t * W + o];
+    s.out[t * W + o] += exp_acc(gate(gate_out, t, o)) * scaled_acc(s.tmp[t * W + o], shift);
   }
   ctx.sync();
 }
@@ -295,9 +332,10 @@ struct ChunkSides {  // the four inputs of chunk n of head h with their gates
   }
 };
 
-// y of chunk n of head h, given the chunk-start states.
+// y of chunk n of head h without the diagonal pair (the binding adds it), in the accumulation type, given the
+// chunk-start states.
 template <typename In, typename Acc, typename Stage>
-FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n, const Acc* states, In* y,
+FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n, const Acc* states, Acc* y,
                             const Scratch<Stage, Acc>& s) {
   const ChunkSides<In, Acc> c(p, h, n);
   pair_scores(ctx, c.q, c.k, s.P, s);
@@ -307,7 +345,7 @@ FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p,
   write_out(ctx, s, p.D, y + p.at(h, n, 0) * p.D);
 }
 
-// dq, dk, dv of chunk n of head h (Acc), given the chunk-start states and their gradients.
+// dq, dk, dv of chunk n of head h (Acc) without the diagonal pair, given the chunk-start states and their gradients.
 template <typename In, typename Acc, typename Stage>
 FWLAB_HD void chunk_gradients(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n, const Acc* states,
                               const Acc* dstates, Acc* dq, Acc* dk, Acc* dv, const Scratch<Stage, Acc>& s) {

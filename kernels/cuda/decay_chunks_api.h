@@ -22,11 +22,12 @@ struct ChunkArgs {
   int64_t heads = 0, steps = 0, D = 0, M = 0, a_width = 0;
 };
 
-// y [heads, steps, D] (dtype); states [heads, steps / kChunk + 1, D, M]: the state at every chunk start, the
+// y [heads, steps, D] without the diagonal pair s = t (decay_chunks.h; the caller adds (q_t . k_t) v_t), in the
+// states' type: fp32 (fp64 for f64); states [heads, steps / kChunk + 1, D, M]: the state at every chunk start, the
 // last one the final state.
 cudaError_t decay_chunks_forward(const ChunkArgs& args, void* y, void* states, cudaStream_t stream);
 
-// dq, dk [heads, steps, M], dv [heads, steps, D]; states and dstates [heads, steps / kChunk + 1, D, M] are
+// dq, dk [heads, steps, M], dv [heads, steps, D], each without the diagonal pair (the caller adds it); states and dstates [heads, steps / kChunk + 1, D, M] are
 // recomputed here (dstates[:, 0] is the gradient of state0).
 cudaError_t decay_chunks_backward(const ChunkArgs& args, void* states, void* dstates, void* dq, void* dk, void* dv,
                                   cudaStream_t stream);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -37,6 +38,19 @@ class HostBarrier {
   int64_t generation_ = 0;
 };
 
+// A block's scratch as the GPU's shared memory starts: not zeros, and not what the previous block left either.
+// Every byte 0xFF reads as NaN in fp64, fp32, bf16 and fp16, so a read of an element this block never wrote
+// poisons the result instead of passing as a 0 or as a stale value. poison() before every block.
+template <typename Acc>
+struct GarbageScratch {
+  std::vector<Acc> values;
+  explicit GarbageScratch(int64_t bytes) : values(size_t(bytes) / sizeof(Acc) + 1) {}
+  void* poison() {
+    std::memset(values.data(), 0xff, values.size() * sizeof(Acc));
+    return values.data();
+  }
+};
+
 // Runs one block program on `threads` threads (the calling one included).
 inline void run_block(int threads, const std::function<void(const BlockCtx&)>& program) {
   if (threads <= 1) return program(BlockCtx{});
@@ -50,24 +64,28 @@ inline void run_block(int threads, const std::function<void(const BlockCtx&)>& p
 // The scans block by block as the GPU launches them: kScanRows state rows of one head each (D a multiple of 16).
 template <typename In, typename Acc>
 void run_states_on_host(const ChunkProblem<In, Acc>& p, bool reverse, Acc* out, int threads) {
-  std::vector<Acc> scratch(ScanScratch<In, Acc>::bytes(kScanRows, p.M) / sizeof(Acc) + 1);
-  const auto s = ScanScratch<In, Acc>::carve(scratch.data(), kScanRows, p.M);
+  GarbageScratch<Acc> scratch(ScanScratch<In, Acc>::bytes(kScanRows, p.M));
   for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t row0 = 0; row0 < p.D; row0 += kScanRows)
+    for (int64_t row0 = 0; row0 < p.D; row0 += kScanRows) {
+      const auto s = ScanScratch<In, Acc>::carve(scratch.poison(), kScanRows, p.M);
       run_block(threads, [&](const BlockCtx& ctx) {
         if (reverse) scan_states<true>(ctx, p, h, row0, kScanRows, out, s);
         else scan_states<false>(ctx, p, h, row0, kScanRows, out, s);
       });
+    }
 }
 
-// y [heads, steps, D]; states [heads, chunks + 1, D, M] (the last: the final state).
+// y [heads, steps, D] without the diagonal pair (decay_chunks.h); states [heads, chunks + 1, D, M] (the last: the
+// final state).
 template <typename In, typename Acc>
-void run_forward_on_host(const ChunkProblem<In, Acc>& p, In* y, Acc* states, int threads) {
+void run_forward_on_host(const ChunkProblem<In, Acc>& p, Acc* y, Acc* states, int threads) {
   run_states_on_host(p, false, states, threads);
-  std::vector<Acc> scratch(Scratch<In, Acc>::bytes(p.D, p.M) / sizeof(Acc) + 1);
-  const auto s = Scratch<In, Acc>::carve(scratch.data(), p.D, p.M);
+  GarbageScratch<Acc> scratch(Scratch<In, Acc>::bytes(p.D, p.M));
   for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t n = 0; n < p.chunks(); ++n) run_block(threads, [&](const BlockCtx& ctx) { chunk_outputs(ctx, p, h, n, states, y, s); });
+    for (int64_t n = 0; n < p.chunks(); ++n) {
+      const auto s = Scratch<In, Acc>::carve(scratch.poison(), p.D, p.M);
+      run_block(threads, [&](const BlockCtx& ctx) { chunk_outputs(ctx, p, h, n, states, y, s); });
+    }
 }
 
 // dq, dk [heads, steps, M], dv [heads, steps, D] (Acc); states and dstates [heads, chunks + 1, D, M] as scratch
@@ -76,11 +94,12 @@ template <typename In, typename Acc>
 void run_backward_on_host(const ChunkProblem<In, Acc>& p, Acc* states, Acc* dstates, Acc* dq, Acc* dk, Acc* dv, int threads) {
   run_states_on_host(p, false, states, threads);
   run_states_on_host(p, true, dstates, threads);
-  std::vector<Acc> scratch(Scratch<In, Acc>::bytes(p.D, p.M) / sizeof(Acc) + 1);
-  const auto s = Scratch<In, Acc>::carve(scratch.data(), p.D, p.M);
+  GarbageScratch<Acc> scratch(Scratch<In, Acc>::bytes(p.D, p.M));
   for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t n = 0; n < p.chunks(); ++n)
+    for (int64_t n = 0; n < p.chunks(); ++n) {
+      const auto s = Scratch<In, Acc>::carve(scratch.poison(), p.D, p.M);
       run_block(threads, [&](const BlockCtx& ctx) { chunk_gradients(ctx, p, h, n, states, dstates, dq, dk, dv, s); });
+    }
 }
 
 }  // namespace fwlab::cuda

@@ -31,7 +31,7 @@ cudaError_t zero(void* at, size_t bytes, cudaStream_t stream) { return at ? cuda
 
 template <typename T>
 cudaError_t decay_fused_forward(const DecayProblem<T>& p, T* y, T* state_out, T* checkpoints, cudaStream_t stream) {
-  if (p.M > kMaxKey || p.M <= 0 || p.D <= 0) return cudaErrorInvalidValue;
+  if (p.M <= 0 || p.D <= 0) return cudaErrorInvalidValue;
   if (p.heads == 0) return cudaSuccess;
   forward_kernel<T><<<static_cast<unsigned>(p.heads), kThreads, 0, stream>>>(p, y, state_out, checkpoints);
   return cudaGetLastError();
@@ -39,7 +39,7 @@ cudaError_t decay_fused_forward(const DecayProblem<T>& p, T* y, T* state_out, T*
 
 template <typename T>
 cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& g, cudaStream_t stream) {
-  if (p.M > kMaxKey || p.M <= 0 || p.D <= 0) return cudaErrorInvalidValue;
+  if (p.M <= 0 || p.D <= 0 || (p.heads > 0 && g.workspace == nullptr)) return cudaErrorInvalidValue;
   const size_t keys = static_cast<size_t>(p.heads * p.steps * p.M) * sizeof(T);
   const size_t per_head_gate = static_cast<size_t>(p.heads * p.steps) * sizeof(T);
   cudaError_t e = cudaSuccess;

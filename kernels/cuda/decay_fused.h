@@ -1,6 +1,6 @@
 // The fused recurrent decay kernel on CUDA (the GPU twin of the fused CPU kernel; kernels/cuda/decay_rows.h has
-// the arithmetic). A plain C++ API over device pointers, sizes and a stream: no libtorch. float32 and float64;
-// M (the state's key size) at most kMaxKey. Returns the launch's cudaError_t.
+// the arithmetic). A plain C++ API over device pointers, sizes and a stream: no libtorch. float32 and float64.
+// Returns the launch's cudaError_t.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,7 +13,8 @@ namespace fwlab::cuda {
 template <typename T>
 cudaError_t decay_fused_forward(const DecayProblem<T>& p, T* y, T* state_out, T* checkpoints, cudaStream_t stream);
 
-// The gradients (DecayGrads): the summed ones (dq, dk, dlog_b, a per-head dlog_a) are zeroed here first.
+// The gradients (DecayGrads): the summed ones (dq, dk, dlog_b, a per-head dlog_a) are zeroed here first;
+// grads.workspace holds p.workspace_size() values of scratch.
 template <typename T>
 cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& grads, cudaStream_t stream);
 

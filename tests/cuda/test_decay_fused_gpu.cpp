@@ -80,6 +80,8 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   C::DecayGrads<double> hg;
   hg.dy = dy.data(), hg.dstate_final = ds.data(), hg.dq = dq.data(), hg.dk = dk.data(), hg.dv = dv.data(),
   hg.dlog_a = c.a_width ? dla.data() : nullptr, hg.dlog_b = c.key_gate ? dlb.data() : nullptr, hg.dstate0 = dS0.data();
+  std::vector<double> host_workspace(size_t(hp.workspace_size()), std::nan(""));
+  hg.workspace = host_workspace.data();
   for (int64_t h = 0; h < c.heads; ++h)
     for (int64_t i = 0; i < c.D; ++i) C::decay_row_backward(hp, h, i, ck.data(), hg, C::AddPlain{});
 
@@ -95,9 +97,15 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   C::DecayGrads<T> g;
   g.dy = ddy.ptr, g.dstate_final = dds.ptr, g.dq = gdq.ptr, g.dk = gdk.ptr, g.dv = gdv.ptr, g.dlog_a = c.a_width ? gdla.ptr : nullptr,
   g.dlog_b = c.key_gate ? gdlb.ptr : nullptr, g.dstate0 = gdS0.ptr;
-  cudaError_t e = C::decay_fused_forward(p, gy.ptr, gS.ptr, gck.ptr, nullptr);
-  if (e == cudaSuccess) e = C::decay_fused_backward(p, gck.ptr, g, nullptr);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  Device<T> workspace(size_t(p.workspace_size()));
+  g.workspace = workspace.ptr;
+  // On a stream of its own (not the legacy default one): the launches and the zeroing must all follow it.
+  cudaStream_t stream = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = C::decay_fused_forward(p, gy.ptr, gS.ptr, gck.ptr, stream);
+  if (e == cudaSuccess) e = C::decay_fused_backward(p, gck.ptr, g, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (stream) cudaStreamDestroy(stream);
   const std::string name = std::string(sizeof(T) == 8 ? "float64" : "float32") + " heads=" + std::to_string(c.heads) +
                            " T=" + std::to_string(c.steps) + " D=" + std::to_string(c.D) + " M=" + std::to_string(c.M) +
                            " a_width=" + std::to_string(c.a_width) + (c.key_gate ? " key gate" : "") + (c.state0 ? " state0" : "");

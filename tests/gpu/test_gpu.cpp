@@ -11,9 +11,16 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#if defined(FWLAB_TORCH_CUDA)  // a CUDA libtorch: its streams (kernels/CMakeLists.txt defines it)
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "contract/events.h"
 #include "kernels/recurrences.h"
 #include "models/gpt.h"
+#include "tests/gpu/chunked_cases.h"
 #include "tests/test_support.h"
 #include "tests/test_util.h"
 
@@ -104,18 +111,21 @@ TEST_CASE("GPU: the chunked CUDA kernel == naive recurrence on the CPU, every ga
       for (bool key_gate : {false, true})
         for (int64_t T : {1, 63, 64, 65, 300}) {
           DYNAMIC_SECTION(c10::toString(p.dtype) << ", value gate " << value_gate << ", key gate " << key_gate << ", T=" << T) {
-            check_kernel(Kernel::chunked, make_inputs(T, value_gate, key_gate, 1.0, 32, 64), p.dtype, p.tolerance);
+            const auto shape = test::chunked_sweep_shape(p.dtype);  // fits an A100's shared memory (tests/gpu/chunked_cases.h)
+            check_kernel(Kernel::chunked, make_inputs(T, value_gate, key_gate, 1.0, shape.M, shape.D), p.dtype, p.tolerance);
           }
         }
 }
 
 TEST_CASE("GPU: the chunked CUDA kernel at the extremes: strong and no decay, m = 64, D not a multiple of 16", "[gpu]") {
   torch::manual_seed(32);
-  SECTION("strong decay: log-gates around -40") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 40.0, 32, 64), torch::kFloat32, 1e-4); }
+  SECTION("strong decay: log-gates around -40") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 40.0, 32, 64 /* the fp32 sweep shape */), torch::kFloat32, 1e-4); }
   SECTION("no decay: log-gates 0") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 0.0, 32, 64), torch::kFloat32, 1e-4); }
-  SECTION("m = 64, bf16") { check_kernel(Kernel::chunked, make_inputs(257, 2, true, 1.0, 64, 64), torch::kBFloat16, 2e-2); }
+  SECTION("m = 64, bf16") {
+    check_kernel(Kernel::chunked, make_inputs(257, 2, true, 1.0, test::kChunkedWideKeys.M, test::kChunkedWideKeys.D), torch::kBFloat16, 2e-2);
+  }
   SECTION("D = 65 (attention normalisation's extra row), fp32") {
-    check_kernel(Kernel::chunked, make_inputs(130, 2, true, 1.0, 32, 65), torch::kFloat32, 1e-4);
+    check_kernel(Kernel::chunked, make_inputs(130, 2, true, 1.0, test::kChunkedOddRows.M, test::kChunkedOddRows.D), torch::kFloat32, 1e-4);
   }
 }
 
@@ -129,6 +139,32 @@ TEST_CASE("GPU: the fused recurrent CUDA kernel == naive recurrence on the CPU, 
         }
       }
 }
+
+#if defined(FWLAB_TORCH_CUDA)
+TEST_CASE("GPU: the CUDA kernels launch on libtorch's current stream", "[gpu]") {
+  // On a non-blocking side stream, q is written only after a long sleep; a kernel launched on any other stream
+  // would read the zeros q holds before that and give y = 0.
+  torch::manual_seed(35);
+  const auto in64 = make_inputs(130, 2, true, 1.0, 32, 32);
+  const auto reference = K::decay_recurrence_naive(in64.q, in64.k, in64.v, in64.log_a, in64.log_b, in64.state0);
+  for (auto kernel : {Kernel::chunked, Kernel::fused}) {
+    const auto gpu = as(in64, torch::kCUDA, torch::kFloat32, torch::kFloat32);
+    auto q_late = torch::zeros_like(gpu.q);
+    torch::cuda::synchronize();
+    const auto side = c10::cuda::getStreamFromPool();
+    torch::Tensor y;
+    {
+      const c10::cuda::CUDAStreamGuard on_side(side);
+      at::cuda::sleep(200 * 1000 * 1000);  // ~0.1 s of GPU cycles ahead of the copy
+      q_late.copy_(gpu.q.detach());
+      y = (kernel == Kernel::chunked ? K::decay_recurrence_cuda_chunked : K::decay_recurrence_cuda_fused)(
+              q_late, gpu.k.detach(), gpu.v.detach(), gpu.log_a.detach(), gpu.log_b.detach(), gpu.state0.detach()).y;
+    }
+    side.synchronize();
+    CHECK(gap(y, reference.y) <= 1e-4);
+  }
+}
+#endif
 
 TEST_CASE("GPU: a hybrid model's parallel logits == its step-by-step logits on CUDA (fp32)", "[gpu]") {
   torch::manual_seed(34);
