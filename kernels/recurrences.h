@@ -79,6 +79,18 @@ RecurrenceResult delta_recurrence_naive(const torch::Tensor& q, const torch::Ten
 RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta, const torch::Tensor& state);
 
+// Gated delta rule (Yang, Kautz & Hatamizadeh 2024), k and q already normalised by the caller:
+//   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t
+// alpha, beta: [B, H, T, 1] (alpha in [0, 1]). The fused form is a raw-pointer CPU kernel with a checkpointed
+// backward that recomputes states instead of dividing by alpha (it runs the naive loop on other devices).
+RecurrenceResult gated_delta_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
+RecurrenceResult gated_delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
+// One step; q, k: [B, H, M]; v: [B, H, D]; alpha, beta: [B, H, 1].
+RecurrenceResult gated_delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state);
+
 // SRU elementwise recurrence with highway (Lei et al. 2018, 2021):
 //   f_t = sigmoid(U1_t + v_f * c_{t-1} + b_f),  r_t = sigmoid(U2_t + v_r * c_{t-1} + b_r)
 //   c_t = f_t * c_{t-1} + (1 - f_t) * U0_t,     h_t = r_t * c_t + (1 - r_t) * x_t

@@ -44,6 +44,26 @@ RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Ten
   return {torch::stack(ys, 2), S.defined() ? S : zero_state(v, k)};
 }
 
+RecurrenceResult gated_delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state) {
+  auto S = (state.defined() ? state : zero_state(v, k)) * alpha.unsqueeze(-1);  // decay first (fla's order)
+  S = S + outer_product(beta * (v - read(S, k)), k);                             // then the delta update
+  return {read(S, q), S};
+}
+
+RecurrenceResult gated_delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0) {
+  auto S = state0;
+  std::vector<torch::Tensor> ys;
+  for (int64_t t = 0; t < q.size(2); ++t) {
+    auto r = gated_delta_recurrence_step(q.select(2, t), k.select(2, t), v.select(2, t), alpha.select(2, t), beta.select(2, t), S);
+    ys.push_back(r.y);
+    S = r.state;
+  }
+  if (ys.empty()) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, v.options()), S.defined() ? S : zero_state(v, k)};
+  return {torch::stack(ys, 2), S};
+}
+
 RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta, const torch::Tensor& state) {
   auto S = state.defined() ? state : zero_state(v, k);

@@ -1,0 +1,107 @@
+// The gated delta rule's fused CPU kernel against its per-timestep twin in float64 (outputs, final state and the
+// gradient of every input) around the 16-step segments, with gates near 0 and exactly 1; the twin against the
+// rule's closed form S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T written with matrices; and
+// step-by-step continuation against one pass.
+#include <catch2/catch.hpp>
+
+#include "kernels/recurrences.h"
+#include "tests/test_util.h"
+
+namespace K = fwlab::kernels;
+using fwlab::test::max_abs_diff;
+
+namespace {
+
+struct Inputs {
+  torch::Tensor q, k, v, alpha, beta, state0;
+  std::vector<torch::Tensor> all() const {
+    std::vector<torch::Tensor> out{q, k, v, alpha, beta};
+    if (state0.defined()) out.push_back(state0);
+    return out;
+  }
+};
+
+// alpha: "random" sigmoid-distributed, "near0" ~ e^-40, "one" exactly 1. Keys and queries L2-normalised as the
+// gated delta rule feeds them.
+Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t B = 2, int64_t H = 2, int64_t M = 5, int64_t D = 6) {
+  auto opt = torch::TensorOptions().dtype(torch::kFloat64);
+  auto unit = [&](int64_t width) { return torch::nn::functional::normalize(torch::randn({B, H, T, width}, opt), torch::nn::functional::NormalizeFuncOptions().dim(-1)); };
+  Inputs in{unit(M), unit(M), torch::randn({B, H, T, D}, opt), {}, torch::sigmoid(torch::randn({B, H, T, 1}, opt)), {}};
+  if (alpha == "near0") in.alpha = torch::exp(-40.0 - torch::rand({B, H, T, 1}, opt));
+  else if (alpha == "one") in.alpha = torch::ones({B, H, T, 1}, opt);
+  else in.alpha = torch::sigmoid(torch::randn({B, H, T, 1}, opt) + 2.0);
+  if (with_state) in.state0 = torch::randn({B, H, D, M}, opt);
+  for (auto* t : {&in.q, &in.k, &in.v, &in.alpha, &in.beta, &in.state0})
+    if (t->defined()) t->requires_grad_(true);
+  return in;
+}
+
+template <typename F>
+std::vector<torch::Tensor> outputs_and_grads(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs, F recurrence) {
+  auto r = recurrence(in);
+  auto loss = (r.y * gy).sum() + (r.state * gs).sum();
+  auto grads = torch::autograd::grad({loss}, in.all());
+  grads.insert(grads.begin(), {r.y, r.state});
+  return grads;
+}
+
+}  // namespace
+
+TEST_CASE("gated delta recurrence: fused CPU kernel == naive loop (outputs, state, gradients), float64", "[kernels]") {
+  torch::manual_seed(61);
+  const char* names[] = {"y", "state", "dq", "dk", "dv", "dalpha", "dbeta", "dstate0"};
+  for (const std::string alpha : {"random", "near0", "one"})
+    for (int64_t T : {1, 15, 16, 17, 53})
+      for (bool with_state : {false, true}) {
+        DYNAMIC_SECTION("alpha " << alpha << ", T=" << T << (with_state ? ", initial state" : ", zero state")) {
+          const auto in = make_inputs(T, alpha, with_state);
+          const auto probe = K::gated_delta_recurrence_naive(in.q, in.k, in.v, in.alpha, in.beta, in.state0);
+          const auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
+          const auto fast = outputs_and_grads(in, gy, gs, [](const Inputs& i) {
+            return K::gated_delta_recurrence_fused(i.q, i.k, i.v, i.alpha, i.beta, i.state0);
+          });
+          const auto slow = outputs_and_grads(in, gy, gs, [](const Inputs& i) {
+            return K::gated_delta_recurrence_naive(i.q, i.k, i.v, i.alpha, i.beta, i.state0);
+          });
+          REQUIRE(fast.size() == slow.size());
+          for (size_t n = 0; n < fast.size(); ++n) {
+            INFO(names[n]);
+            CHECK(max_abs_diff(fast[n], slow[n]) <= 1e-11 * std::max(1.0, slow[n].abs().max().item<double>()));
+          }
+        }
+      }
+}
+
+TEST_CASE("gated delta recurrence: the naive loop is the closed form S_t = alpha S (I - beta k k^T) + beta v k^T", "[kernels]") {
+  torch::manual_seed(62);
+  const auto in = make_inputs(9, "random", true, 1, 1, 4, 3);
+  const auto r = K::gated_delta_recurrence_naive(in.q, in.k, in.v, in.alpha, in.beta, in.state0);
+  auto S = in.state0[0][0].detach();
+  const auto I = torch::eye(4, torch::kFloat64);
+  for (int64_t t = 0; t < 9; ++t) {
+    const auto k = in.k[0][0][t].detach().unsqueeze(1), v = in.v[0][0][t].detach().unsqueeze(1), q = in.q[0][0][t].detach();
+    const double a = in.alpha[0][0][t][0].item<double>(), b = in.beta[0][0][t][0].item<double>();
+    S = a * torch::matmul(S, I - b * torch::matmul(k, k.t())) + b * torch::matmul(v, k.t());
+    CHECK(max_abs_diff(r.y[0][0][t], torch::matmul(S, q)) < 1e-12);
+  }
+  CHECK(max_abs_diff(r.state[0][0], S) < 1e-12);
+}
+
+TEST_CASE("gated delta recurrence: step-by-step continuation equals one pass; alpha = 1 is the delta rule", "[kernels]") {
+  torch::manual_seed(63);
+  const auto in = make_inputs(12, "random", false);
+  const auto whole = K::gated_delta_recurrence_fused(in.q, in.k, in.v, in.alpha, in.beta, {});
+  auto first = K::gated_delta_recurrence_fused(in.q.narrow(2, 0, 7), in.k.narrow(2, 0, 7), in.v.narrow(2, 0, 7), in.alpha.narrow(2, 0, 7),
+                                               in.beta.narrow(2, 0, 7), {});
+  auto S = first.state;
+  for (int64_t t = 7; t < 12; ++t) {
+    auto r = K::gated_delta_recurrence_step(in.q.select(2, t), in.k.select(2, t), in.v.select(2, t), in.alpha.select(2, t), in.beta.select(2, t), S);
+    CHECK(max_abs_diff(r.y, whole.y.select(2, t)) < 1e-12);
+    S = r.state;
+  }
+  CHECK(max_abs_diff(S, whole.state) < 1e-12);
+  const auto ones = make_inputs(12, "one", false);
+  const auto gated = K::gated_delta_recurrence_fused(ones.q, ones.k, ones.v, ones.alpha, ones.beta, {});
+  const auto delta = K::delta_recurrence_naive(ones.q, ones.k, ones.v, ones.beta, {});
+  CHECK(max_abs_diff(gated.y, delta.y) < 1e-12);
+}
