@@ -94,58 +94,52 @@ std::string kernel_fallback_section(const std::vector<JobRecord>& jobs) {
          "machine.\n\n| cell | stage | job | kernel | shape class | error |\n| :--- | :--- | :--- | :--- | :--- | ---: |\n" + rows + "\n";
 }
 
-}  // namespace
-
-std::string divergence_report(const ResultSet& results) {
-  const auto& ex = results.experiment();
-  const auto& jobs = results.jobs();
-  std::string out = fmt::format("# Divergence report: {}{}\n\n", ex.name,
-                                results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
-  std::map<std::string, int> by_status;
-  for (const auto& j : jobs) ++by_status[j.status];
-  std::vector<std::string> counts;
-  for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
-  out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
-
-  out += "## Diverged runs\n\n";
-  int diverged = 0;
-  for (const auto& j : jobs) {
-    if (!j.diverged()) continue;
-    ++diverged;
-    out += fmt::format("### {} — stage {}, job {}\n\n", cell_name(j), j.stage(), j.id());
-    out += "| step | cause | tripping value | last finite loss | first non-finite layer | lr at that step |\n";
-    out += "| ---: | :--- | ---: | ---: | :--- | ---: |\n";
-    if (j.divergence) {
-      const auto& d = *j.divergence;
-      const auto layer = !d.first_nonfinite_layer.empty() ? d.first_nonfinite_layer
-                         : !d.state_layer.empty()         ? d.state_layer + " (state)"
-                                                          : "–";
-      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n\n", d.step, d.cause, d.value.empty() ? "–" : d.value,
-                         number(d.last_finite_loss), layer, number(d.lr, "{:.3g}"));
-    } else {
-      out += fmt::format("| – | {} | – | – | – | – |\n\n", j.cause.empty() ? "(no divergence event recorded)" : j.cause);
-    }
-    // The nearest sibling that converged: same stage, fewest differing grid coordinates, then fewest
-    // differing settings, then the one that differs in the innermost axes (a different seed or learning rate
-    // says more than a different rule); grid order breaks the remaining ties.
-    const JobRecord* nearest = nullptr;
-    std::tuple<size_t, size_t, long> best{};
-    for (const auto& s : jobs) {
-      if (!s.finished() || s.stage() != j.stage()) continue;
-      const std::tuple<size_t, size_t, long> d{coords_distance(j, s), config_diff(j, s).size(), -shared_outer_axes(ex, j, s)};
-      if (!nearest || d < best) nearest = &s, best = d;
-    }
-    if (!nearest) {
-      out += "No run of this stage converged to compare with.\n\n";
-      continue;
-    }
-    out += fmt::format("Nearest converged sibling: {} (job {}). Differences (this run, then the sibling):\n\n", cell_name(*nearest), nearest->id());
-    for (const auto& line : config_diff(j, *nearest)) out += fmt::format("- {}\n", line);
-    out += "\n";
+// The nearest sibling that converged: same stage, fewest differing grid coordinates, then fewest differing
+// settings, then the one that differs in the innermost axes (a different seed or learning rate says more than a
+// different rule); grid order breaks the remaining ties. Null when none of the stage converged.
+const JobRecord* nearest_converged(const Experiment& ex, const std::vector<JobRecord>& jobs, const JobRecord& j) {
+  const JobRecord* nearest = nullptr;
+  std::tuple<size_t, size_t, long> best{};
+  for (const auto& s : jobs) {
+    if (!s.finished() || s.stage() != j.stage()) continue;
+    const std::tuple<size_t, size_t, long> d{coords_distance(j, s), config_diff(j, s).size(), -shared_outer_axes(ex, j, s)};
+    if (!nearest || d < best) nearest = &s, best = d;
   }
-  if (diverged == 0) out += "None.\n\n";
+  return nearest;
+}
 
-  // Stability by setting: every grid axis, and the mixer settings the papers compare, where they vary.
+// One diverged run: its divergence event as a table row, and how it differs from its nearest converged sibling.
+std::string diverged_run(const Experiment& ex, const std::vector<JobRecord>& jobs, const JobRecord& j) {
+  std::string out = fmt::format("### {} — stage {}, job {}\n\n", cell_name(j), j.stage(), j.id());
+  out += "| step | cause | tripping value | last finite loss | first non-finite layer | lr at that step |\n";
+  out += "| ---: | :--- | ---: | ---: | :--- | ---: |\n";
+  if (j.divergence) {
+    const auto& d = *j.divergence;
+    const auto layer = !d.first_nonfinite_layer.empty() ? d.first_nonfinite_layer
+                       : !d.state_layer.empty()         ? d.state_layer + " (state)"
+                                                        : "–";
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n\n", d.step, d.cause, d.value.empty() ? "–" : d.value,
+                       number(d.last_finite_loss), layer, number(d.lr, "{:.3g}"));
+  } else {
+    out += fmt::format("| – | {} | – | – | – | – |\n\n", j.cause.empty() ? "(no divergence event recorded)" : j.cause);
+  }
+  const JobRecord* nearest = nearest_converged(ex, jobs, j);
+  if (!nearest) return out + "No run of this stage converged to compare with.\n\n";
+  out += fmt::format("Nearest converged sibling: {} (job {}). Differences (this run, then the sibling):\n\n", cell_name(*nearest), nearest->id());
+  for (const auto& line : config_diff(j, *nearest)) out += fmt::format("- {}\n", line);
+  return out + "\n";
+}
+
+std::string diverged_runs_section(const Experiment& ex, const std::vector<JobRecord>& jobs) {
+  std::string out = "## Diverged runs\n\n";
+  int diverged = 0;
+  for (const auto& j : jobs)
+    if (j.diverged()) out += diverged_run(ex, jobs, j), ++diverged;
+  return diverged == 0 ? out + "None.\n\n" : out;
+}
+
+// Stability by setting: every grid axis, and the mixer settings the papers compare, where they vary.
+std::string stability_section(const Experiment& ex, const std::vector<JobRecord>& jobs) {
   std::vector<std::string> settings;
   for (const auto& a : ex.axes) settings.push_back(a.name);
   for (const std::string k : {"rule", "feature_map", "norm", "m"})
@@ -169,52 +163,70 @@ std::string divergence_report(const ResultSet& results) {
       stability += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", name, v, runs, div, 100.0 * div / runs);
     }
   }
-  out += "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
-  out += stability.empty() ? "No setting varies among the runs with a result.\n\n"
-                           : "| setting | value | runs | diverged | share |\n| :--- | :--- | ---: | ---: | ---: |\n" + stability + "\n";
+  const std::string out = "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
+  return out + (stability.empty() ? "No setting varies among the runs with a result.\n\n"
+                                  : "| setting | value | runs | diverged | share |\n| :--- | :--- | ---: | ---: | ---: |\n" + stability + "\n");
+}
 
-  // Stability frontier: where an axis sweeps the learning rate, the largest one that converged in each cell.
+// Stability frontier: where an axis sweeps the learning rate, the largest one that converged in each cell.
+std::string frontier_section(const Experiment& ex, const std::vector<JobRecord>& jobs) {
   const auto lr_axis = std::find_if(ex.axes.begin(), ex.axes.end(), [](const Axis& a) { return a.key == "optim.lr"; });
-  if (lr_axis != ex.axes.end()) {
-    out += fmt::format("## Stability frontier\n\nThe largest learning rate (axis `{}`) that converged in each cell, and the "
-                       "smallest that diverged.\n\n| stage | cell | converged | diverged | largest stable | smallest diverged |\n"
-                       "| :--- | :--- | :--- | :--- | ---: | ---: |\n", lr_axis->name);
-    std::vector<std::string> order;
-    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> cells;
-    std::map<std::string, std::string> stage_of;
-    for (const auto& j : jobs) {
-      if (!j.planned.coords.contains(lr_axis->name) || (!j.finished() && !j.diverged())) continue;
-      auto coords = j.planned.coords;
-      coords.erase(lr_axis->name);
-      const auto key = j.stage() + "\t" + coords_label(coords);
-      if (!cells.count(key)) order.push_back(key), stage_of[key] = j.stage();
-      const double lr = job_value(j, lr_axis->name).get<double>();
-      (j.finished() ? cells[key].first : cells[key].second).push_back(lr);
-    }
-    const auto list = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      std::vector<std::string> s;
-      for (double x : v) s.push_back(lr_text(x));
-      return s.empty() ? std::string("–") : fmt::format("{}", fmt::join(s, ", "));
-    };
-    for (const auto& key : order) {
-      const auto& [ok, bad] = cells[key];
-      out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", stage_of[key], key.substr(key.find('\t') + 1), list(ok), list(bad),
-                         ok.empty() ? "*" : lr_text(*std::max_element(ok.begin(), ok.end())),
-                         bad.empty() ? "–" : lr_text(*std::min_element(bad.begin(), bad.end())));
-    }
-    out += "\n`*`: no learning rate converged.\n\n";
+  if (lr_axis == ex.axes.end()) return "";
+  std::string out = fmt::format("## Stability frontier\n\nThe largest learning rate (axis `{}`) that converged in each cell, and the "
+                                "smallest that diverged.\n\n| stage | cell | converged | diverged | largest stable | smallest diverged |\n"
+                                "| :--- | :--- | :--- | :--- | ---: | ---: |\n", lr_axis->name);
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> cells;
+  std::map<std::string, std::string> stage_of;
+  for (const auto& j : jobs) {
+    if (!j.planned.coords.contains(lr_axis->name) || (!j.finished() && !j.diverged())) continue;
+    auto coords = j.planned.coords;
+    coords.erase(lr_axis->name);
+    const auto key = j.stage() + "\t" + coords_label(coords);
+    if (!cells.count(key)) order.push_back(key), stage_of[key] = j.stage();
+    const double lr = job_value(j, lr_axis->name).get<double>();
+    (j.finished() ? cells[key].first : cells[key].second).push_back(lr);
   }
+  const auto list = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::string> s;
+    for (double x : v) s.push_back(lr_text(x));
+    return s.empty() ? std::string("–") : fmt::format("{}", fmt::join(s, ", "));
+  };
+  for (const auto& key : order) {
+    const auto& [ok, bad] = cells[key];
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", stage_of[key], key.substr(key.find('\t') + 1), list(ok), list(bad),
+                       ok.empty() ? "*" : lr_text(*std::max_element(ok.begin(), ok.end())),
+                       bad.empty() ? "–" : lr_text(*std::min_element(bad.begin(), bad.end())));
+  }
+  return out + "\n`*`: no learning rate converged.\n\n";
+}
 
+std::string failures_section(const std::vector<JobRecord>& jobs) {
   std::string failures;
   for (const auto& j : jobs)
     if (j.failed())
       failures += fmt::format("| {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.status,
                               md_cell(j.reason.empty() ? (j.cause.empty() ? "–" : j.cause) : j.reason));
-  if (!failures.empty())
-    out += "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
-           "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
-  out += kernel_fallback_section(jobs);
+  if (failures.empty()) return "";
+  return "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
+         "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
+}
+
+}  // namespace
+
+std::string divergence_report(const ResultSet& results) {
+  const auto& ex = results.experiment();
+  const auto& jobs = results.jobs();
+  std::string out = fmt::format("# Divergence report: {}{}\n\n", ex.name,
+                                results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
+  std::map<std::string, int> by_status;
+  for (const auto& j : jobs) ++by_status[j.status];
+  std::vector<std::string> counts;
+  for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
+  out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
+  out += diverged_runs_section(ex, jobs) + stability_section(ex, jobs) + frontier_section(ex, jobs) + failures_section(jobs) +
+         kernel_fallback_section(jobs);
   const auto table = table_spec(ex);
   if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's
     auto comparison = render_comparison(compare_with_published(build_table(results, table), *published));

@@ -195,13 +195,23 @@ ReferenceJobs reference_jobs(const ResultSet& results, const TableSpec& spec, co
   return r;
 }
 
-Table build_table(const ResultSet& results, const TableSpec& spec) {
-  const auto& ex = results.experiment();
-  Table t;
-  std::vector<const JobRecord*> jobs;
-  for (const auto& j : results.jobs())
-    if (std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end()) jobs.push_back(&j);
+namespace {
 
+// The jobs of `pool` whose values of `axes` are `key`.
+std::vector<const JobRecord*> matching(const std::vector<const JobRecord*>& pool, const std::vector<std::string>& axes,
+                                       const std::vector<nlohmann::json>& key) {
+  std::vector<const JobRecord*> out;
+  for (const auto* j : pool) {
+    bool ok = true;
+    for (size_t i = 0; i < axes.size() && ok; ++i) ok = job_value(*j, axes[i]) == key[i];
+    if (ok) out.push_back(j);
+  }
+  return out;
+}
+
+// Title and caption: the experiment, the profile, the measures and how cells are reduced.
+void title_and_caption(Table& t, const ResultSet& results, const TableSpec& spec) {
+  const auto& ex = results.experiment();
   t.title = fmt::format("{}{}", ex.name, results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
   std::vector<std::string> reduced;
   for (const auto& [axis, how] : spec.reduce) reduced.push_back(how == "best" ? fmt::format("best over {}", axis) : fmt::format("mean ± sd over {}", axis));
@@ -211,7 +221,60 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
   t.caption = fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
                           (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ",
                           fmt::join(measures, "; "), reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
+}
 
+// A reference stage: a row when it shares a column axis with the table (matched on it), else one note line.
+void add_reference(Table& t, const ResultSet& results, const TableSpec& spec, const TableSpec::Reference& ref,
+                   const std::vector<std::vector<nlohmann::json>>& col_keys) {
+  const auto& ex = results.experiment();
+  const bool several = spec.metrics.size() > 1;
+  const auto& stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
+  std::vector<std::string> shared;
+  for (const auto& c : spec.columns)
+    if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
+  const auto [pool, reduce] = reference_jobs(results, spec, ref, shared);
+  if (shared.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& m : spec.metrics) {
+      const auto c = reduce_cell(pool, m, results, reduce, spec.digits_for(m.name));
+      parts.push_back(several ? fmt::format("{} {}", spec.label(m.name), c.text) : c.text);
+    }
+    t.notes.push_back(fmt::format("{}: {}", ref.label, fmt::join(parts, ", ")));
+    return;
+  }
+  std::vector<std::string> labels(spec.rows.size(), "");
+  if (!labels.empty()) labels[0] = ref.label;
+  t.row_labels.push_back(labels);
+  t.row_keys.emplace_back();
+  std::vector<CellValue> row;
+  for (const auto& ck : col_keys) {
+    std::vector<nlohmann::json> key;
+    for (const auto& a : shared) key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
+    for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits_for(m.name)));
+  }
+  t.cells.push_back(std::move(row));
+}
+
+// The legend lines of the markers the cells and notes use.
+void add_legend(Table& t) {
+  for (const auto& [marker, meaning] : kLegend) {
+    bool used = false;
+    for (const auto& row : t.cells)
+      for (const auto& c : row) used = used || uses_marker(c.text, marker);
+    for (const auto& n : t.notes)
+      used = used || (marker != "N/A" && n.ends_with(": " + marker)) || (marker == "≈ chance" && n.find(marker) != std::string::npos);
+    if (used) t.legend.push_back(meaning);
+  }
+}
+
+}  // namespace
+
+Table build_table(const ResultSet& results, const TableSpec& spec) {
+  Table t;
+  std::vector<const JobRecord*> jobs;
+  for (const auto& j : results.jobs())
+    if (std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end()) jobs.push_back(&j);
+  title_and_caption(t, results, spec);
   for (const auto& a : spec.rows) t.row_headers.push_back(spec.label(a));
   const auto row_keys = combinations(results, spec, spec.rows, jobs);
   const auto col_keys = combinations(results, spec, spec.columns, jobs);
@@ -222,17 +285,6 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
       t.column_keys.push_back(key_text(ck));
       t.column_metrics.push_back(m.name);
     }
-
-  const auto matching = [&](const std::vector<const JobRecord*>& pool, const std::vector<std::string>& axes,
-                            const std::vector<nlohmann::json>& key) {
-    std::vector<const JobRecord*> out;
-    for (const auto* j : pool) {
-      bool ok = true;
-      for (size_t i = 0; i < axes.size() && ok; ++i) ok = job_value(*j, axes[i]) == key[i];
-      if (ok) out.push_back(j);
-    }
-    return out;
-  };
   for (const auto& rk : row_keys) {
     std::vector<std::string> labels;
     for (const auto& v : rk) labels.push_back(value_label(spec, v));
@@ -244,43 +296,8 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
       for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits_for(m.name)));
     t.cells.push_back(std::move(row));
   }
-
-  // References: a row when their stage shares a column axis (matched on it), else one line under the table.
-  for (const auto& ref : spec.references) {
-    const auto& stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
-    std::vector<std::string> shared;
-    for (const auto& c : spec.columns)
-      if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
-    const auto [pool, reduce] = reference_jobs(results, spec, ref, shared);
-    if (shared.empty()) {
-      std::vector<std::string> parts;
-      for (const auto& m : spec.metrics) {
-        const auto c = reduce_cell(pool, m, results, reduce, spec.digits_for(m.name));
-        parts.push_back(several ? fmt::format("{} {}", spec.label(m.name), c.text) : c.text);
-      }
-      t.notes.push_back(fmt::format("{}: {}", ref.label, fmt::join(parts, ", ")));
-      continue;
-    }
-    std::vector<std::string> labels(spec.rows.size(), "");
-    if (!labels.empty()) labels[0] = ref.label;
-    t.row_labels.push_back(labels);
-    t.row_keys.emplace_back();
-    std::vector<CellValue> row;
-    for (const auto& ck : col_keys) {
-      std::vector<nlohmann::json> key;
-      for (const auto& a : shared) key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
-      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits_for(m.name)));
-    }
-    t.cells.push_back(std::move(row));
-  }
-  for (const auto& [marker, meaning] : kLegend) {
-    bool used = false;
-    for (const auto& row : t.cells)
-      for (const auto& c : row) used = used || uses_marker(c.text, marker);
-    for (const auto& n : t.notes)
-      used = used || (marker != "N/A" && n.ends_with(": " + marker)) || (marker == "≈ chance" && n.find(marker) != std::string::npos);
-    if (used) t.legend.push_back(meaning);
-  }
+  for (const auto& ref : spec.references) add_reference(t, results, spec, ref, col_keys);
+  add_legend(t);
   return t;
 }
 

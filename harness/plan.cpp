@@ -137,140 +137,171 @@ std::string missing_teacher(const PlannedJob& job, const nlohmann::json& source,
   return "kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher)";
 }
 
+using Cell = std::pair<nlohmann::json, const CellRule*>;  // coordinates, and the extra-cell rule that made it (or null)
+
+// A stage's cells: the cartesian product of its axes, then the extra cells given for it.
+std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
+  std::vector<Cell> cells = {{nlohmann::json::object(), nullptr}};
+  size_t grid_cells = 1;
+  for (const auto& name : stage.axes) {
+    const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
+    grid_cells *= axis.values.size();
+    if (grid_cells > kMaxCellsPerStage)
+      throw ExperimentError(fmt::format("{}: stage.{}: its axes make more than {} cells; split the experiment", stage.pos.str(),
+                                        stage.name, kMaxCellsPerStage));
+    std::vector<Cell> next;
+    for (const auto& [c, r] : cells)
+      for (const auto& v : axis.values) {
+        auto coords = c;
+        coords[name] = v;
+        next.emplace_back(coords, nullptr);
+      }
+    cells = std::move(next);
+  }
+  for (const auto& extra : ex.extra_cells) {
+    if (extra.stage != stage.name) continue;
+    nlohmann::json coords = nlohmann::json::object();
+    for (const auto& name : stage.axes) {
+      if (!extra.match.count(name))
+        throw ExperimentError(fmt::format("{}: cell: an extra cell of stage '{}' must give a value for axis '{}'", extra.pos.str(), stage.name, name));
+      coords[name] = extra.match.at(name);
+    }
+    cells.emplace_back(coords, &extra);
+  }
+  return cells;
+}
+
+// A cell's settings: the defaults, the stage's, each coordinate's (a preset's keys, or the axis key), the extra cell's.
+Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
+  Settings all = ex.defaults;
+  for (const auto& [k, v] : stage.settings) all[k] = v;
+  for (const auto& item : coords.items()) {
+    const std::string& name = item.key();
+    const auto& value = item.value();
+    const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
+    auto preset = ex.presets.find(name);
+    if (value.is_string() && preset != ex.presets.end() && preset->second.count(value.get<std::string>())) {
+      for (const auto& [k, v] : preset->second.at(value.get<std::string>())) all[k] = v;
+    } else {
+      all[axis.key] = Setting{value, axis.pos, "grid." + name};
+    }
+  }
+  if (extra)
+    for (const auto& [k, v] : extra->settings) all[k] = v;
+  return all;
+}
+
+// The grid as it is planned, stage after stage: the jobs so far and the indexes the later stages look them up by.
+struct Planner {
+  const Experiment& ex;
+  const std::string& repo_root;
+  const std::string& fwlab_version;
+  std::vector<PlannedJob> jobs;
+  std::map<std::string, std::map<std::string, size_t>> by_stage;  // stage -> coords dump -> index in jobs
+  std::map<std::string, std::string> data_ids;                    // data section dump -> its identity
+  std::map<std::string, size_t> index_by_id;
+
+  // The configuration `job` converts from (its parent job's, or its init_checkpoint's), with depends_on and
+  // applicability taken from a parent job. nullopt with `unreadable` set where that source cannot be read.
+  std::optional<nlohmann::json> source_model(const Stage& stage, PlannedJob& job, bool& unreadable) {
+    unreadable = false;
+    if (!stage.from.empty()) {
+      nlohmann::json parent_coords = nlohmann::json::object();
+      const auto& parent_stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
+      for (const auto& a : parent_stage.axes) parent_coords[a] = job.coords[a];
+      auto it = by_stage[stage.from].find(parent_coords.dump());
+      if (it == by_stage[stage.from].end())
+        throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(), stage.name,
+                                          stage.from, coords_label(parent_coords)));
+      const auto& parent = jobs[it->second];
+      if (!parent.applicable) job.applicable = false;
+      job.depends_on = parent.id;
+      unreadable = parent.model.is_null();  // the parent's resolved configuration (null: its source is unreadable)
+      return parent.model;
+    }
+    if (job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
+      auto model = checkpoint_model(job.spec["init_checkpoint"].get<std::string>());
+      unreadable = !model;  // check_job_inputs says why before anything runs
+      return model;
+    }
+    return std::nullopt;
+  }
+
+  // Checks an applicable job's spec and resolves the model the worker will build: the source's configuration
+  // overridden by this job's model keys. Errors name the setting at fault.
+  void check_and_resolve(PlannedJob& job, const Stage& stage, const Settings& all, const std::optional<nlohmann::json>& source, bool unreadable) {
+    try {
+      auto check = job.spec;
+      if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
+      parse_job_spec(check, repo_root);
+    } catch (const ConfigError& e) {
+      spec_failure(e, all, stage, job.coords);
+    }
+    if (unreadable) return;
+    try {
+      const auto parent = source ? std::optional<ModelConfig>(model_config_from_json(*source)) : std::nullopt;
+      const auto cfg = resolve_model_config(parent ? &*parent : nullptr, job.spec.value("model", nlohmann::json::object()));
+      if (parent) check_only_mixers_change(*parent, cfg);
+      job.model = to_json(cfg);
+      if (source)
+        if (const auto missing = missing_teacher(job, *source, jobs, index_by_id); !missing.empty())
+          spec_failure(ConfigError("kind", missing), all, stage, job.coords);
+      job.params = count_parameters(cfg);
+      job.state = state_size(cfg);
+      job.context = cfg.context;
+    } catch (const ConfigError& e) {
+      spec_failure(e.field().rfind("model", 0) == 0 ? e : ConfigError("model." + e.field(), e.message()), all, stage, job.coords);
+    }
+  }
+
+  // Identity: the canonical (key-sorted) configuration without run-time settings, plus the parent job, the data
+  // and the fwlab version.
+  std::string identity(const PlannedJob& job) {
+    auto canonical = job.spec;
+    canonical.erase("threads");
+    canonical.erase("device");
+    canonical.erase("kernel_check");  // how a kernel is trusted, not what is computed
+    const auto data = canonical.value("data", nlohmann::json::object());
+    const auto data_key = data.dump();
+    if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
+    canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
+    if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
+      // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
+      canonical["fwlab_identity"]["init_checkpoint"] = source_identity(job.spec["init_checkpoint"].get<std::string>());
+    }
+    return sha256_hex(canonical.dump()).substr(0, 16);
+  }
+
+  void plan_cell(const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
+    if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(), [&](const CellRule& r) { return matches(r, stage.name, coords); }))
+      return;
+    PlannedJob job;
+    job.stage = stage.name;
+    job.coords = coords;
+    job.timeout_s = stage.timeout_s;
+    job.applicable = !std::any_of(ex.not_applicable.begin(), ex.not_applicable.end(),
+                                  [&](const CellRule& r) { return matches(r, stage.name, coords); });
+    Settings all = cell_settings(ex, stage, coords, extra);
+    job.spec = nlohmann::json::object();
+    for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
+    bool unreadable = false;
+    const auto source = source_model(stage, job, unreadable);
+    if (job.applicable) check_and_resolve(job, stage, all, source, unreadable);
+    job.id = identity(job);
+    job.settings = std::move(all);
+    by_stage[stage.name][coords.dump()] = jobs.size();
+    index_by_id[job.id] = jobs.size();
+    jobs.push_back(std::move(job));
+  }
+};
+
 }  // namespace
 
 std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version) {
-  std::vector<PlannedJob> jobs;
-  std::map<std::string, std::map<std::string, size_t>> by_stage;  // stage -> coords dump -> index in jobs
-  std::map<std::string, std::string> data_ids;
-  std::map<std::string, size_t> index_by_id;
-  for (const auto& stage : ex.stages) {
-    // Cells: the cartesian product of the stage's axes, then the extra cells of this stage.
-    std::vector<std::pair<nlohmann::json, const CellRule*>> cells = {{nlohmann::json::object(), nullptr}};
-    size_t grid_cells = 1;
-    for (const auto& name : stage.axes) {
-      const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
-      grid_cells *= axis.values.size();
-      if (grid_cells > kMaxCellsPerStage)
-        throw ExperimentError(fmt::format("{}: stage.{}: its axes make more than {} cells; split the experiment", stage.pos.str(),
-                                          stage.name, kMaxCellsPerStage));
-      std::vector<std::pair<nlohmann::json, const CellRule*>> next;
-      for (const auto& [c, r] : cells)
-        for (const auto& v : axis.values) {
-          auto coords = c;
-          coords[name] = v;
-          next.emplace_back(coords, nullptr);
-        }
-      cells = std::move(next);
-    }
-    for (const auto& extra : ex.extra_cells) {
-      if (extra.stage != stage.name) continue;
-      nlohmann::json coords = nlohmann::json::object();
-      for (const auto& name : stage.axes) {
-        if (!extra.match.count(name))
-          throw ExperimentError(fmt::format("{}: cell: an extra cell of stage '{}' must give a value for axis '{}'", extra.pos.str(), stage.name, name));
-        coords[name] = extra.match.at(name);
-      }
-      cells.emplace_back(coords, &extra);
-    }
-
-    for (const auto& cell : cells) {
-      const auto& coords = cell.first;  // not structured bindings: clang 14 cannot capture those in lambdas
-      const CellRule* extra = cell.second;
-      if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(), [&](const CellRule& r) { return matches(r, stage.name, coords); }))
-        continue;
-      PlannedJob job;
-      job.stage = stage.name;
-      job.coords = coords;
-      job.timeout_s = stage.timeout_s;
-      job.applicable = !std::any_of(ex.not_applicable.begin(), ex.not_applicable.end(),
-                                    [&](const CellRule& r) { return matches(r, stage.name, coords); });
-      Settings all = ex.defaults;
-      for (const auto& [k, v] : stage.settings) all[k] = v;
-      for (const auto& item : coords.items()) {
-        const std::string& name = item.key();
-        const auto& value = item.value();
-        const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
-        auto preset = ex.presets.find(name);
-        if (value.is_string() && preset != ex.presets.end() && preset->second.count(value.get<std::string>())) {
-          for (const auto& [k, v] : preset->second.at(value.get<std::string>())) all[k] = v;
-        } else {
-          all[axis.key] = Setting{value, axis.pos, "grid." + name};
-        }
-      }
-      if (extra)
-        for (const auto& [k, v] : extra->settings) all[k] = v;
-      job.spec = nlohmann::json::object();
-      for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
-
-      const nlohmann::json model = job.spec.value("model", nlohmann::json::object());
-      std::optional<nlohmann::json> parent_model;  // the configuration this job converts from
-      bool source_unreadable = false;
-      if (!stage.from.empty()) {
-        nlohmann::json parent_coords = nlohmann::json::object();
-        const auto& parent_stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
-        for (const auto& a : parent_stage.axes) parent_coords[a] = coords[a];
-        auto it = by_stage[stage.from].find(parent_coords.dump());
-        if (it == by_stage[stage.from].end())
-          throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(), stage.name,
-                                            stage.from, coords_label(parent_coords)));
-        const auto& parent = jobs[it->second];
-        if (!parent.applicable) job.applicable = false;
-        job.depends_on = parent.id;
-        parent_model = parent.model;  // the parent's resolved configuration (null: its source is unreadable)
-        source_unreadable = parent.model.is_null();
-      } else if (job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
-        parent_model = checkpoint_model(job.spec["init_checkpoint"].get<std::string>());
-        source_unreadable = !parent_model;  // check_job_inputs says why before anything runs
-      }
-      if (job.applicable) {
-        try {
-          auto check = job.spec;
-          if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
-          parse_job_spec(check, repo_root);
-        } catch (const ConfigError& e) {
-          spec_failure(e, all, stage, coords);
-        }
-        // The model the worker will build: the parent's configuration overridden by this job's model keys.
-        if (!source_unreadable) {
-          try {
-            const auto parent = parent_model ? std::optional<ModelConfig>(model_config_from_json(*parent_model)) : std::nullopt;
-            const auto cfg = resolve_model_config(parent ? &*parent : nullptr, model);
-            if (parent) check_only_mixers_change(*parent, cfg);
-            job.model = to_json(cfg);
-            if (parent_model)
-              if (const auto missing = missing_teacher(job, *parent_model, jobs, index_by_id); !missing.empty())
-                spec_failure(ConfigError("kind", missing), all, stage, coords);
-            job.params = count_parameters(cfg);
-            job.state = state_size(cfg);
-            job.context = cfg.context;
-          } catch (const ConfigError& e) {
-            spec_failure(e.field().rfind("model", 0) == 0 ? e : ConfigError("model." + e.field(), e.message()), all, stage, coords);
-          }
-        }
-      }
-      // Identity: the canonical (key-sorted) configuration without run-time settings, plus the parent job,
-      // the data and the fwlab version.
-      auto canonical = job.spec;
-      canonical.erase("threads");
-      canonical.erase("device");
-      canonical.erase("kernel_check");  // how a kernel is trusted, not what is computed
-      const auto data = canonical.value("data", nlohmann::json::object());
-      const auto data_key = data.dump();
-      if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
-      canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
-      if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
-        // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
-        canonical["fwlab_identity"]["init_checkpoint"] = source_identity(job.spec["init_checkpoint"].get<std::string>());
-      }
-      job.id = sha256_hex(canonical.dump()).substr(0, 16);
-      job.settings = std::move(all);
-      by_stage[stage.name][coords.dump()] = jobs.size();
-      index_by_id[job.id] = jobs.size();
-      jobs.push_back(std::move(job));
-    }
-  }
-  return jobs;
+  Planner planner{ex, repo_root, fwlab_version, {}, {}, {}, {}};
+  for (const auto& stage : ex.stages)
+    for (const auto& cell : stage_cells(ex, stage)) planner.plan_cell(stage, cell.first, cell.second);
+  return std::move(planner.jobs);
 }
 
 std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root) {
