@@ -16,6 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 
 #include "kernels/recurrences.h"
 #include "models/checkpoint.h"
@@ -335,236 +338,319 @@ torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, cons
   return loss;
 }
 
-nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
   std::ifstream job_file(fs::path(job_dir) / "job.json");
   const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const auto size = model->state_size();
   const int64_t elem = model->wte->weight.element_size();
-  return {{"type", "start"},
-          {"kind", spec.kind},
-          {"spec", job_json},  // job.json as run; `model` below is the resolved model configuration
-          {"model", to_json(model->config())},
-          {"params", model->num_parameters()},
-          {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
-                          {"elements_at_context", size.elements_at(model->config().context)},
-                          {"bytes_at_context", size.elements_at(model->config().context) * elem}}},
-          {"host", host},
-          {"pid", static_cast<int64_t>(getpid())},
-          {"threads", torch::get_num_threads()},
-          {"device", spec.device},
-          {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
+  StartEvent e;
+  e.host = host;
+  e.params = model->num_parameters();
+  e.details = {{"kind", spec.kind},
+               {"spec", job_json},  // job.json as run; `model` below is the resolved model configuration
+               {"model", to_json(model->config())},
+               {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
+                               {"elements_at_context", size.elements_at(model->config().context)},
+                               {"bytes_at_context", size.elements_at(model->config().context) * elem}}},
+               {"pid", static_cast<int64_t>(getpid())},
+               {"threads", torch::get_num_threads()},
+               {"device", spec.device},
+               {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
+  return e;
 }
 
-int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
-  const auto device = job_device(spec);
-  const bool resuming = fs::exists(resume_path(job_dir));
-  GPT model = build_model(spec, resuming ? nullptr : &log);
-  model->to(device);
-  model->train();
-  const auto& cfg = model->config();
-  const bool generated = spec.data.generated();
-  LmCorpus corpus;
-  if (!generated) {
-    corpus = load_corpus(spec.data, cfg.vocab);
-    // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
-    if (is_hf_source(spec.init_checkpoint) && corpus.tokenizer != "pretokenized" && corpus.vocab != cfg.vocab)
-      throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
-                                                    corpus.tokenizer, corpus.vocab, spec.init_checkpoint, cfg.vocab));
-    if (corpus.vocab > cfg.vocab)
-      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus.tokenizer, corpus.vocab));
-  }
-  const int64_t T = generated ? spec.data.task_seq_len() : spec.train.seq_len;
-  if (T > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, cfg.context));
+namespace {
 
-  Teacher teacher = load_teacher(spec, model, device);
+// One training job from its first (or resumed) step to its end: the model, data, optimizer and state between
+// steps, and the parts of a step. run() returns the worker's exit code.
+class TrainingRun {
+ public:
+  TrainingRun(const JobSpec& spec, const std::string& job_dir, EventLog& log);
+  int run();
+
+ private:
+  struct StepResult {  // the micro-batches of one step
+    std::optional<int> exit;  // set where the job ended in them (a divergence)
+    double loss = 0.0, state_max = 0.0;
+  };
+  void load_data();
+  StartEvent start() const;
+  int finish(JobStatus status, int code, std::string cause, std::string reason, nlohmann::json details);
+  int diverge(const char* cause, double value, double lr, nlohmann::json where);
+  EvalResult evaluate(const char* split);
+  void apply_debug_nan_param();
+  StepResult forward_backward(double lr);
+  std::optional<int> optimizer_step(double lr, double& grad_norm);
+  void log_interval(double lr, double grad_norm, double state_max);
+  void evaluate_and_checkpoint(bool last);
+  void final_test();
+  std::optional<int> one_step();
+
+  const JobSpec& spec_;
+  const std::string& job_dir_;
+  EventLog& log_;
+  torch::Device device_;
+  bool resuming_, generated_, recurrent_ = false;
+  GPT model_{nullptr};
+  LmCorpus corpus_;
+  int64_t T_ = 0, first_step_ = 0, tokens_per_step_ = 0, eval_every_ = 0, ckpt_every_ = 0;
+  Teacher teacher_;
+  std::pair<std::string, std::vector<std::string>> trainable_;
+  std::unique_ptr<AdamW> opt_;
+  TrainState st_;
+  LossScaler scaler_{false};
+  std::unique_ptr<Progress> progress_;
+  std::map<std::string, std::string> best_metadata_;
+  std::vector<double> layer_mse_;  // transfer: per-layer MSE summed over the log interval
+};
+
+TrainingRun::TrainingRun(const JobSpec& spec, const std::string& job_dir, EventLog& log)
+    : spec_(spec), job_dir_(job_dir), log_(log), device_(job_device(spec)), resuming_(fs::exists(resume_path(job_dir))),
+      generated_(spec.data.generated()) {
+  model_ = build_model(spec, resuming_ ? nullptr : &log);
+  model_->to(device_);
+  model_->train();
+  load_data();
+  teacher_ = load_teacher(spec, model_, device_);
   // Frozen parameters leave the optimizer (it takes only those that require gradients) before it is built.
-  const auto [trainable_group, trainable] = apply_trainable(spec, model);
-  AdamW opt(model_tensors(model), spec.optim);
-  TrainState st;
-  if (resuming) st = load_resume(job_dir, model, opt);
-  LossScaler scaler(spec.train.precision == "fp16");
-  if (st.loss_scale > 0) scaler.restore(st.loss_scale, st.loss_scale_clean);
-
-  auto start = start_event(spec, job_dir, model);
-  int64_t trainable_elements = 0;
-  for (const auto& p : model->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
-  start["trainable"] = {{"which", trainable_group}, {"tensors", trainable.size()}, {"parameters", trainable_elements}};
-  if (teacher.model)
-    start["transfer"] = {{"layers", teacher.layers}, {"mse_weight", spec.transfer.mse_weight}, {"ce_weight", spec.transfer.ce_weight}};
-  start["resumed_from_step"] = resuming ? nlohmann::json(st.step) : nlohmann::json(nullptr);
-  if (!generated)
-    start["data"] = {{"source", spec.data.source}, {"tokenizer", corpus.tokenizer}, {"train_tokens", corpus.train.size()},
-                     {"valid_tokens", corpus.valid.size()}, {"test_tokens", corpus.test.size()}};
-  if (!corpus.cache_dir.empty()) start["data"]["token_cache"] = {{"path", corpus.cache_dir}, {"hit", corpus.cache_hit}};
-  log.write(start);
-  write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"step", st.step}, {"pid", static_cast<int64_t>(getpid())}}});
-
-  auto finish = [&](JobStatus status, int code, std::string cause, std::string reason, nlohmann::json details) {
-    details["step"] = st.step;
-    EndEvent end{status, code, cause, reason, details};
-    log.write(end);
-    details["best_valid_loss"] = json_number(st.best_valid);
-    details["best_step"] = st.best_step;
-    write_status(job_dir, StatusFile{status, code, cause, reason, details});
-    return code;
-  };
-  // `where`: the first layer whose output is not finite (first_nonfinite_layer) or whose state is over the limit
-  // (state_layer), when it can be found cheaply.
-  auto diverge = [&](const char* cause, double value, double lr, nlohmann::json where) {
-    DivergenceEvent e{st.step, cause, json_number(value), st.last_finite_loss, lr,
-                      where.value("first_nonfinite_layer", nlohmann::json()), where.value("state_layer", nlohmann::json())};
-    log.write(e);
-    return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st.step), nlohmann::json::object());
-  };
-  auto run_eval = [&](const char* split) {
-    if (generated) return evaluate_task(model, spec, device, split[0] == 'v' ? 0xE7A1 : 0x7E57);
-    return evaluate_lm(model, split[0] == 'v' ? corpus.valid : corpus.test, spec, device);
-  };
-
+  trainable_ = apply_trainable(spec, model_);
+  opt_ = std::make_unique<AdamW>(model_tensors(model_), spec.optim);
+  if (resuming_) st_ = load_resume(job_dir, model_, *opt_);
+  scaler_ = LossScaler(spec.train.precision == "fp16");
+  if (st_.loss_scale > 0) scaler_.restore(st_.loss_scale, st_.loss_scale_clean);
   // The tokenizer travels with the checkpoint, so that `fwlab-worker generate` reads and writes text as trained.
-  std::map<std::string, std::string> best_metadata;
-  if (!generated) best_metadata["fwlab.tokenizer"] = corpus.tokenizer;
-  if (!generated && corpus.tokenizer == "gpt2") best_metadata["fwlab.bpe_dir"] = spec.data.bpe_dir;
-  const bool recurrent = is_recurrent(cfg);
-  const int64_t tokens_per_step = spec.train.batch_size * T * spec.train.grad_accum;
-  Progress progress(spec.train.steps);
-  const int64_t first_step = st.step;
-  auto& interval_loss = st.interval_loss;
-  auto& interval_ms = st.interval_ms;
-  auto& interval_steps = st.interval_steps;
-  const int64_t eval_every = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
-  const int64_t ckpt_every = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every;
-
-  std::vector<double> layer_mse(teacher.layers.size(), 0.0);  // transfer: per-layer MSE summed over the log interval
-  for (; st.step < spec.train.steps; ++st.step) {
-    if (g_stop) {
-      // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state
-      // at this step boundary is saved, so the job resumes here and its curve is the one it would have had.
-      if (st.step > first_step) save_resume(job_dir, model, opt, st);
-      return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal", nlohmann::json::object());
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const double lr = learning_rate(spec.optim, st.step, spec.train.steps);
-    if (spec.debug.nan_param_at_step == st.step) {
-      torch::NoGradGuard guard;
-      auto params = model->named_parameters();
-      if (!params.contains(spec.debug.nan_param))
-        throw SpecError("debug.nan_param", fmt::format("the model has no parameter '{}'", spec.debug.nan_param));
-      params[spec.debug.nan_param].fill_(kNaN);
-    }
-    opt.zero_grad();
-    double step_loss = 0.0;
-    double state_max = 0.0;
-    for (int64_t micro = 0; micro < spec.train.grad_accum; ++micro) {
-      const uint64_t seed = mix_seed(spec.seed, static_cast<uint64_t>(st.step) + 1, static_cast<uint64_t>(micro));
-      auto [x, y] = generated ? task_batch(spec.data, spec.train.batch_size, seed, device)
-                         : lm_batch(corpus.train, spec.train.batch_size, T, seed, device);
-      torch::Tensor loss;
-      {
-        const AutocastScope amp(spec.train.precision, device);  // the forward only, as torch.autocast is used
-        loss = batch_loss(spec, model, teacher, x, y, layer_mse) / static_cast<double>(spec.train.grad_accum);
-      }
-      const double value = loss.item<double>() * static_cast<double>(spec.train.grad_accum);
-      if (!std::isfinite(value))
-        return diverge("nonfinite_loss", value, lr, {{"first_nonfinite_layer", first_nonfinite_layer(model, x)}});
-      if (recurrent) {
-        state_max = std::max(state_max, model->max_state_abs());
-        if (!(state_max <= spec.divergence.max_state)) {
-          nlohmann::json layer = nullptr;  // the first recurrent layer over the limit
-          for (size_t i = 0; i < model->blocks().size() && layer.is_null(); ++i)
-            if (!(model->mixer(i).last_state_max_abs() <= spec.divergence.max_state)) layer = fmt::format("blocks.{}", i);
-          return diverge("state_overflow", state_max, lr, {{"state_layer", layer}});
-        }
-      }
-      (scaler.enabled() ? loss * scaler.scale() : loss).backward();
-      step_loss += value / static_cast<double>(spec.train.grad_accum);
-    }
-    if (spec.debug.nan_grad_at_step == st.step) {
-      torch::NoGradGuard guard;
-      for (auto& p : model->parameters())
-        if (p.grad().defined()) {
-          p.mutable_grad().view({-1})[0] = kNaN;
-          break;
-        }
-    }
-    auto params = model->parameters();
-    scaler.unscale(params);
-    const double grad_norm = spec.optim.grad_clip > 0
-                                 ? torch::nn::utils::clip_grad_norm_(params, spec.optim.grad_clip)
-                                 : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
-    // fp16: an overflow skips the step and halves the loss scale; only a scale driven below 1 is a divergence.
-    const bool stepped = scaler.update(std::isfinite(grad_norm));
-    if (!std::isfinite(grad_norm) && (stepped || scaler.scale() < 1.0))
-      return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
-    if (stepped) opt.step(lr);
-    else ++st.interval_skipped;
-    st.loss_scale = scaler.enabled() ? scaler.scale() : 0.0, st.loss_scale_clean = scaler.clean_steps();
-
-    if (st.spikes.diverged_after(step_loss, spec.divergence)) return diverge("loss_spike", step_loss, lr, nlohmann::json::object());
-    st.last_finite_loss = step_loss;
-
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    interval_loss += step_loss;
-    interval_ms += ms;
-    ++interval_steps;
-    progress.update(st.step, step_loss, static_cast<double>(tokens_per_step) / (ms / 1000.0), first_step);
-    const bool last = st.step + 1 == spec.train.steps;
-    if ((st.step + 1) % spec.train.log_every == 0 || last) {
-      const double mean_ms = interval_ms / static_cast<double>(interval_steps);
-      const std::vector<std::pair<const char*, double>> metrics = {
-          {"train_loss", interval_loss / static_cast<double>(interval_steps)}, {"lr", lr}, {"grad_norm", grad_norm},
-          {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step) / (mean_ms / 1000.0)},
-          {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
-      for (const auto& [key, value] : metrics)
-        log.write(MetricEvent{key, st.step + 1, value});
-      if (recurrent) log.write(MetricEvent{"state_max_abs", st.step + 1, state_max});
-      for (size_t i = 0; i < layer_mse.size(); ++i) {  // the per-layer MSE curves (interval means)
-        log.write(MetricEvent{fmt::format("transfer_mse.{}", teacher.layers[i]), st.step + 1, layer_mse[i] / static_cast<double>(interval_steps)});
-        layer_mse[i] = 0.0;
-      }
-      if (scaler.enabled()) {
-        log.write(MetricEvent{"loss_scale", st.step + 1, scaler.scale()});
-        log.write(MetricEvent{"skipped_steps", st.step + 1, static_cast<double>(st.interval_skipped)});
-      }
-      interval_loss = interval_ms = 0.0;
-      interval_steps = st.interval_skipped = 0;
-    }
-    const bool do_eval = (st.step + 1) % eval_every == 0 || last;
-    if (do_eval) {
-      auto r = run_eval("valid");
-      log.write(eval_event("valid", st.step + 1, r, corpus.byte_level));
-      if (r.loss < st.best_valid) {
-        st.best_valid = r.loss;
-        st.best_step = st.step + 1;
-        best_metadata["fwlab.step"] = std::to_string(st.step + 1);
-        save_model(best_path(job_dir), model, best_metadata);
-        log.write({{"type", "checkpoint"}, {"kind", "best"}, {"step", st.step + 1}, {"path", "best.safetensors"},
-                   {"valid_loss", r.loss}});
-      }
-    }
-    if (((st.step + 1) % ckpt_every == 0 || do_eval) && !last) {
-      const int64_t next = st.step + 1;
-      TrainState saved = st;
-      saved.step = next;
-      save_resume(job_dir, model, opt, saved);
-      log.write({{"type", "checkpoint"}, {"kind", "resume"}, {"step", next}, {"path", "resume.safetensors"}});
-    }
-    if (spec.debug.exit_at_step == st.step) std::raise(SIGKILL);  // a crash at a known point, for the tests
-  }
-
-  // A corpus without a test split (nanoGPT prepares train and val only) reports its best validation score.
-  if (spec.eval.test && st.best_step >= 0 && (generated || !corpus.test.empty())) {
-    auto best = load_model(best_path(job_dir));
-    best->to(device);
-    auto r = generated ? evaluate_task(best, spec, device, 0x7E57) : evaluate_lm(best, corpus.test, spec, device);
-    auto e = eval_event("test", st.best_step, r, corpus.byte_level);
-    e.checkpoint = "best";
-    log.write(e);
-  }
-  fs::remove(resume_path(job_dir));  // a finished job is never resumed
-  return finish(JobStatus::finished, kExitFinished, "", "", {{"final_train_loss", json_number(st.last_finite_loss)}});
+  if (!generated_) best_metadata_["fwlab.tokenizer"] = corpus_.tokenizer;
+  if (!generated_ && corpus_.tokenizer == "gpt2") best_metadata_["fwlab.bpe_dir"] = spec.data.bpe_dir;
+  recurrent_ = is_recurrent(model_->config());
+  tokens_per_step_ = spec.train.batch_size * T_ * spec.train.grad_accum;
+  progress_ = std::make_unique<Progress>(spec.train.steps);
+  first_step_ = st_.step;
+  eval_every_ = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
+  ckpt_every_ = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every_;
+  layer_mse_.assign(teacher_.layers.size(), 0.0);
 }
+
+// The corpus (not for generated tasks) and the sequence length, checked against the model.
+void TrainingRun::load_data() {
+  const auto& cfg = model_->config();
+  if (!generated_) {
+    corpus_ = load_corpus(spec_.data, cfg.vocab);
+    // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
+    if (is_hf_source(spec_.init_checkpoint) && corpus_.tokenizer != "pretokenized" && corpus_.vocab != cfg.vocab)
+      throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
+                                                    corpus_.tokenizer, corpus_.vocab, spec_.init_checkpoint, cfg.vocab));
+    if (corpus_.vocab > cfg.vocab)
+      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus_.tokenizer, corpus_.vocab));
+  }
+  T_ = generated_ ? spec_.data.task_seq_len() : spec_.train.seq_len;
+  if (T_ > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T_, cfg.context));
+}
+
+// The start event: start_event's fields plus what trains, the transfer's layers, the resumed step and the data.
+StartEvent TrainingRun::start() const {
+  auto e = start_event(spec_, job_dir_, model_);
+  int64_t trainable_elements = 0;
+  for (const auto& p : model_->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
+  e.details["trainable"] = {{"which", trainable_.first}, {"tensors", trainable_.second.size()}, {"parameters", trainable_elements}};
+  if (teacher_.model)
+    e.details["transfer"] = {{"layers", teacher_.layers}, {"mse_weight", spec_.transfer.mse_weight}, {"ce_weight", spec_.transfer.ce_weight}};
+  e.details["resumed_from_step"] = resuming_ ? nlohmann::json(st_.step) : nlohmann::json(nullptr);
+  if (!generated_)
+    e.details["data"] = {{"source", spec_.data.source}, {"tokenizer", corpus_.tokenizer}, {"train_tokens", corpus_.train.size()},
+                         {"valid_tokens", corpus_.valid.size()}, {"test_tokens", corpus_.test.size()}};
+  if (!corpus_.cache_dir.empty()) e.details["data"]["token_cache"] = {{"path", corpus_.cache_dir}, {"hit", corpus_.cache_hit}};
+  return e;
+}
+
+int TrainingRun::finish(JobStatus status, int code, std::string cause, std::string reason, nlohmann::json details) {
+  details["step"] = st_.step;
+  log_.write(EndEvent{status, code, cause, reason, details});
+  details["best_valid_loss"] = json_number(st_.best_valid);
+  details["best_step"] = st_.best_step;
+  write_status(job_dir_, StatusFile{status, code, cause, reason, details});
+  return code;
+}
+
+// `where`: the first layer whose output is not finite (first_nonfinite_layer) or whose state is over the limit
+// (state_layer), when it can be found cheaply.
+int TrainingRun::diverge(const char* cause, double value, double lr, nlohmann::json where) {
+  DivergenceEvent e{st_.step, cause, json_number(value), st_.last_finite_loss, lr,
+                    where.value("first_nonfinite_layer", nlohmann::json()), where.value("state_layer", nlohmann::json())};
+  log_.write(e);
+  return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st_.step), nlohmann::json::object());
+}
+
+EvalResult TrainingRun::evaluate(const char* split) {
+  if (generated_) return evaluate_task(model_, spec_, device_, split[0] == 'v' ? 0xE7A1 : 0x7E57);
+  return evaluate_lm(model_, split[0] == 'v' ? corpus_.valid : corpus_.test, spec_, device_);
+}
+
+void TrainingRun::apply_debug_nan_param() {
+  if (spec_.debug.nan_param_at_step != st_.step) return;
+  torch::NoGradGuard guard;
+  auto params = model_->named_parameters();
+  if (!params.contains(spec_.debug.nan_param))
+    throw SpecError("debug.nan_param", fmt::format("the model has no parameter '{}'", spec_.debug.nan_param));
+  params[spec_.debug.nan_param].fill_(kNaN);
+}
+
+TrainingRun::StepResult TrainingRun::forward_backward(double lr) {
+  StepResult r;
+  for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
+    const uint64_t seed = mix_seed(spec_.seed, static_cast<uint64_t>(st_.step) + 1, static_cast<uint64_t>(micro));
+    auto [x, y] = generated_ ? task_batch(spec_.data, spec_.train.batch_size, seed, device_)
+                             : lm_batch(corpus_.train, spec_.train.batch_size, T_, seed, device_);
+    torch::Tensor loss;
+    {
+      const AutocastScope amp(spec_.train.precision, device_);  // the forward only, as torch.autocast is used
+      loss = batch_loss(spec_, model_, teacher_, x, y, layer_mse_) / static_cast<double>(spec_.train.grad_accum);
+    }
+    const double value = loss.item<double>() * static_cast<double>(spec_.train.grad_accum);
+    if (!std::isfinite(value)) {
+      r.exit = diverge("nonfinite_loss", value, lr, {{"first_nonfinite_layer", first_nonfinite_layer(model_, x)}});
+      return r;
+    }
+    if (recurrent_) {
+      r.state_max = std::max(r.state_max, model_->max_state_abs());
+      if (!(r.state_max <= spec_.divergence.max_state)) {
+        nlohmann::json layer = nullptr;  // the first recurrent layer over the limit
+        for (size_t i = 0; i < model_->blocks().size() && layer.is_null(); ++i)
+          if (!(model_->mixer(i).last_state_max_abs() <= spec_.divergence.max_state)) layer = fmt::format("blocks.{}", i);
+        r.exit = diverge("state_overflow", r.state_max, lr, {{"state_layer", layer}});
+        return r;
+      }
+    }
+    (scaler_.enabled() ? loss * scaler_.scale() : loss).backward();
+    r.loss += value / static_cast<double>(spec_.train.grad_accum);
+  }
+  return r;
+}
+
+// Unscale, clip and step (or skip: an fp16 overflow); an exit code where the gradients diverged.
+std::optional<int> TrainingRun::optimizer_step(double lr, double& grad_norm) {
+  if (spec_.debug.nan_grad_at_step == st_.step) {
+    torch::NoGradGuard guard;
+    for (auto& p : model_->parameters())
+      if (p.grad().defined()) {
+        p.mutable_grad().view({-1})[0] = kNaN;
+        break;
+      }
+  }
+  auto params = model_->parameters();
+  scaler_.unscale(params);
+  grad_norm = spec_.optim.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(params, spec_.optim.grad_clip)
+                                        : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+  // fp16: an overflow skips the step and halves the loss scale; only a scale driven below 1 is a divergence.
+  const bool stepped = scaler_.update(std::isfinite(grad_norm));
+  if (!std::isfinite(grad_norm) && (stepped || scaler_.scale() < 1.0)) return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
+  if (stepped) opt_->step(lr);
+  else ++st_.interval_skipped;
+  st_.loss_scale = scaler_.enabled() ? scaler_.scale() : 0.0, st_.loss_scale_clean = scaler_.clean_steps();
+  return std::nullopt;
+}
+
+// The metrics of the log interval that ends at this step (its means), then a new interval.
+void TrainingRun::log_interval(double lr, double grad_norm, double state_max) {
+  const int64_t at = st_.step + 1;
+  const double steps = static_cast<double>(st_.interval_steps), mean_ms = st_.interval_ms / steps;
+  const std::vector<std::pair<const char*, double>> metrics = {
+      {"train_loss", st_.interval_loss / steps}, {"lr", lr}, {"grad_norm", grad_norm},
+      {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0)},
+      {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
+  for (const auto& [key, value] : metrics) log_.write(MetricEvent{key, at, value});
+  if (recurrent_) log_.write(MetricEvent{"state_max_abs", at, state_max});
+  for (size_t i = 0; i < layer_mse_.size(); ++i) {  // the per-layer MSE curves (interval means)
+    log_.write(MetricEvent{fmt::format("transfer_mse.{}", teacher_.layers[i]), at, layer_mse_[i] / steps});
+    layer_mse_[i] = 0.0;
+  }
+  if (scaler_.enabled()) {
+    log_.write(MetricEvent{"loss_scale", at, scaler_.scale()});
+    log_.write(MetricEvent{"skipped_steps", at, static_cast<double>(st_.interval_skipped)});
+  }
+  st_.interval_loss = st_.interval_ms = 0.0;
+  st_.interval_steps = st_.interval_skipped = 0;
+}
+
+// Validation (and the best checkpoint) every eval_every steps and at the end; the resume checkpoint every
+// ckpt_every steps and at each evaluation, but not at the end.
+void TrainingRun::evaluate_and_checkpoint(bool last) {
+  const bool do_eval = (st_.step + 1) % eval_every_ == 0 || last;
+  if (do_eval) {
+    auto r = evaluate("valid");
+    log_.write(eval_event("valid", st_.step + 1, r, corpus_.byte_level));
+    if (r.loss < st_.best_valid) {
+      st_.best_valid = r.loss;
+      st_.best_step = st_.step + 1;
+      best_metadata_["fwlab.step"] = std::to_string(st_.step + 1);
+      save_model(best_path(job_dir_), model_, best_metadata_);
+      log_.write({{"type", "checkpoint"}, {"kind", "best"}, {"step", st_.step + 1}, {"path", "best.safetensors"}, {"valid_loss", r.loss}});
+    }
+  }
+  if (((st_.step + 1) % ckpt_every_ == 0 || do_eval) && !last) {
+    const int64_t next = st_.step + 1;
+    TrainState saved = st_;
+    saved.step = next;
+    save_resume(job_dir_, model_, *opt_, saved);
+    log_.write({{"type", "checkpoint"}, {"kind", "resume"}, {"step", next}, {"path", "resume.safetensors"}});
+  }
+}
+
+// The best checkpoint on test. A corpus without a test split (nanoGPT prepares train and val only) reports its
+// best validation score.
+void TrainingRun::final_test() {
+  if (!spec_.eval.test || st_.best_step < 0 || (!generated_ && corpus_.test.empty())) return;
+  auto best = load_model(best_path(job_dir_));
+  best->to(device_);
+  auto r = generated_ ? evaluate_task(best, spec_, device_, 0x7E57) : evaluate_lm(best, corpus_.test, spec_, device_);
+  auto e = eval_event("test", st_.best_step, r, corpus_.byte_level);
+  e.checkpoint = "best";
+  log_.write(e);
+}
+
+// Step st_.step: an exit code where the job ends in it.
+std::optional<int> TrainingRun::one_step() {
+  if (g_stop) {
+    // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state at
+    // this step boundary is saved, so the job resumes here and its curve is the one it would have had.
+    if (st_.step > first_step_) save_resume(job_dir_, model_, *opt_, st_);
+    return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal", nlohmann::json::object());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const double lr = learning_rate(spec_.optim, st_.step, spec_.train.steps);
+  apply_debug_nan_param();
+  opt_->zero_grad();
+  const auto micro = forward_backward(lr);
+  if (micro.exit) return micro.exit;
+  double grad_norm = 0.0;
+  if (const auto code = optimizer_step(lr, grad_norm)) return code;
+  if (st_.spikes.diverged_after(micro.loss, spec_.divergence)) return diverge("loss_spike", micro.loss, lr, nlohmann::json::object());
+  st_.last_finite_loss = micro.loss;
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  st_.interval_loss += micro.loss;
+  st_.interval_ms += ms;
+  ++st_.interval_steps;
+  progress_->update(st_.step, micro.loss, static_cast<double>(tokens_per_step_) / (ms / 1000.0), first_step_);
+  const bool last = st_.step + 1 == spec_.train.steps;
+  if ((st_.step + 1) % spec_.train.log_every == 0 || last) log_interval(lr, grad_norm, micro.state_max);
+  evaluate_and_checkpoint(last);
+  if (spec_.debug.exit_at_step == st_.step) std::raise(SIGKILL);  // a crash at a known point, for the tests
+  return std::nullopt;
+}
+
+int TrainingRun::run() {
+  log_.write(start());
+  write_status(job_dir_, StatusFile{JobStatus::running, {}, "", "", {{"step", st_.step}, {"pid", static_cast<int64_t>(getpid())}}});
+  for (; st_.step < spec_.train.steps; ++st_.step)
+    if (const auto code = one_step()) return *code;
+  final_test();
+  fs::remove(resume_path(job_dir_));  // a finished job is never resumed
+  return finish(JobStatus::finished, kExitFinished, "", "", {{"final_train_loss", json_number(st_.last_finite_loss)}});
+}
+
+}  // namespace
+
+int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) { return TrainingRun(spec, job_dir, log).run(); }
 
 }  // namespace fwlab

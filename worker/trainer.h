@@ -22,7 +22,7 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
 int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // kind = "attention"
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
-nlohmann::json start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
 int64_t peak_rss_bytes();
 
 }  // namespace fwlab
