@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 n=${2:-1000}
-fwlab=$build/harness/fwlab
+fwlab=$build/cli/fwlab
 work=$(mktemp -d /tmp/fwlab-slurm-bench-XXXXXX)
 cluster=$work/cluster
 set +e

@@ -11,7 +11,7 @@ names=("$@")
 catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer sru_attention mqar capacity)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
-fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
+fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }
 # At "quick", MQAR is shown at its "learns" profile: its quick profile cannot leave chance (experiments/mqar.toml).
 profile_for() { if [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi; }
 

@@ -9,7 +9,7 @@ profile=${1:-quick}
 db=${FWLAB_DB:-results/fwlab.db}
 out=results/table1
 [ "$profile" = quick ] || out=results/$profile/table1  # results/table1 holds the committed quick-profile outputs
-fwlab() { env -u OPENBLAS_CORETYPE build/harness/fwlab "$@"; }
+fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }
 status=0
 fwlab sweep experiments/table1.toml --profile "$profile" --db "$db" || status=$?
 [ "$status" -eq 130 ] && exit 130
