@@ -191,7 +191,7 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
     // (for the gated rule: z_t = g_t z_{t-1} + (1 - g_t) phi(k_t)), so it rides along as an extra value row.
     auto values = in.write.defined() ? in.v * in.write : in.v;
     if (attn_norm) values = torch::cat({values, in.write.defined() ? in.write : torch::ones({B, n_heads_, T, 1}, in.v.options())}, -1);
-    // By device (kernels/decay_recurrence.cpp): CUDA, the chunked tensor-core kernel; CPU, the fused kernel (its
+    // By device (kernels/decay/dispatch.cpp): CUDA, the chunked tensor-core kernel; CPU, the fused kernel (its
     // backward keeps one state per 16 steps); elsewhere the matmul-friendly libtorch chunked form.
     r = reference ? K::decay_recurrence_naive(in.fq, in.fk, values, in.log_a, in.log_b, S0)
                   : K::decay_recurrence(in.fq, in.fk, values, in.log_a, in.log_b, S0, default_chunk(spec));

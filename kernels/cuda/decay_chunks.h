@@ -24,7 +24,7 @@
 // to dq, and so on, in the accumulation type. The gates' gradients come from these sums without the diagonal: its
 // terms cancel exactly, element by element, in q * dq - k * dk and y * dy - v * dv, so they are left out rather
 // than computed and cancelled in rounded arithmetic.
-// The gates' gradients follow from these without any chunk bookkeeping (kernels/decay_recurrence_chunks.cpp).
+// The gates' gradients follow from these without any chunk bookkeeping (kernels/decay/chunk_cuda.cpp).
 // Plain C++ on the host: no libtorch, no CUDA headers.
 #pragma once
 
