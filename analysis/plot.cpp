@@ -275,7 +275,7 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
     p.x_from_zero = true;  // a run that diverged at step 0 is marked there
     for (const auto& key : keys)
       for (const auto* j : rows[key]) {
-        if (j->status == "not run" || j->status == to_string(JobStatus::pending)) continue;
+        if ((!j->status && j->planned.applicable) || j->status == JobStatus::pending) continue;  // not run yet
         Series se;
         const auto& row_label = shown_as[key];
         se.title = !others.empty() ? series_label(spec, *j, others)
@@ -294,7 +294,7 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
           se.dashed = true;
           se.marker_x = static_cast<double>(step);
         } else if (!j->finished()) {
-          se.title += fmt::format(" ({})", j->status);
+          se.title += fmt::format(" ({})", j->status_text());
         }
         p.series.push_back(std::move(se));
       }
@@ -383,7 +383,7 @@ Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpe
     Series t, m;
     t.title = m.title = series_label(spec, *j, plot.series);
     if (!j->finished()) {
-      t.title += fmt::format(" ({})", j->status);
+      t.title += fmt::format(" ({})", j->status_text());
       m.title = t.title;
     }
     const auto& ms = results.series(j->id(), "gen_ms_per_token");

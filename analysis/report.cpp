@@ -206,7 +206,7 @@ std::string failures_section(const std::vector<JobRecord>& jobs) {
   std::string failures;
   for (const auto& j : jobs)
     if (j.failed())
-      failures += fmt::format("| {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.status,
+      failures += fmt::format("| {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.status_text(),
                               md_cell(j.reason.empty() ? (j.cause.empty() ? "–" : j.cause) : j.reason));
   if (failures.empty()) return "";
   return "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
@@ -221,7 +221,7 @@ std::string divergence_report(const ResultSet& results) {
   std::string out = fmt::format("# Divergence report: {}{}\n\n", ex.name,
                                 results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
   std::map<std::string, int> by_status;
-  for (const auto& j : jobs) ++by_status[j.status];
+  for (const auto& j : jobs) ++by_status[j.status_text()];
   std::vector<std::string> counts;
   for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
   out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));

@@ -12,9 +12,14 @@ namespace fwlab {
 
 bool JobRecord::failed() const {
   // Ended without a result: a table cell that says why rather than a number.
-  const auto s = parse_job_status(status);
+  const auto& s = status;
   return s && (*s == JobStatus::failed || *s == JobStatus::crashed || *s == JobStatus::timeout || *s == JobStatus::blocked ||
                *s == JobStatus::cancelled);
+}
+
+std::string JobRecord::status_text() const {
+  if (status) return std::string(to_string(*status));
+  return planned.applicable ? "not run" : "n/a";
 }
 
 namespace {
@@ -46,7 +51,6 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
   for (auto& p : plan_jobs(ex, repo_root, version)) {
     JobRecord r;
     r.planned = std::move(p);
-    r.status = r.planned.applicable ? "not run" : "n/a";
     if (r.planned.applicable) by_id[r.planned.id] = jobs_.size();
     jobs_.push_back(std::move(r));
   }
@@ -57,7 +61,7 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     auto& r = jobs_[index];
     jq.bind(1, id);
     if (jq.step()) {
-      r.status = jq.text(0);
+      r.status = parse_job_status(jq.text(0));
       r.cause = jq.is_null(1) ? "" : jq.text(1);
       r.reason = jq.is_null(2) ? "" : jq.text(2);
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/job_status.h"
 #include "harness/db.h"
 #include "harness/experiment.h"
 #include "harness/plan.h"
@@ -37,7 +38,7 @@ struct DivergenceRow {
 
 struct JobRecord {
   PlannedJob planned;        // stage, coords, spec (job.json without init_checkpoint), id, applicable, ...
-  std::string status;        // the database's status; "not run" when it has no row
+  std::optional<JobStatus> status;  // the database's; none when it has no row (not run yet, or n/a: not applicable)
   std::string cause, reason;
   std::vector<EvalRow> evals;  // by split, step
   std::optional<DivergenceRow> divergence;
@@ -46,10 +47,11 @@ struct JobRecord {
 
   const std::string& id() const { return planned.id; }
   const std::string& stage() const { return planned.stage; }
-  bool finished() const { return status == "finished"; }
-  bool diverged() const { return status == "diverged"; }
+  std::string status_text() const;  // the status's name, else "not run" or "n/a"
+  bool finished() const { return status == JobStatus::finished; }
+  bool diverged() const { return status == JobStatus::diverged; }
   bool failed() const;   // failed, crashed, timeout, blocked: ended without a result
-  bool active() const { return status == "running"; }
+  bool active() const { return status == JobStatus::running; }
 };
 
 class ResultSet {
