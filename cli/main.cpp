@@ -151,24 +151,14 @@ void print_summary(const std::string& name, const SweepSummary& s) {
 
 // Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in
 // flight, finished or failed (some did not end well). A cluster sweep with jobs left stays open for sync.
-void close_sweep(Db& db, int64_t sweep_id, const Scheduler& scheduler) {
+void close_sweep(Store& store, int64_t sweep_id, const Scheduler& scheduler) {
   const auto& s = scheduler.summary();
   const bool more = scheduler.queued() > 0 || s.in_flight > 0, detachable = scheduler.detachable();
   if (more && detachable) return;
   if (more && !s.interrupted_by_signal) return;
-  bool unsuccessful = s.unsuccessful() > 0;
-  if (detachable) {  // a cluster sweep's endings were recorded over several syncs: its jobs say how it went
-    auto q = db.prepare(fmt::format("SELECT COUNT(*) FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? "
-                                    "AND j.status IN ({})",
-                                    sql_list({JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked,
-                                              JobStatus::cancelled, JobStatus::interrupted})));
-    q.bind(1, sweep_id);
-    unsuccessful = q.step() && q.integer(0) > 0;
-  }
-  const char* status = s.interrupted_by_signal ? "interrupted" : unsuccessful ? "failed" : "finished";
-  auto upd = db.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
-  upd.bind(1, unix_time()).bind(2, std::string(status)).bind(3, sweep_id);
-  upd.run();
+  // A cluster sweep's endings were recorded over several syncs: its jobs say how it went.
+  const bool unsuccessful = detachable ? store.sweep_has_unsuccessful_jobs(sweep_id) : s.unsuccessful() > 0;
+  store.close_sweep(sweep_id, s.interrupted_by_signal ? SweepStatus::interrupted : unsuccessful ? SweepStatus::failed : SweepStatus::finished);
 }
 
 int sweep_exit(const SweepSummary& s) {
@@ -234,18 +224,15 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   Db db(c.db_path);
   Store store(db);
   store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
-  auto ins = db.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
-                        "VALUES(?,?,?,?,?,?,?, 'running', ?, ?)");
-  ins.bind(1, ex.name).bind(2, a.file).bind(3, a.profile).bind(4, fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind))
-      .bind(5, host_name()).bind(6, static_cast<int64_t>(getpid())).bind(7, unix_time()).bind(8, executor.dump())
-      .bind(9, nlohmann::json{{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}.dump());
-  ins.run();
-  const int64_t sweep_id = sqlite3_last_insert_rowid(db.handle());
+  const int64_t sweep_id = store.open_sweep({ex.name, a.file, a.profile,
+                                             fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind), host_name(),
+                                             static_cast<int64_t>(getpid()), executor,
+                                             {{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}});
   store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
   install_signal_handlers();
   Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
   const auto s = drive(scheduler, {opt.progress, a.detach});
-  close_sweep(db, sweep_id, scheduler);
+  close_sweep(store, sweep_id, scheduler);
   print_summary(ex.name, s);
   if ((scheduler.queued() > 0 || s.in_flight > 0) && launcher->detachable())
     fmt::print("{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next waves\n",
@@ -261,18 +248,7 @@ int cmd_sync(const Common& c, bool wait, bool quiet) {
   Store store(db);
   int code = 0;
   install_signal_handlers();
-  struct OpenSweep {
-    int64_t id;
-    std::string experiment;
-    nlohmann::json executor, options;  // as the sweep recorded them
-  };
-  std::vector<OpenSweep> open;
-  {
-    auto q = db.prepare("SELECT id, experiment, executor, options FROM sweeps WHERE status = 'running' AND "
-                        "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
-    while (q.step())
-      open.push_back({q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false)});
-  }
+  const auto open = store.open_cluster_sweeps();
   if (open.empty() && !quiet) fmt::print("no cluster sweep in flight\n");
   for (const auto& sweep : open) {
     const auto settings = slurm_settings_from_json(sweep.executor);
@@ -285,7 +261,7 @@ int cmd_sync(const Common& c, bool wait, bool quiet) {
     SlurmLauncher launcher(settings);
     Scheduler scheduler(store, launcher, sweep.id, store.sweep_jobs(sweep.id), opt);
     const auto s = drive(scheduler, {false, !wait});
-    close_sweep(db, sweep.id, scheduler);
+    close_sweep(store, sweep.id, scheduler);
     if (!quiet) print_summary(fmt::format("{} (sweep {})", sweep.experiment, sweep.id), s);
     code = std::max(code, sweep_exit(s));
   }
@@ -310,13 +286,9 @@ int cmd_status(const std::string& file, const std::string& profile, const Common
   // writable; else it only reads).
   try {
     Db writable(c.db_path);
-    Store(writable).mark_orphans_interrupted();
-    bool cluster = false;
-    {
-      auto q = writable.prepare("SELECT 1 FROM sweeps WHERE status = 'running' AND json_extract(executor, '$.kind') = 'slurm'");
-      cluster = q.step();
-    }
-    if (cluster) cmd_sync(c, false, true);
+    Store store(writable);
+    store.mark_orphans_interrupted();
+    if (!store.open_cluster_sweeps().empty()) cmd_sync(c, false, true);
   } catch (const DbError&) {
   } catch (const SlurmError& e) {
     fmt::print(stderr, "fwlab: status: cannot ask Slurm ({}); counts as last recorded\n", e.what());

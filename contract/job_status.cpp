@@ -29,6 +29,16 @@ std::string_view to_string(JobStatus s) {
   return "unknown";
 }
 
+std::string_view to_string(SweepStatus s) {
+  switch (s) {
+    case SweepStatus::running: return "running";
+    case SweepStatus::finished: return "finished";
+    case SweepStatus::failed: return "failed";
+    case SweepStatus::interrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
 std::optional<JobStatus> parse_job_status(std::string_view name) {
   for (const auto& [status, known] : kNames)
     if (known == name) return status;

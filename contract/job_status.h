@@ -34,6 +34,12 @@ inline bool is_active(JobStatus s) { return s == JobStatus::submitted || s == Jo
 // Ended without a result, not to be run again unless asked (--retry-failed): failed, cancelled, blocked.
 inline bool is_final_failure(JobStatus s) { return s == JobStatus::failed || s == JobStatus::cancelled; }
 
+// The states of a sweep (one `fwlab sweep` and, on a cluster, the syncs that continue it): running until none of
+// its jobs is queued or in flight, then finished (every job has a result) or failed (some ended without one);
+// interrupted when a signal stopped it, or its orchestrator was found dead.
+enum class SweepStatus { running, finished, failed, interrupted };
+std::string_view to_string(SweepStatus s);
+
 // Exit codes of fwlab-worker (documented in worker/README.md).
 enum WorkerExit : int { kExitFinished = 0, kExitCrashed = 1, kExitBadSpec = 2, kExitDiverged = 3, kExitInterrupted = 4 };
 

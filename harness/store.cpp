@@ -229,10 +229,11 @@ int64_t Store::mark_orphans_interrupted() {
       return ids;
     };
     const auto running = name_of(JobStatus::running), interrupted = name_of(JobStatus::interrupted);
+    const std::string sweep_running(to_string(SweepStatus::running)), sweep_interrupted(to_string(SweepStatus::interrupted));
     auto sweep = db_.prepare("UPDATE sweeps SET status = ?, finished = ? WHERE id = ? AND status = ?");
-    for (const auto& id : dead("SELECT id, pid FROM sweeps WHERE status = 'running' AND host = ? AND pid IS NOT NULL "
-                               "AND COALESCE(json_extract(executor, '$.kind'), 'local') = 'local'")) {
-      sweep.bind(1, interrupted).bind(2, unix_time()).bind(3, id).bind(4, running);
+    for (const auto& id : dead(fmt::format("SELECT id, pid FROM sweeps WHERE status = '{}' AND host = ? AND pid IS NOT NULL "
+                                           "AND COALESCE(json_extract(executor, '$.kind'), 'local') = 'local'", sweep_running))) {
+      sweep.bind(1, sweep_interrupted).bind(2, unix_time()).bind(3, id).bind(4, sweep_running);
       sweep.run();
       ++marked;
     }
@@ -245,6 +246,41 @@ int64_t Store::mark_orphans_interrupted() {
     }
   });
   return marked;
+}
+
+int64_t Store::open_sweep(const SweepRecord& sweep) {
+  auto ins = db_.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
+                         "VALUES(?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, sweep.experiment).bind(2, sweep.file).bind(3, sweep.profile).bind(4, sweep.command).bind(5, sweep.host)
+      .bind(6, sweep.pid).bind(7, unix_time()).bind(8, std::string(to_string(SweepStatus::running))).bind(9, sweep.executor.dump())
+      .bind(10, sweep.options.dump());
+  ins.run();
+  return sqlite3_last_insert_rowid(db_.handle());
+}
+
+void Store::close_sweep(int64_t sweep_id, SweepStatus status) {
+  auto upd = db_.prepare("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?");
+  upd.bind(1, unix_time()).bind(2, std::string(to_string(status))).bind(3, sweep_id);
+  upd.run();
+}
+
+bool Store::sweep_has_unsuccessful_jobs(int64_t sweep_id) {
+  auto q = db_.prepare(fmt::format("SELECT COUNT(*) FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? "
+                                   "AND j.status IN ({})",
+                                   sql_list({JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked,
+                                             JobStatus::cancelled, JobStatus::interrupted})));
+  q.bind(1, sweep_id);
+  return q.step() && q.integer(0) > 0;
+}
+
+std::vector<OpenSweep> Store::open_cluster_sweeps() {
+  std::vector<OpenSweep> open;
+  auto q = db_.prepare("SELECT id, experiment, executor, options FROM sweeps WHERE status = ? AND "
+                       "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
+  q.bind(1, std::string(to_string(SweepStatus::running)));
+  while (q.step())
+    open.push_back({q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false)});
+  return open;
 }
 
 }  // namespace fwlab

@@ -29,6 +29,20 @@ struct Outcome {
   nlohmann::json cause, reason, exit_code;  // null when unknown
 };
 
+// A sweep's row as `fwlab sweep` records it: what ran it, where and how (executor and options as JSON).
+struct SweepRecord {
+  std::string experiment, file, profile, command, host;
+  int64_t pid = 0;
+  nlohmann::json executor, options;
+};
+
+// A cluster sweep still open: what `fwlab sync` needs to continue it (as the sweep recorded them).
+struct OpenSweep {
+  int64_t id;
+  std::string experiment;
+  nlohmann::json executor, options;
+};
+
 class Store {
  public:
   explicit Store(Db& db) : db_(db) {}
@@ -68,6 +82,14 @@ class Store {
 
   // Sweeps and jobs marked running whose local orchestrator (on this host) is gone: interrupted.
   int64_t mark_orphans_interrupted();
+
+  // The sweep rows. open_sweep records a running sweep and returns its id; close_sweep ends it.
+  int64_t open_sweep(const SweepRecord& sweep);
+  void close_sweep(int64_t sweep_id, SweepStatus status);
+  // Whether any job of the sweep ended without a result (failed, crashed, timed out, blocked, cancelled, interrupted).
+  bool sweep_has_unsuccessful_jobs(int64_t sweep_id);
+  // Cluster sweeps still running, oldest first.
+  std::vector<OpenSweep> open_cluster_sweeps();
 
  private:
   Db& db_;
