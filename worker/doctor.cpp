@@ -21,6 +21,7 @@ struct Check {
   std::string kernel;
   K::DecayKernel run;
   torch::ScalarType dtype;
+  bool cuda_chunks = false;  // the chunked CUDA kernel, whose shared memory may not fit the GPU
 };
 
 const char* dtype_name(torch::ScalarType t) {
@@ -57,7 +58,7 @@ K::DecayKernel host_chunks() {
 std::vector<Check> checks_for(bool gpu) {
   std::vector<Check> out;
   for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16})
-    out.push_back({gpu ? "chunked (CUDA)" : "chunked (host run)", gpu ? K::custom_kernel(K::CustomKernel::cuda_chunked) : host_chunks(), dtype});
+    out.push_back({gpu ? "chunked (CUDA)" : "chunked (host run)", gpu ? K::custom_kernel(K::CustomKernel::cuda_chunked) : host_chunks(), dtype, gpu});
   if (gpu) {
     const K::DecayKernel fused = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& a,
                                     const torch::Tensor& b, const torch::Tensor& s) { return K::decay_recurrence_cuda_fused(q, k, v, a, b, s); };
@@ -70,7 +71,7 @@ std::vector<Check> checks_for(bool gpu) {
 
 // Why a chunked CUDA case cannot run on this GPU (its shared memory), or "".
 std::string unfit_reason(const Check& check, const K::DecayCase& c) {
-  if (check.kernel != "chunked (CUDA)") return "";
+  if (!check.cuda_chunks) return "";
   const auto q = torch::empty({1, 1, 1, c.M}, torch::TensorOptions().dtype(c.dtype).device(c.device));
   const auto v = torch::empty({1, 1, 1, c.D}, q.options());
   return K::cuda_chunks_fit(q, v) ? "" : "does not fit this GPU's shared memory: models use the libtorch form here";
