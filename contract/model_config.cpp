@@ -1,5 +1,8 @@
 #include "contract/model_config.h"
 
+#include "contract/feature_map_table.h"
+#include "contract/rule_table.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,8 +17,6 @@ ConfigError::ConfigError(std::string field, const std::string& message)
 namespace {
 
 const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp"};
-const std::vector<std::string> kRules = {"add", "delta", "gated", "decay"};
-const std::vector<std::string> kFeatureMaps = {"relu", "elu1", "identity", "dpfp", "rfa", "hedgehog"};
 const std::vector<std::string> kNorms = {"attn", "none"};
 
 void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
@@ -40,8 +41,10 @@ constexpr int64_t kMaxLayers = int64_t{1} << 12;
 
 std::string MixerSpec::describe() const {
   if (kind == "fast_weight") {
-    std::string map = feature_map == "dpfp" ? fmt::format("dpfp{}", dpfp_nu) : feature_map;
-    return fmt::format("{}/{}/{}/m={}{}", rule, map, norm, m, swa_window > 0 ? fmt::format("+swa{}", swa_window) : "");
+    const auto* map_row = find_feature_map(feature_map);
+    std::string map = map_row && map_row->uses_nu ? fmt::format("{}{}", feature_map, dpfp_nu) : feature_map;
+    std::string keys = key_norm.empty() ? "" : "+" + key_norm + "keys";
+    return fmt::format("{}{}/{}/{}/m={}{}", rule, keys, map, norm, m, swa_window > 0 ? fmt::format("+swa{}", swa_window) : "");
   }
   if (kind == "local") return fmt::format("local/w={}", window);
   if (kind == "srupp") return attention ? "srupp+attn" : "srupp";
@@ -60,6 +63,36 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
   }
 }
 
+namespace {
+
+// A fast-weight layer against the rows of its rule and its feature map (contract/rule_table.h,
+// contract/feature_map_table.h).
+void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
+  require_one_of(s.rule, rule_names(), p + "rule");
+  require_one_of(s.feature_map, feature_map_names(), p + "feature_map");
+  require_one_of(s.norm, kNorms, p + "norm");
+  require_positive(s.m, p + "m");
+  require_at_most(s.m, int64_t{1} << 16, p + "m");
+  require_at_most(s.chunk, int64_t{1} << 16, p + "chunk");
+  const auto& rule = *find_rule(s.rule);
+  if (std::find(rule.norms.begin(), rule.norms.end(), s.norm) == rule.norms.end())
+    throw ConfigError(p + "norm", fmt::format("'{}' normalization is not defined for rule '{}'{}; use '{}'", s.norm, s.rule,
+                                              rule.in_mao_2022 ? " (Mao 2022, Table 1: N/A)" : "", fmt::join(rule.norms, "' or '")));
+  if (!rule.feature_maps.empty()) require_one_of(s.feature_map, rule.feature_maps, p + "feature_map");
+  if (!s.key_norm.empty()) {
+    if (rule.key_norms.empty())
+      throw ConfigError(p + "key_norm", fmt::format("rule '{}' normalises no keys: key_norm would change nothing", s.rule));
+    require_one_of(s.key_norm, rule.key_norms, p + "key_norm");
+  }
+  if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
+  if (s.chunk > 0 && rule.default_chunk == 0)
+    throw ConfigError(p + "chunk", fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
+  const auto& map = *find_feature_map(s.feature_map);
+  if (map.check_size) map.check_size(s, LayerDims{cfg.d_model, cfg.n_heads, cfg.head_dim, s.m}, p);
+}
+
+}  // namespace
+
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
   require_one_of(s.kind, kKinds, p + "kind");
   if (s.kind == "local") require_positive(s.window, p + "window");
@@ -74,30 +107,7 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
     int64_t d_attn = s.attn_dim > 0 ? s.attn_dim : cfg.d_model / 4;
     if (s.attn_dim < 0 || d_attn <= 0) throw ConfigError(p + "attn_dim", "must be positive (or 0 for d_model/4)");
   }
-  if (s.kind != "fast_weight") return;
-  require_one_of(s.rule, kRules, p + "rule");
-  require_one_of(s.feature_map, kFeatureMaps, p + "feature_map");
-  require_one_of(s.norm, kNorms, p + "norm");
-  require_positive(s.m, p + "m");
-  require_at_most(s.m, int64_t{1} << 16, p + "m");
-  require_at_most(s.chunk, int64_t{1} << 16, p + "chunk");
-  if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
-  if (s.rule == "decay" && s.norm == "attn")
-    throw ConfigError(p + "norm",
-                      "'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
-  if (s.feature_map == "elu1" && s.m != cfg.head_dim)
-    throw ConfigError(p + "m", fmt::format("feature map 'elu1' keeps the head dimension: m must be head_dim = {}, got {}",
-                                           cfg.head_dim, s.m));
-  if (s.feature_map == "dpfp") {
-    if (s.dpfp_nu < 1 || s.dpfp_nu > 3) throw ConfigError(p + "dpfp_nu", fmt::format("must be 1..3, got {}", s.dpfp_nu));
-    if (s.m != 2 * s.dpfp_nu * cfg.head_dim)
-      throw ConfigError(p + "m", fmt::format("feature map 'dpfp' with nu = {} has size 2 * nu * head_dim = {}, got m = {}",
-                                             s.dpfp_nu, 2 * s.dpfp_nu * cfg.head_dim, s.m));
-  }
-  if (s.feature_map == "rfa" && s.m % 2 != 0)
-    throw ConfigError(p + "m", fmt::format("feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got {}", s.m));
-  if (s.feature_map == "hedgehog" && s.m % 2 != 0)
-    throw ConfigError(p + "m", fmt::format("feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got {}", s.m));
+  if (s.kind == "fast_weight") validate_fast_weight(s, cfg, p);
 }
 
 void validate(const ModelConfig& cfg) {
@@ -140,7 +150,8 @@ nlohmann::json to_json(const MixerSpec& s) {
     j["norm"] = s.norm;
     j["m"] = s.m;
     j["chunk"] = s.chunk;
-    if (s.feature_map == "dpfp") j["dpfp_nu"] = s.dpfp_nu;
+    if (const auto* map = find_feature_map(s.feature_map); map && map->uses_nu) j["dpfp_nu"] = s.dpfp_nu;
+    if (!s.key_norm.empty()) j["key_norm"] = s.key_norm;  // only when set: older configurations read back unchanged
     if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
   } else if (s.kind == "local") {
     j["window"] = s.window;
@@ -177,7 +188,7 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 }  // namespace
 
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
-  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window"}, p);
+  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window"}, p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
@@ -186,6 +197,7 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   opt("rule", s.rule);
   opt("feature_map", s.feature_map);
   opt("norm", s.norm);
+  opt("key_norm", s.key_norm);
   opt("m", s.m);
   opt("dpfp_nu", s.dpfp_nu);
   opt("window", s.window);
@@ -268,15 +280,8 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
     if (s.attention) n += da * 2 * da + 1 + 2 * da;     // W2 (K, V), alpha, layernorm
     return n;
   }
-  int64_t n = qkv_o;
-  const int64_t m = s.m;
-  if (s.feature_map == "relu") n += H * (m * hd + m);
-  if (s.feature_map == "identity") n += H * m * hd;
-  if (s.feature_map == "rfa") n += H;  // learned temperature per head
-  if (s.feature_map == "hedgehog") n += 2 * H * (m / 2) * hd;  // one projection for queries, one for keys
-  if (s.rule == "gated" || s.rule == "delta") n += d * H + H;
-  if (s.rule == "decay") n += d * inner + inner + d * H * m + H * m;
-  return n;
+  const LayerDims dims{d, H, hd, s.m};
+  return qkv_o + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
 }
 
 }  // namespace
@@ -304,7 +309,7 @@ StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
   if (s.kind == "local") return {2 * H * hd * s.window, 0};
   if (s.kind == "sru") return {c.d_model, 0};
   if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
-  int64_t fixed = H * hd * s.m;
+  int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
   if (s.norm == "attn") fixed += H * s.m;  // normaliser z
   fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
   return {fixed, 0};

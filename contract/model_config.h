@@ -24,9 +24,10 @@ class ConfigError : public std::runtime_error {
 // The token mixer of one layer.
 struct MixerSpec {
   std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp
-  std::string rule = "add";            // fast_weight: add | delta | gated | decay
-  std::string feature_map = "relu";    // fast_weight: relu | elu1 | identity | dpfp | rfa | hedgehog
-  std::string norm = "none";           // fast_weight: attn | none (delta always sum-normalises phi)
+  std::string rule = "add";            // fast_weight: a row of contract/rule_table.h (add | gated | delta | decay | gated_delta)
+  std::string feature_map = "relu";    // fast_weight: a row of contract/feature_map_table.h (relu | elu1 | identity | dpfp | rfa | hedgehog)
+  std::string norm = "none";           // fast_weight: attn | none, as the rule's row allows
+  std::string key_norm;                // fast_weight, delta family: sum | l2 as the rule's row allows; empty: the rule's default
   int64_t m = 0;                       // fast_weight: feature (= state key) size per head
   int64_t dpfp_nu = 1;                 // dpfp: nu, feature size = 2 * nu * head_dim
   int64_t window = 32;                 // local: attention window (tokens, the current one included)

@@ -21,6 +21,7 @@ const std::map<std::string, std::string>& key_aliases() {
   static const std::map<std::string, std::string> aliases = {
       {"mixer", "model.mixer.kind"},        {"rule", "model.mixer.rule"},
       {"feature_map", "model.mixer.feature_map"}, {"norm", "model.mixer.norm"},
+      {"key_norm", "model.mixer.key_norm"},
       {"m", "model.mixer.m"},               {"window", "model.mixer.window"},
       {"dpfp_nu", "model.mixer.dpfp_nu"},   {"chunk", "model.mixer.chunk"},
       {"attention_every", "model.attention_every"}, {"keep_softmax_every", "model.keep_softmax_every"},

@@ -56,8 +56,7 @@ Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t 
                         result.report.copied.end();
     if (!copied) continue;  // a fresh W_v was already rescaled at construction
     fw->apply_value_rescale();
-    const char* why = fw->spec.rule == "decay" ? "x (1 - sigmoid(b_z)) per value dimension (decay rule, UGI)"
-                                               : "x 1/512 (add rule without feature map or normalization)";
+    const auto why = fw->rule->rescale_reason();
     for (const char* param : {"weight", "bias"}) {
       auto name = prefix + param;
       std::erase(result.report.copied, name);
@@ -71,7 +70,7 @@ std::vector<size_t> fold_feature_maps(GPT& model) {
   std::vector<size_t> folded;
   for (size_t i = 0; i < model->blocks().size(); ++i) {
     auto fw = std::dynamic_pointer_cast<FastWeight>(model->blocks()[i]->mixer);
-    if (fw && fw->phi->is_projection() && !fw->folded()) {
+    if (fw && fw->foldable() && !fw->folded()) {
       fw->fold_feature_map();
       folded.push_back(i);
     }

@@ -2,10 +2,11 @@
 // copies every tensor whose name and shape match the source model.
 #pragma once
 
-#include "models/feature_maps.h"
+#include "models/feature_maps/feature_map.h"
 #include "models/dropout.h"
 #include "models/lora.h"
 #include "models/mixer.h"
+#include "models/rules/update_rule.h"
 
 namespace fwlab {
 
@@ -30,10 +31,11 @@ class SoftmaxAttention : public Mixer {
   int64_t n_heads_, head_dim_, window_;
 };
 
-// Fast-weight mixer: rule (add | delta | gated | decay) x feature map x normalization x m (NOTES.md).
 // The LoRA adapters of a layer's qkv and o (none without cfg.lora_rank), registered on `owner`.
 void add_lora(torch::nn::Module& owner, const ModelConfig& cfg, LoraAdapter& qkv_lora, LoraAdapter& o_lora);
 
+// Fast-weight mixer: update rule x feature map x normalization x m (NOTES.md); the rule and the map come from
+// their registries (models/rules/, models/feature_maps/).
 class FastWeight : public Mixer {
  public:
   FastWeight(const MixerSpec& spec, const ModelConfig& cfg);
@@ -43,33 +45,32 @@ class FastWeight : public Mixer {
   // products, the normaliser and the sliding window's half.
   torch::Tensor value_coefficients(const torch::Tensor& x) override;
 
-  // Factor applied to the value projection (rows of W_v and b_v) when the layer is created or converted:
-  // decay: 1 - sigmoid(b_z) per value dimension (Mao 2022, sec. 3); add without feature map and without
-  // normalization: 1/512 (Mao, footnote 4). Undefined tensor when the layer keeps W_v as it is.
+  // Factor applied to the value projection (rows of W_v and b_v) when the layer is created or converted, as
+  // its rule asks (UpdateRule::value_rescale). Undefined tensor when the layer keeps W_v as it is.
   torch::Tensor value_rescale() const;
   void apply_value_rescale();
 
   // T2R inference folding (eq. 8): W~ = W_phi W, b~ = W_phi b + b_phi for q and k, so q and k are never formed.
-  // Only for projection feature maps (relu, identity).
+  // Only for projection feature maps (foldable()).
   void fold_feature_map();
   bool folded() const { return !folded_qk.is_empty(); }
+  bool foldable() const { return projection_map() != nullptr; }
 
   const MixerSpec spec;
   torch::nn::Linear qkv{nullptr}, o{nullptr};
   LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   std::shared_ptr<FeatureMap> phi;
-  torch::nn::Linear gate{nullptr};                  // gated: g, delta: beta (one scalar per head)
-  torch::nn::Linear decay_z{nullptr}, decay_f{nullptr};  // decay: value-side and key-side gates
+  std::unique_ptr<UpdateRule> rule;  // its parameters are registered on this layer (gate, decay_z, ...)
   torch::nn::Linear folded_qk{nullptr};
   Dropout resid_drop{nullptr};
 
  private:
-  // What the recurrence reads, [B, H, T, .]: features, values (the projection itself), q and k before the map
-  // (the sliding window's; undefined when folded), and the rule's gates: log_a / log_b (value- / key-side log
-  // decay), write ((1 - g) scaling what the gated rule writes), beta (delta's write strength).
+  // What the rule's recurrence reads, and q and k before the map (the sliding window's; undefined when folded).
   struct Inputs {
-    torch::Tensor fq, fk, v, q_raw, k_raw, log_a, log_b, write, beta;
+    RuleInputs rule;
+    torch::Tensor q_raw, k_raw;
   };
+  const ProjectionMap* projection_map() const;  // null for maps that are not a projection
   Inputs inputs(const torch::Tensor& x);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
   int64_t n_heads_, head_dim_;

@@ -63,32 +63,33 @@ std::string run_smoke(const test::TempDir& dir, const Expected& e) {
 TEST_CASE("catalog: table1 at the smoke profile, end to end; a re-run does nothing", "[catalog]") {
   test::TempDir dir("table1");
   const auto md = run_smoke(dir, {"table1",
-                                  {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |", "Reference: softmax teacher (before fine-tuning): ",
+                                  {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |", "| gated_delta (not in the paper) | N/A |", "Reference: softmax teacher (before fine-tuning): ",
                                    "Reference: softmax teacher fine-tuned the same steps (control): "},
-                                  {"curves_add", "curves_delta", "curves_gated", "curves_decay"}});
+                                  {"curves_add", "curves_delta", "curves_gated", "curves_decay", "curves_gated_delta"}});
   CHECK(std::count(md.begin(), md.end(), '\n') >= 10);
   Db db(dir.file("fwlab.db"), true);
-  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") == 14);  // with the control
+  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") == 17);  // 5 rules x 3 variants, the teacher, the control
   CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE applicable = 0 AND coords = '{\"rule\":\"decay\",\"variant\":\"baseline\"}'") == 1);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('finished', 'diverged')") == 13);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'finetune' AND depends_on = (SELECT id FROM jobs WHERE stage = 'pretrain')") == 11);
+  CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE applicable = 0 AND coords = '{\"rule\":\"gated_delta\",\"variant\":\"baseline\"}'") == 1);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('finished', 'diverged')") == 15);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'finetune' AND depends_on = (SELECT id FROM jobs WHERE stage = 'pretrain')") == 13);
   CHECK(count(db, "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE e.split = 'test' AND j.status = 'finished'") ==
         count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'"));
-  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'conversion'") == 12);  // the control converts softmax to itself
+  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'conversion'") == 14);  // the control converts softmax to itself
   const auto again = test::run_command(fwlab_cmd(fmt::format("sweep {}/experiments/table1.toml --profile smoke --db {}", FWLAB_SOURCE_DIR, dir.file("fwlab.db"))));
   CHECK(again.exit_code == 0);
-  CHECK_THAT(again.output, Catch::Contains("0 finished, 0 diverged") && Catch::Contains("13 already done, 1 n/a"));
-  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 13);
+  CHECK_THAT(again.output, Catch::Contains("0 finished, 0 diverged") && Catch::Contains("15 already done, 2 n/a"));
+  CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 15);
 }
 
 TEST_CASE("catalog: table2 at the smoke profile", "[catalog]") {
   test::TempDir dir("table2");
-  run_smoke(dir, {"table2", {"| model | m | state / sequence | test ppl |", "| Softmax, fine-tuned the same steps (control) | none |", "| Gated | 16 |", "| Decay | 32 |"}, {"curves", "vs_m"}});
+  run_smoke(dir, {"table2", {"| model | m | state / sequence | test ppl |", "| Softmax, fine-tuned the same steps (control) | none |", "| Gated | 16 |", "| Decay | 32 |", "| Gated delta (not in the paper) | 32 |"}, {"curves", "vs_m"}});
 }
 
 TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows with the length, decay's does not", "[catalog]") {
   test::TempDir dir("fig1");
-  run_smoke(dir, {"fig1_generation", {"| Softmax (KV cache) |", "| Delta, m = 32 |", "| Decay, m = 32 |"}, {"generation"}});
+  run_smoke(dir, {"fig1_generation", {"| Softmax (KV cache) |", "| Delta, m = 32 |", "| Decay, m = 32 |", "| Gated delta, m = 32 (not in the paper) |"}, {"generation"}});
   Db db(dir.file("fwlab.db"), true);
   const auto bytes = [&](const std::string& model, int64_t len) {
     return count(db, fmt::format("SELECT CAST(m.value AS INTEGER) FROM metrics m JOIN cells c ON c.job_id = m.job_id WHERE c.experiment = "
@@ -98,6 +99,7 @@ TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows wi
   CHECK(bytes("softmax", 256) > 10 * bytes("softmax", 16));
   CHECK(bytes("decay", 256) == bytes("decay", 16));
   CHECK(bytes("delta", 256) == bytes("delta", 16));
+  CHECK(bytes("gated_delta", 256) == bytes("delta", 256));  // the same state: S of head_dim x m per head
 }
 
 TEST_CASE("catalog: t2r_table1 at the smoke profile", "[catalog]") {
@@ -141,14 +143,15 @@ TEST_CASE("catalog: sru_attention at the smoke profile", "[catalog]") {
 
 TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell, softmax reference row)", "[catalog]") {
   test::TempDir dir("mqar");
-  const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| softmax |"}, {"curves_add", "curves_decay", "vs_m"}});
+  const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| gated_delta |", "| softmax |"},
+                                  {"curves_add", "curves_decay", "curves_gated_delta", "vs_m"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy (best over lr)."));
 }
 
 TEST_CASE("catalog: capacity at the smoke profile (retrieval task, accuracy vs pairs with softmax along it)", "[catalog]") {
   test::TempDir dir("capacity");
-  const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| softmax (keeps every pair) |"},
-                                  {"curves_add_4", "curves_delta_4", "vs_pairs"}});
+  const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |", "| softmax (keeps every pair) |"},
+                                  {"curves_add_4", "curves_delta_4", "curves_gated_delta_4", "vs_pairs"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy."));
   // The softmax reference runs at each S too: a line along S, not one level.
   const auto gp = test::slurp(dir.file("plots/vs_pairs.gp"));
@@ -208,9 +211,9 @@ TEST_CASE("catalog: table2 at the smoke profile from a tiny Hugging Face GPT-2 (
   const auto table = test::run_command(fwlab_cmd("table " + args));
   INFO(table.output);
   CHECK(table.exit_code == 0);
-  for (const char* row : {"| Softmax, fine-tuned the same steps (control) |", "| Local attention (w = 32) |", "| Gated |", "| Decay |"}) CHECK_THAT(table.output, Catch::Contains(row));
+  for (const char* row : {"| Softmax, fine-tuned the same steps (control) |", "| Local attention (w = 32) |", "| Gated |", "| Decay |", "| Gated delta (not in the paper) |"}) CHECK_THAT(table.output, Catch::Contains(row));
   for (const std::string marker : {"| – |", "| … |", "| ! |"}) CHECK_THAT(table.output, !Catch::Contains(marker));
   Db db(dir.file("fwlab.db"), true);
-  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 7);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 9);
   CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE command LIKE '%--set stage.pretrain.init_checkpoint=hf:%'") == 1);
 }

@@ -157,6 +157,10 @@ TEST_CASE("independent check: Python PyTorch recomputes the logits from the chec
     apply_plan(cfg, LayerPlan{spec, keep_every});
     return convert_model(teacher, cfg, 5).model;
   };
+  auto l2_keys = [](MixerSpec spec) {
+    spec.key_norm = "l2";
+    return spec;
+  };
   auto hybrid_cfg = teacher->config();
   hybrid_cfg.layers = {fw("gated", "elu1", "attn", 8), MixerSpec{}, fw("add", "identity", "none", 4)};
   hybrid_cfg.layers[1].kind = "local";
@@ -167,6 +171,9 @@ TEST_CASE("independent check: Python PyTorch recomputes the logits from the chec
       {"decay_relu_t2r75", plan(fw("decay", "relu", "none", 4), 2)},
       {"delta", plan(fw("delta", "relu", "attn", 4))},
       {"delta_identity", plan(fw("delta", "identity", "none", 8))},
+      {"delta_l2_keys", plan(l2_keys(fw("delta", "relu", "attn", 4)))},
+      {"gated_delta", plan(fw("gated_delta", "relu", "none", 4))},
+      {"gated_delta_elu1", plan(fw("gated_delta", "elu1", "none", 8))},
       {"hybrid", convert_model(teacher, hybrid_cfg, 5).model}};
   std::string args;
   auto idx = torch::randint(0, 50, {2, 24}, torch::kLong);

@@ -1,6 +1,8 @@
 // Swap-then-finetune conversion and T2R folding.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "models/convert.h"
@@ -76,13 +78,13 @@ TEST_CASE("conversion report: copied, created and rescaled tensors, with the dec
   auto src_qkv = source->named_parameters()["blocks.1.mixer.qkv.weight"];
   auto src_bias = source->named_parameters()["blocks.1.mixer.qkv.bias"];
   const int64_t inner = 16;
-  auto factor = 1.0 - torch::sigmoid(fw1.decay_z->bias.detach());  // independent of value_rescale()
+  auto factor = 1.0 - torch::sigmoid(fw1.named_parameters()["decay_z.bias"].detach());  // independent of value_rescale()
   CHECK(max_abs_diff(fw1.qkv->weight.narrow(0, 2 * inner, inner), src_qkv.narrow(0, 2 * inner, inner) * factor.unsqueeze(1)) < 1e-15);
   CHECK(max_abs_diff(fw1.qkv->bias.narrow(0, 2 * inner, inner), src_bias.narrow(0, 2 * inner, inner) * factor) < 1e-15);
   CHECK(torch::equal(fw1.qkv->weight.narrow(0, 0, 2 * inner), src_qkv.narrow(0, 0, 2 * inner)));  // W_q, W_k untouched
 
   // UGI: sigma(b) spans [1/n, 1 - 1/n] for a gate of width n.
-  auto gate = torch::sigmoid(fw1.decay_z->bias.detach());
+  auto gate = torch::sigmoid(fw1.named_parameters()["decay_z.bias"].detach());
   CHECK(gate.min().item<double>() >= 1.0 / 16 - 1e-12);
   CHECK(gate.max().item<double>() <= 1.0 - 1.0 / 16 + 1e-12);
   CHECK(r.to_string().find("rescaled (4)") != std::string::npos);
@@ -203,4 +205,45 @@ TEST_CASE("attention transfer: the per-layer MSE to the teacher falls on a fixed
   // A layer the student kept is its teacher's: zero error.
   auto kept = transfer_mse(student, teacher, idx, {1});
   CHECK(kept[0].item<double>() == 0.0);
+}
+
+TEST_CASE("the gated delta rule converts like every rule: swap, window hybrid, LoRA merge, attention transfer", "[convert]") {
+  auto teacher = trained_softmax(3);
+  teacher->eval();
+  auto cfg = teacher->config();
+  cfg.layers[0] = fw("gated_delta", "identity", "none", 8);
+  cfg.layers[0].swa_window = 4;  // Liger's window hybrid inside the layer
+  cfg.layers[2] = fw("gated_delta", "relu", "none", 8);
+  cfg.lora_rank = 2;
+  auto conv = convert_model(teacher, cfg, 9);
+  for (const char* created : {"a_proj.weight", "b_proj.weight", "A_log", "dt_bias"})
+    CHECK(contains(conv.report.created, fmt::format("blocks.2.mixer.{}", created)));
+  CHECK(contains(conv.report.copied, "blocks.2.mixer.qkv.weight"));  // no rescale: the rule keeps W_v
+  GPT student = conv.model;
+  CHECK(transferred_layers(student, teacher) == std::vector<size_t>{0, 2});
+  select_trainable(student, "new_mixers");
+  std::vector<torch::Tensor> params;
+  for (auto& p : student->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(1e-2));
+  auto idx = torch::randint(0, 50, {2, 24}, torch::kLong);
+  auto total = [&] {
+    auto mse = transfer_mse(student, teacher, idx, {0, 2});
+    return mse[0] + mse[1];
+  };
+  const double before = total().item<double>();
+  for (int i = 0; i < 40; ++i) {
+    opt.zero_grad();
+    total().backward();
+    opt.step();
+  }
+  CHECK(total().item<double>() < 0.8 * before);
+  student->eval();
+  const auto logits = student->forward(idx);
+  auto merged = merge_lora(student);
+  merged->eval();
+  CHECK(max_abs_diff(merged->forward(idx), logits) < 1e-10);
+  torch::NoGradGuard guard;
+  GenerationState state;  // generation: the step form carries S and the window's cache
+  for (int64_t t = 0; t < 24; ++t) CHECK(max_abs_diff(merged->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
 }

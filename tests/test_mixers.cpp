@@ -7,6 +7,8 @@
 
 #include <deque>
 
+#include "contract/feature_map_table.h"
+#include "contract/rule_table.h"
 #include "models/mixers.h"
 #include "tests/test_util.h"
 
@@ -103,20 +105,22 @@ class ComboTest : public Catch::ITestInvoker {
 // Registration at static-initialisation time; Catch2 keeps StringRefs, so names live in a deque.
 const int registered = [] {
   static std::deque<std::string> names;
-  for (const char* rule : {"add", "delta", "gated", "decay"})
-    for (const char* map : {"relu", "elu1", "identity", "dpfp", "rfa", "hedgehog"})
-      for (const char* norm : {"attn", "none"})
-        for (int64_t m : {4, 16}) {
-          if (std::string(rule) == "decay" && std::string(norm) == "attn") continue;  // N/A, rejected
-          const auto spec = test::fw(rule, map, norm, m);
-          names.push_back(fmt::format("fast_weight {}/{}/{}/m={}", rule, map, norm, m));
-          Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
-        }
+  // Every rule and map the tables hold, with every normalization and key normalization its rule's row allows.
+  for (const auto& rule : rule_table())
+    for (const auto& map : feature_map_table())
+      for (const auto& norm : rule.norms)
+        for (const auto& key_norm : rule.key_norms.empty() ? std::vector<std::string>{""} : rule.key_norms)
+          for (int64_t m : {4, 16}) {
+            auto spec = test::fw(rule.name, map.name, norm, m);
+            spec.key_norm = key_norm;
+            names.push_back(fmt::format("fast_weight {}/{}/{}{}/m={}", rule.name, map.name, norm, key_norm.empty() ? "" : "/" + key_norm + " keys", m));
+            Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+          }
   // Every rule with a sliding window of 5 mixed in (T = 37 crosses it many times).
-  for (const char* rule : {"add", "delta", "gated", "decay"}) {
-    auto spec = test::fw(rule, "hedgehog", std::string(rule) == "decay" ? "none" : "attn", 8);
+  for (const auto& rule : rule_table()) {
+    auto spec = test::fw(rule.name, "hedgehog", rule.norms.front(), 8);
     spec.swa_window = 5;
-    names.push_back(fmt::format("fast_weight {}/hedgehog + sliding window 5", rule));
+    names.push_back(fmt::format("fast_weight {}/hedgehog + sliding window 5", rule.name));
     Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
   }
   return 0;
@@ -174,7 +178,8 @@ TEST_CASE("local attention equals softmax attention restricted to the window", "
 
 TEST_CASE("hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identity-initialised, separate query and key maps", "[mixers]") {
   MixerSpec spec = test::fw("decay", "hedgehog", "none", 8);  // 4 projections of a head of 8: a rectangular identity
-  FeatureMap phi(spec, 2, 8);
+  auto map = make_feature_map(spec, 2, 8);
+  auto& phi = *map;
   auto x = torch::randn({1, 2, 3, 8});
   // Independent computation: with W = [I_4 0], W x keeps the first 4 coordinates.
   auto first = x.narrow(-1, 0, 4);
@@ -184,7 +189,7 @@ TEST_CASE("hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identit
   CHECK(max_abs_diff(phi.forward(x, true).sum(-1), torch::full({1, 2, 3}, 2.0)) < 1e-6);  // two distributions
   {
     torch::NoGradGuard guard;
-    phi.weight_k.mul_(3.0);  // the key map alone changes: queries keep theirs
+    phi.named_parameters()["weight_k"].mul_(3.0);  // the key map alone changes: queries keep theirs
   }
   CHECK(max_abs_diff(phi.forward(x, true), expected) < 1e-6);
   CHECK(max_abs_diff(phi.forward(x, false), expected) > 1e-3);

@@ -5,8 +5,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
+#include "contract/feature_map_table.h"
+#include "contract/rule_table.h"
+#include "models/feature_maps/feature_map.h"
 #include "models/gpt.h"
 #include "models/mixers.h"
+#include "models/rules/update_rule.h"
 #include "tests/test_util.h"
 
 using namespace fwlab;
@@ -86,7 +92,8 @@ TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
   std::vector<ModelConfig> configs = {hybrid_config(), test::small_config(fw("decay", "relu", "none", 16), 3),
                                       test::small_config(fw("add", "rfa", "attn", 6), 2),
                                       test::small_config(fw("delta", "dpfp", "none", 32), 2),
-                                      test::small_config(fw("gated", "hedgehog", "attn", 12), 2)};
+                                      test::small_config(fw("gated", "hedgehog", "attn", 12), 2),
+                                      test::small_config(fw("gated_delta", "relu", "none", 6), 2)};
   configs[3].layers[0].dpfp_nu = 2;
   configs[3].layers[1].dpfp_nu = 2;
   auto t2r = test::small_config(fw("add", "relu", "attn", 4), 8);
@@ -164,7 +171,18 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   CHECK(config_error(test::small_config(fw("decay", "hedgehog", "none", 7))) ==
         "layers[0].m: feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got 7");
   CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==
-        "layers[0].rule: 'hebb' is not one of add, delta, gated, decay");
+        "layers[0].rule: 'hebb' is not one of add, delta, gated, decay, gated_delta");
+  CHECK(config_error(test::small_config(fw("gated_delta", "relu", "attn", 4))) ==
+        "layers[0].norm: 'attn' normalization is not defined for rule 'gated_delta'; use 'none'");
+  auto keys_of_add = test::small_config(fw("add", "relu", "none", 4));
+  keys_of_add.layers[0].key_norm = "l2";
+  CHECK(config_error(keys_of_add) == "layers[0].key_norm: rule 'add' normalises no keys: key_norm would change nothing");
+  auto l1_keys = test::small_config(fw("delta", "relu", "none", 4));
+  l1_keys.layers[1].key_norm = "l1";
+  CHECK(config_error(l1_keys) == "layers[1].key_norm: 'l1' is not one of sum, l2");
+  auto delta_chunk = test::small_config(fw("delta", "relu", "none", 4));
+  delta_chunk.layers[0].chunk = 16;
+  CHECK(config_error(delta_chunk) == "layers[0].chunk: rule 'delta' runs a sequential kernel with no chunks: chunk would change nothing");
   CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) == "layers[0].norm: 'sum' is not one of attn, none");
   CHECK(config_error(test::small_config(fw("add", "relu", "none", 0))) == "layers[0].m: must be positive, got 0");
   CHECK_THROWS_WITH(GPT(test::small_config(fw("decay", "identity", "attn", 4))),
@@ -173,6 +191,11 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
 
 TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys and wrong types", "[model]") {
   auto cfg = hybrid_config();
+  CHECK(model_config_from_json(to_json(cfg)) == cfg);
+  cfg.layers[2].key_norm = "l2";
+  cfg.layers[4] = fw("gated_delta", "elu1", "none", 8);
+  CHECK(to_json(cfg)["layers"][2]["key_norm"] == "l2");
+  CHECK(!to_json(cfg)["layers"][4].contains("key_norm"));  // the rule's default is not written
   CHECK(model_config_from_json(to_json(cfg)) == cfg);
   auto j = nlohmann::json::parse(R"({"vocab": 50, "n_layers": 4, "mixer": {"kind": "fast_weight", "rule": "decay",
       "feature_map": "identity", "norm": "none", "m": 4}, "keep_softmax_every": 2})");
@@ -193,4 +216,34 @@ TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys an
         "mixer.m: must be an integer, got \"four\"");
   CHECK(error_of(R"({"layers": [{"kind": "softmax"}, {"kind": "attention"}], "n_layers": 2})") ==
         "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp");
+}
+
+TEST_CASE("every rule and feature map of the tables: registered, and the formulas count what the layer holds", "[model]") {
+  CHECK(registered_rules() == rule_names());
+  CHECK(registered_feature_maps() == feature_map_names());
+  for (const auto& rule : rule_table())
+    for (const auto& map : feature_map_table()) {
+      // The first of a few sizes the map takes (elu1: m = head_dim = 8; dpfp, nu = 1: m = 16).
+      std::optional<ModelConfig> cfg;
+      for (int64_t m : {6, 8, 16})
+        if (!cfg) {
+          auto candidate = test::small_config(fw(rule.name, map.name, rule.norms.front(), m), 2);
+          if (config_error(candidate).empty()) cfg = candidate;
+        }
+      DYNAMIC_SECTION(rule.name << " x " << map.name) {
+        REQUIRE(cfg);
+        torch::manual_seed(3);
+        GPT model(*cfg);
+        int64_t held = 0;
+        for (const auto& p : model->parameters()) held += p.numel();
+        CHECK(count_parameters(*cfg) == held);
+        model->eval();
+        GenerationState state;
+        torch::NoGradGuard guard;
+        for (int64_t t = 0; t < 3; ++t) model->step(torch::randint(0, 50, {1}, torch::kLong), state);
+        int64_t carried = 0;
+        for (const auto& layer : state.layers) carried += layer.S.numel() + (layer.z.defined() ? layer.z.numel() : 0);
+        CHECK(state_size(*cfg).elements_at(3) == carried);
+      }
+    }
 }

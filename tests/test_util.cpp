@@ -2,7 +2,7 @@
 
 namespace fwlab::test {
 
-MixerSpec fw(const char* rule, const char* feature_map, const char* norm, int64_t m) {
+MixerSpec fw(const std::string& rule, const std::string& feature_map, const std::string& norm, int64_t m) {
   MixerSpec s;
   s.kind = "fast_weight";
   s.rule = rule;

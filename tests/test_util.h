@@ -29,7 +29,7 @@ struct DecayInputs {
 };
 
 // A fast-weight mixer spec.
-MixerSpec fw(const char* rule, const char* feature_map, const char* norm, int64_t m);
+MixerSpec fw(const std::string& rule, const std::string& feature_map, const std::string& norm, int64_t m);
 
 // A small model configuration with the given mixer on every layer.
 ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers = 2, int64_t head_dim = 8);

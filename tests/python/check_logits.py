@@ -64,6 +64,10 @@ def feature_map(x, W, p, spec, hd, is_query):
     raise SystemExit(f"check_logits.py: feature map {kind} not implemented here")
 
 
+def l2norm(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)  # eps inside the sqrt, as fla's l2norm
+
+
 def fast_weight(x, W, p, cfg, spec):
     B, T, _ = x.shape
     H, hd, m = cfg["n_heads"], cfg["head_dim"], spec["m"]
@@ -85,12 +89,25 @@ def fast_weight(x, W, p, cfg, spec):
             S = g[..., None] * S + (1 - g)[..., None] * vt[..., :, None] * fk[..., None, :]
             z = g * z + (1 - g) * fk
         elif rule == "delta":
-            fq = fq / (fq.sum(-1, keepdim=True) + 1e-6)  # sum normalization
-            fk = fk / (fk.sum(-1, keepdim=True) + 1e-6)
+            if spec.get("key_norm", "sum") == "l2":  # DeltaNet (Yang et al. 2024): L2-normalised q, k
+                fq, fk = l2norm(fq) * m ** -0.5, l2norm(fk)
+            else:
+                fq = fq / (fq.sum(-1, keepdim=True) + 1e-6)  # sum normalization
+                fk = fk / (fk.sum(-1, keepdim=True) + 1e-6)
             beta = torch.sigmoid(linear(x[:, t], W, p + "gate.")).reshape(B, H, 1)
             v_old = torch.einsum("bhdm,bhm->bhd", S, fk)
             S = S + (beta * (vt - v_old))[..., :, None] * fk[..., None, :]
             z = z + fk
+        elif rule == "gated_delta":
+            # Gated DeltaNet (Yang, Kautz & Hatamizadeh 2024), as in flash-linear-attention:
+            # S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
+            fq, fk = l2norm(fq) * m ** -0.5, l2norm(fk)
+            beta = torch.sigmoid(x[:, t] @ W[p + "b_proj.weight"].T).reshape(B, H, 1)
+            dt = F.softplus(x[:, t] @ W[p + "a_proj.weight"].T + W[p + "dt_bias"])
+            alpha = torch.exp(-torch.exp(W[p + "A_log"]) * dt).reshape(B, H, 1, 1)
+            S = alpha * S
+            u = beta * (vt - torch.einsum("bhdm,bhm->bhd", S, fk))
+            S = S + u[..., :, None] * fk[..., None, :]
         elif rule == "decay":
             zg = torch.sigmoid(linear(x[:, t], W, p + "decay_z.")).reshape(B, H, hd)
             fg = torch.sigmoid(linear(x[:, t], W, p + "decay_f.")).reshape(B, H, m)

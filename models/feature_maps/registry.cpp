@@ -1,0 +1,46 @@
+// The feature maps fwlab knows, by name: a new map is its files and one line here (and its row in
+// contract/feature_map_table.cpp, which a test binds to this list).
+#include <fmt/format.h>
+
+#include "contract/named_rows.h"
+#include "models/feature_maps/dpfp.h"
+#include "models/feature_maps/elu1.h"
+#include "models/feature_maps/hedgehog.h"
+#include "models/feature_maps/projection.h"
+#include "models/feature_maps/rfa.h"
+
+namespace fwlab {
+
+namespace {
+
+struct Entry {
+  std::string name;
+  FeatureMapFactory make;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> maps = {
+      {"relu", make_relu_map}, {"elu1", make_elu1_map}, {"identity", make_identity_map},
+      {"dpfp", make_dpfp_map}, {"rfa", make_rfa_map},   {"hedgehog", make_hedgehog_map},
+  };
+  return maps;
+}
+
+}  // namespace
+
+std::shared_ptr<FeatureMap> make_feature_map(const MixerSpec& spec, int64_t n_heads, int64_t head_dim) {
+  if (const auto* entry = find_named_row(registry(), spec.feature_map)) return entry->make(spec, n_heads, head_dim);
+  throw ConfigError("feature_map", fmt::format("no feature map '{}' is registered", spec.feature_map));
+}
+
+std::vector<std::string> registered_feature_maps() {
+  return row_names(registry());
+}
+
+torch::Tensor project_heads(const torch::Tensor& x, const torch::Tensor& w) {
+  const bool step = x.dim() == 3;
+  auto y = torch::matmul(step ? x.unsqueeze(-2) : x, w.transpose(-1, -2));
+  return step ? y.squeeze(-2) : y;
+}
+
+}  // namespace fwlab

@@ -1,0 +1,10 @@
+// The 'add' update rule (contract/rule_table.h holds its row; registry.cpp registers it).
+#pragma once
+
+#include "models/rules/update_rule.h"
+
+namespace fwlab {
+
+std::unique_ptr<UpdateRule> make_add_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg);
+
+}  // namespace fwlab
