@@ -565,21 +565,18 @@ int cmd_plot(const std::string& file, const std::string& profile, const std::str
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"fwlab: run experiment grids of fast-weight models and ask the results database questions"};
-  app.footer(kExitCodes);
-  app.require_subcommand(1);
-  Common common;
-  auto add_db = [&](CLI::App* sub) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); };
-  auto add_set = [&](CLI::App* sub) {
-    sub->add_option("--set", common.sets, "KEY=VALUE: set a key of the file (a dotted path as a profile writes it, e.g. "
-                                          "defaults.data.path=/data/pile or stage.pretrain.init_checkpoint=hf:/models/gpt2), "
-                                          "after the profile; repeatable. Give the same --set to table, report and plot")
-        ->type_name("KEY=VALUE")->allow_extra_args(false);  // one value per --set: FILE is never taken for one
-  };
+namespace {
 
-  std::string file, profile, sql, format = "table", job;
-  SweepArgs sa;
+void add_db(CLI::App* sub, Common& common) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); }
+
+void add_set(CLI::App* sub, Common& common) {
+  sub->add_option("--set", common.sets, "KEY=VALUE: set a key of the file (a dotted path as a profile writes it, e.g. "
+                                        "defaults.data.path=/data/pile or stage.pretrain.init_checkpoint=hf:/models/gpt2), "
+                                        "after the profile; repeatable. Give the same --set to table, report and plot")
+      ->type_name("KEY=VALUE")->allow_extra_args(false);  // one value per --set: FILE is never taken for one
+}
+
+CLI::App* add_sweep(CLI::App& app, SweepArgs& sa, Common& common) {
   auto* sweep = app.add_subcommand("sweep", "expand an experiment file into jobs and run them");
   sweep->add_option("FILE", sa.file, "experiment file (experiments/*.toml)")->required()->check(CLI::ExistingFile);
   sweep->add_option("--profile", sa.profile, "profile of the file: smoke, quick, paper, ...");
@@ -596,79 +593,15 @@ int main(int argc, char** argv) {
   sweep->add_flag("--dry-run", sa.dry_run, "print the expanded grid with status, parameters and state size; run nothing");
   sweep->add_flag("--retry-failed", sa.retry_failed, "run again jobs that failed (bad spec or data) or were cancelled");
   sweep->add_flag("--retry-diverged", sa.retry_diverged, "run again jobs that diverged");
-  add_set(sweep);
-  add_db(sweep);
+  add_set(sweep, common);
+  add_db(sweep, common);
+  return sweep;
+}
 
-  bool wait = false;
-  auto* sync = app.add_subcommand("sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
-  sync->add_flag("--wait", wait, "keep going until every cluster sweep has ended");
-  add_db(sync);
-
-  auto* status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
-  status->add_option("FILE", file, "only this experiment file")->check(CLI::ExistingFile);
-  status->add_option("--profile", profile, "profile of the file");
-  add_set(status);
-  add_db(status);
-
-  auto* query = app.add_subcommand("query", "run read-only SQL on the results database (statements that write are refused)");
-  query->add_option("SQL", sql, "one or more ;-separated statements that only read: SELECT, WITH, informational PRAGMA. "
-                               "A statement that would write (INSERT, UPDATE, DELETE, VACUUM INTO, ATTACH, ...) "
-                               "rejects the whole query: nothing runs")->required();
-  query->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
-  add_db(query);
-
-  auto* show = app.add_subcommand("show", "one job: config, status, cause, curves, log tail");
-  show->add_option("JOB", job, "job id or a unique prefix")->required();
-  add_db(show);
-
-  std::string out, gnuplot = "gnuplot", table_format = "md";
-  auto* table = app.add_subcommand("table", "the experiment's table from the database (layout: the file's [table])");
-  table->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
-  table->add_option("--profile", profile, "profile of the file");
-  table->add_option("--format", table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
-  table->add_option("--out", out, "write to this file instead of printing");
-  bool compare = false;
-  table->add_flag("--compare", compare, "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
-  add_set(table);
-  add_db(table);
-
-  auto* report = app.add_subcommand("report", "divergence report: each diverged run, stability by setting, learning-rate frontier");
-  report->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
-  report->add_option("--profile", profile, "profile of the file");
-  report->add_option("--out", out, "write the Markdown to this file instead of printing");
-  add_set(report);
-  add_db(report);
-
-  auto* plot = app.add_subcommand("plot", "figures with gnuplot (PNG, SVG and the .gp script)");
-  plot->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
-  plot->add_option("--profile", profile, "profile of the file");
-  plot->add_option("--out", out, "directory for the figures (default: EXPERIMENT/plots beside the database)");
-  plot->add_option("--gnuplot", gnuplot, "gnuplot executable")->capture_default_str();
-  add_set(plot);
-  add_db(plot);
-
-  std::string doctor_worker;
-  auto* doctor = app.add_subcommand("doctor", "check this machine: versions, the device, every custom kernel against libtorch's own "
-                                              "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
-  doctor->add_option("--worker", doctor_worker, "fwlab-worker executable");
-  doctor->allow_extras();
-
+// Runs a command, turning what it throws into a message and an exit code (fwlab's, see kExitCodes).
+int reporting_errors(const std::function<int()>& command) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
-  try {
-    if (*sweep) return cmd_sweep(sa, common);
-    if (*sync) return cmd_sync(common, wait, false);
-    if (*status) return cmd_status(file, profile, common);
-    if (*query) return cmd_query(sql, format, common);
-    if (*table) return cmd_table(file, profile, table_format, compare, out, common);
-    if (*report) return cmd_report(file, profile, out, common);
-    if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
-    if (*doctor) return cmd_doctor(doctor_worker, doctor->remaining());
-    return cmd_show(job, common);
+    return command();
   } catch (const ArgumentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
@@ -688,4 +621,89 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fwlab: error: {}\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fwlab: run experiment grids of fast-weight models and ask the results database questions"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  Common common;
+
+  std::string file, profile, sql, format = "table", job;
+  SweepArgs sa;
+  auto* sweep = add_sweep(app, sa, common);
+
+  bool wait = false;
+  auto* sync = app.add_subcommand("sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
+  sync->add_flag("--wait", wait, "keep going until every cluster sweep has ended");
+  add_db(sync, common);
+
+  auto* status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
+  status->add_option("FILE", file, "only this experiment file")->check(CLI::ExistingFile);
+  status->add_option("--profile", profile, "profile of the file");
+  add_set(status, common);
+  add_db(status, common);
+
+  auto* query = app.add_subcommand("query", "run read-only SQL on the results database (statements that write are refused)");
+  query->add_option("SQL", sql, "one or more ;-separated statements that only read: SELECT, WITH, informational PRAGMA. "
+                               "A statement that would write (INSERT, UPDATE, DELETE, VACUUM INTO, ATTACH, ...) "
+                               "rejects the whole query: nothing runs")->required();
+  query->add_option("--format", format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
+  add_db(query, common);
+
+  auto* show = app.add_subcommand("show", "one job: config, status, cause, curves, log tail");
+  show->add_option("JOB", job, "job id or a unique prefix")->required();
+  add_db(show, common);
+
+  std::string out, gnuplot = "gnuplot", table_format = "md";
+  auto* table = app.add_subcommand("table", "the experiment's table from the database (layout: the file's [table])");
+  table->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  table->add_option("--profile", profile, "profile of the file");
+  table->add_option("--format", table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
+  table->add_option("--out", out, "write to this file instead of printing");
+  bool compare = false;
+  table->add_flag("--compare", compare, "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
+  add_set(table, common);
+  add_db(table, common);
+
+  auto* report = app.add_subcommand("report", "divergence report: each diverged run, stability by setting, learning-rate frontier");
+  report->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  report->add_option("--profile", profile, "profile of the file");
+  report->add_option("--out", out, "write the Markdown to this file instead of printing");
+  add_set(report, common);
+  add_db(report, common);
+
+  auto* plot = app.add_subcommand("plot", "figures with gnuplot (PNG, SVG and the .gp script)");
+  plot->add_option("FILE", file, "experiment file")->required()->check(CLI::ExistingFile);
+  plot->add_option("--profile", profile, "profile of the file");
+  plot->add_option("--out", out, "directory for the figures (default: EXPERIMENT/plots beside the database)");
+  plot->add_option("--gnuplot", gnuplot, "gnuplot executable")->capture_default_str();
+  add_set(plot, common);
+  add_db(plot, common);
+
+  std::string doctor_worker;
+  auto* doctor = app.add_subcommand("doctor", "check this machine: versions, the device, every custom kernel against libtorch's own "
+                                              "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
+  doctor->add_option("--worker", doctor_worker, "fwlab-worker executable");
+  doctor->allow_extras();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  return reporting_errors([&] {
+    if (*sweep) return cmd_sweep(sa, common);
+    if (*sync) return cmd_sync(common, wait, false);
+    if (*status) return cmd_status(file, profile, common);
+    if (*query) return cmd_query(sql, format, common);
+    if (*table) return cmd_table(file, profile, table_format, compare, out, common);
+    if (*report) return cmd_report(file, profile, out, common);
+    if (*plot) return cmd_plot(file, profile, out, gnuplot, common);
+    if (*doctor) return cmd_doctor(doctor_worker, doctor->remaining());
+    return cmd_show(job, common);
+  });
 }
