@@ -1,13 +1,13 @@
 #include "contract/model_config.h"
 
-#include "contract/feature_map_table.h"
-#include "contract/rule_table.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "contract/feature_map_table.h"
+#include "contract/rule_table.h"
 
 namespace fwlab {
 
