@@ -5,62 +5,72 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-2 0.943359375 0.943359375 0.943359375
-4 0.9716796875 0.9716796875 0.9716796875
-8 0.904296875 0.904296875 0.904296875
-16 0.06396484375 0.06396484375 0.06396484375
+2 0.9565429688 0.9565429688 0.9565429688
+4 0.9846191406 0.9846191406 0.9846191406
+8 0.9738769531 0.9738769531 0.9738769531
+16 0.06256103516 0.06256103516 0.06256103516
 EOD
 $p0s1 << EOD
-2 0.986328125 0.986328125 0.986328125
-4 0.9211425781 0.9211425781 0.9211425781
-8 0.9796142578 0.9796142578 0.9796142578
-16 0.06140136719 0.06140136719 0.06140136719
+2 0.9877929688 0.9877929688 0.9877929688
+4 0.9614257812 0.9614257812 0.9614257812
+8 0.9422607422 0.9422607422 0.9422607422
+16 0.06188964844 0.06188964844 0.06188964844
 EOD
 $p0s2 << EOD
-4 0.4699707031 0.4699707031 0.4699707031
-8 0.1976318359 0.1976318359 0.1976318359
-16 0.1744384766 0.1744384766 0.1744384766
+8 0.1232910156 0.1232910156 0.1232910156
+16 0.2277832031 0.2277832031 0.2277832031
 EOD
 $p0s2d << EOD
-2 1.075087891
+2 1.075166016
+4 1.075166016
 EOD
 $p0s3 << EOD
-4 0.8840332031 0.8840332031 0.8840332031
-8 0.2136230469 0.2136230469 0.2136230469
-16 0.2621459961 0.2621459961 0.2621459961
-EOD
-$p0s3d << EOD
-2 1.075087891
+2 0.9326171875 0.9326171875 0.9326171875
+4 0.8825683594 0.8825683594 0.8825683594
+8 0.2158203125 0.2158203125 0.2158203125
+16 0.3082275391 0.3082275391 0.3082275391
 EOD
 $p0s4 << EOD
 2 1 1 1
-4 0.06420898438 0.06420898438 0.06420898438
-8 0.4812011719 0.4812011719 0.4812011719
-16 0.1165161133 0.1165161133 0.1165161133
+4 0.4992675781 0.4992675781 0.4992675781
+8 0.7607421875 0.7607421875 0.7607421875
+16 0.1296386719 0.1296386719 0.1296386719
 EOD
 $p0s5 << EOD
 2 1 1 1
-4 0.998046875 0.998046875 0.998046875
+4 0.9990234375 0.9990234375 0.9990234375
 8 1 1 1
-16 0.1276855469 0.1276855469 0.1276855469
+16 0.188659668 0.188659668 0.188659668
 EOD
 $p0s6 << EOD
-2 0.9990234375 0.9990234375 0.9990234375
+2 1 1 1
 4 1 1 1
-8 0.2868652344 0.2868652344 0.2868652344
-16 0.06555175781 0.06555175781 0.06555175781
+8 0.2434082031 0.2434082031 0.2434082031
+16 0.06140136719 0.06140136719 0.06140136719
 EOD
 $p0s7 << EOD
 2 1 1 1
-4 0.9997558594 0.9997558594 0.9997558594
-8 1 1 1
-16 0.06427001953 0.06427001953 0.06427001953
+4 0.9987792969 0.9987792969 0.9987792969
+8 0.7662353516 0.7662353516 0.7662353516
+16 0.064453125 0.064453125 0.064453125
 EOD
 $p0s8 << EOD
+2 0.9985351562 0.9985351562 0.9985351562
+4 0.8776855469 0.8776855469 0.8776855469
+8 0.1207275391 0.1207275391 0.1207275391
+16 0.06042480469 0.06042480469 0.06042480469
+EOD
+$p0s9 << EOD
+2 1 1 1
+4 0.2216796875 0.2216796875 0.2216796875
+8 0.1282958984 0.1282958984 0.1282958984
+16 0.06103515625 0.06103515625 0.06103515625
+EOD
+$p0s10 << EOD
 2 1 1 1
 4 1 1 1
 8 1 1 1
-16 0.5598144531 0.5598144531 0.5598144531
+16 0.6173095703 0.6173095703 0.6173095703
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'vs_pairs.png'
@@ -73,18 +83,19 @@ set logscale x 2
 unset logscale y
 set xtics (2, 4, 8, 16)
 set xrange [1.428571429:22.4]
-set yrange [*:1.096589649]
+set yrange [*:1.096669337]
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
      $p0s2d u 1:2 w p pt 2 ps 2.5 lw 3 lc 3 t 'delta, m=4: diverged (no value)', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
-     $p0s3d u 1:2 w p pt 2 ps 2.5 lw 3 lc 4 t 'delta, m=16: diverged (no value)', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated, m=4', \
      $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated, m=16', \
      $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, m=4', \
      $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, m=16', \
-     $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'softmax (keeps every pair)'
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'gated\_delta, m=4', \
+     $p0s9 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 10 t 'gated\_delta, m=16', \
+     $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'softmax (keeps every pair)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_pairs.svg'
@@ -97,16 +108,17 @@ set logscale x 2
 unset logscale y
 set xtics (2, 4, 8, 16)
 set xrange [1.428571429:22.4]
-set yrange [*:1.096589649]
+set yrange [*:1.096669337]
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
      $p0s2d u 1:2 w p pt 2 ps 2.5 lw 3 lc 3 t 'delta, m=4: diverged (no value)', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
-     $p0s3d u 1:2 w p pt 2 ps 2.5 lw 3 lc 4 t 'delta, m=16: diverged (no value)', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated, m=4', \
      $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated, m=16', \
      $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, m=4', \
      $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, m=16', \
-     $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'softmax (keeps every pair)'
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'gated\_delta, m=4', \
+     $p0s9 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 10 t 'gated\_delta, m=16', \
+     $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'softmax (keeps every pair)'
 unset output

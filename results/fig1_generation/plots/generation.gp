@@ -5,28 +5,36 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-128 0.4228458125 0.4090529453 0.4829437344
-256 0.482157625 0.4470785469 0.5533665313
-512 0.8366865 0.6724973594 0.8893522109
-1024 0.7722800391 0.759120875 1.155980156
-2048 1.534814258 1.467704695 1.631316492
-4096 2.011010031 1.928521469 2.368750477
+128 1.310263008 0.7782156875 1.526142219
+256 0.9864955937 0.9676322734 1.126568328
+512 1.129781055 1.047056055 1.377136016
+1024 1.714271664 1.500495484 1.856826359
+2048 4.627195203 4.012857187 4.937648914
+4096 10.68372982 8.77852432 11.66912504
 EOD
 $p0s1 << EOD
-128 0.6386233047 0.630995875 0.7974346094
-256 0.654412375 0.6344792812 0.7016653984
-512 0.6390391719 0.6321268516 0.6834936797
-1024 0.6414656406 0.632161125 0.6472325937
-2048 0.6488262344 0.6346258828 0.6602057812
-4096 0.6681847422 0.6409924062 0.7308664453
+128 0.9402356094 0.8228902031 1.004887359
+256 0.8009648437 0.7800295469 0.9554583828
+512 0.8368982031 0.7700003906 0.9085155078
+1024 0.8190443438 0.7326687109 0.8437675937
+2048 0.8606763906 0.8258389375 1.508988852
+4096 0.8929178828 0.7863061797 1.438836531
 EOD
 $p0s2 << EOD
-128 0.7438109922 0.7244670547 0.7641026562
-256 0.7250706953 0.6865706094 1.133382633
-512 0.6824408203 0.6744747891 0.700162625
-1024 0.6851484531 0.6780141406 0.7020961328
-2048 0.6766592344 0.6735418438 0.7324536094
-4096 0.6824978828 0.6750491562 0.7284294844
+128 1.097573914 1.030233805 1.359003383
+256 1.020073602 0.8423959609 1.355478086
+512 0.7929791094 0.7361443984 1.422575453
+1024 1.139661547 1.069381852 1.38350318
+2048 1.326740922 0.8089576094 2.000523602
+4096 0.8887087578 0.8187242656 1.212889359
+EOD
+$p0s3 << EOD
+128 0.9817631172 0.9275684063 1.15597332
+256 1.259134242 0.9516949141 1.89923682
+512 1.261129234 1.035979656 1.813268891
+1024 1.333377945 0.9952361953 1.431897187
+2048 1.021382492 0.8984933281 1.552212539
+4096 1.053389656 0.7777665078 1.239439453
 EOD
 $p1s0 << EOD
 128 2 2 2
@@ -52,6 +60,14 @@ $p1s2 << EOD
 2048 0.125 0.125 0.125
 4096 0.125 0.125 0.125
 EOD
+$p1s3 << EOD
+128 0.125 0.125 0.125
+256 0.125 0.125 0.125
+512 0.125 0.125 0.125
+1024 0.125 0.125 0.125
+2048 0.125 0.125 0.125
+4096 0.125 0.125 0.125
+EOD
 set terminal pngcairo size 1400,600 enhanced font 'DejaVu Sans,10'
 set output 'generation.png'
 set multiplot layout 1,2
@@ -67,7 +83,8 @@ set xrange [91.42857143:5734.4]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
      $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
-     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Gated delta, m = 32 (not in the paper)'
 unset arrow
 unset label
 set title 'fig1\_generation: memory carried between tokens'
@@ -80,7 +97,8 @@ set xrange [91.42857143:5734.4]
 set autoscale y
 plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
      $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
-     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
+     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32', \
+     $p1s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Gated delta, m = 32 (not in the paper)'
 unset multiplot
 unset output
 set terminal svg size 1400,600 enhanced font 'DejaVu Sans,10' dynamic
@@ -98,7 +116,8 @@ set xrange [91.42857143:5734.4]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
      $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
-     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Gated delta, m = 32 (not in the paper)'
 unset arrow
 unset label
 set title 'fig1\_generation: memory carried between tokens'
@@ -111,6 +130,7 @@ set xrange [91.42857143:5734.4]
 set autoscale y
 plot $p1s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax (KV cache)', \
      $p1s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Delta, m = 32', \
-     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32'
+     $p1s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Decay, m = 32', \
+     $p1s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Gated delta, m = 32 (not in the paper)'
 unset multiplot
 unset output

@@ -5,34 +5,44 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 7.89117435 7.89117435 7.89117435
-100 7.608825833 7.608825833 7.608825833
-150 7.47094805 7.47094805 7.47094805
+50 7.891293776 7.891293776 7.891293776
+100 7.608915916 7.608915916 7.608915916
+150 7.471006574 7.471006574 7.471006574
 EOD
 $p0s1 << EOD
-50 7.895824298 7.895824298 7.895824298
-100 7.627030162 7.627030162 7.627030162
-150 7.477414595 7.477414595 7.477414595
+50 7.895916543 7.895916543 7.895916543
+100 7.627175288 7.627175288 7.627175288
+150 7.477504044 7.477504044 7.477504044
 EOD
 $p0s2 << EOD
-50 8.025648877 8.025648877 8.025648877
-100 7.495940732 7.495940732 7.495940732
-150 7.285850181 7.285850181 7.285850181
+50 8.02572048 8.02572048 8.02572048
+100 7.49604308 7.49604308 7.49604308
+150 7.285880858 7.285880858 7.285880858
 EOD
 $p0s3 << EOD
-50 8.247685788 8.247685788 8.247685788
-100 7.570207984 7.570207984 7.570207984
-150 7.333792307 7.333792307 7.333792307
+50 8.247952011 8.247952011 8.247952011
+100 7.570304144 7.570304144 7.570304144
+150 7.333924647 7.333924647 7.333924647
 EOD
 $p0s4 << EOD
-50 7.899440256 7.899440256 7.899440256
-100 7.468838409 7.468838409 7.468838409
-150 7.241275466 7.241275466 7.241275466
+50 8.168425716 8.168425716 8.168425716
+100 7.601631362 7.601631362 7.601631362
+150 7.395593856 7.395593856 7.395593856
 EOD
 $p0s5 << EOD
-50 8.175756733 8.175756733 8.175756733
-100 7.576428886 7.576428886 7.576428886
-150 7.323943769 7.323943769 7.323943769
+50 7.899572912 7.899572912 7.899572912
+100 7.468831126 7.468831126 7.468831126
+150 7.241309563 7.241309563 7.241309563
+EOD
+$p0s6 << EOD
+50 8.175823104 8.175823104 8.175823104
+100 7.576520369 7.576520369 7.576520369
+150 7.324020647 7.324020647 7.324020647
+EOD
+$p0s7 << EOD
+50 8.27475099 8.27475099 8.27475099
+100 7.733015644 7.733015644 7.733015644
+150 7.530385053 7.530385053 7.530385053
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves.png'
@@ -50,8 +60,10 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax, fine-tuned
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Local attention (w = 32)', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated (gated16)', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay (decay16)', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated (gated32)', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Decay (decay32)'
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper) (gated\_delta16)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Gated (gated32)', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'Decay (decay32)', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'Gated delta (not in the paper) (gated\_delta32)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves.svg'
@@ -69,6 +81,8 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Softmax, fine-tuned
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Local attention (w = 32)', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated (gated16)', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay (decay16)', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated (gated32)', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Decay (decay32)'
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper) (gated\_delta16)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Gated (gated32)', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'Decay (decay32)', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'Gated delta (not in the paper) (gated\_delta32)'
 unset output
