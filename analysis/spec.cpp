@@ -277,30 +277,42 @@ std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpe
   if (spec.higher_is_better != spec.metric.higher_is_better)
     r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name, spec.metric.higher_is_better ? "higher" : "lower"));
 
-  const auto column_keys = table_keys(ex, table, table.columns), row_keys = table_keys(ex, table, table.rows);
+  // Keys of the grid as the file wrote it: a row or column that a --set or profile subset left out is set aside.
+  Experiment written = ex;
+  for (auto& axis : written.axes)
+    if (const auto it = ex.written_axes.find(axis.name); it != ex.written_axes.end()) axis.values = it->second;
+  const auto column_keys = table_keys(written, table, table.columns), row_keys = table_keys(written, table, table.rows);
+  const auto kept_columns = table_keys(ex, table, table.columns), kept_rows = table_keys(ex, table, table.rows);
+  auto kept = [](const std::vector<std::string>& keys, const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  std::vector<std::string> columns;
   if (table.columns.empty()) {
     if (p.contains("columns")) r.fail("published.columns", "the table has no column axes: give each row one value");
-    spec.columns = {""};
+    columns = {""};
   } else {
     if (!p.contains("columns")) r.fail("published", fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
-    spec.columns = r.names(p["columns"], "published.columns");
-    for (size_t i = 0; i < spec.columns.size(); ++i) {
-      const auto& c = spec.columns[i];
-      if (std::find(column_keys.begin(), column_keys.end(), c) == column_keys.end())
+    columns = r.names(p["columns"], "published.columns");
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const auto& c = columns[i];
+      if (!kept(column_keys, c))
         r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
-      if (std::count(spec.columns.begin(), spec.columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
+      if (std::count(columns.begin(), columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
     }
   }
+  for (const auto& c : columns)
+    if (c.empty() || kept(kept_columns, c)) spec.columns.push_back(c);
   if (!p.contains("rows") || !p["rows"].is_object() || p["rows"].empty())
     r.fail(p.contains("rows") ? "published.rows" : "published", "needs rows: a table of row key = [values, one per column]");
   for (const auto& [row, values] : p["rows"].items()) {
     const auto key = "published.rows." + row;
-    if (std::find(row_keys.begin(), row_keys.end(), row) == row_keys.end())
-      r.fail(key, fmt::format("'{}' is not a row of the table{}", row, did_you_mean(row, row_keys)));
+    if (!kept(row_keys, row)) r.fail(key, fmt::format("'{}' is not a row of the table{}", row, did_you_mean(row, row_keys)));
     if (!values.is_array()) r.fail(key, "must be a list of values, one per column");
-    if (values.size() != spec.columns.size())
-      r.fail(key, fmt::format("has {} values for {} columns", values.size(), spec.columns.size()));
-    for (size_t i = 0; i < values.size(); ++i) spec.rows[row].push_back(published_cell(r, values[i], fmt::format("{}[{}]", key, i)));
+    if (values.size() != columns.size()) r.fail(key, fmt::format("has {} values for {} columns", values.size(), columns.size()));
+    std::vector<PublishedCell> cells;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto cell = published_cell(r, values[i], fmt::format("{}[{}]", key, i));
+      if (columns[i].empty() || kept(kept_columns, columns[i])) cells.push_back(cell);
+    }
+    if (kept(kept_rows, row)) spec.rows[row] = std::move(cells);
   }
   return spec;
 }

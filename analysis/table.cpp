@@ -124,6 +124,7 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
   for (const auto* j : jobs) {
     if (!j->planned.applicable) continue;
     ++c.runs;
+    c.job_ids.push_back(j->id());
     if (j->diverged()) ++c.diverged;
     else if (j->failed()) ++c.failed;
     else if (!j->finished()) ++c.unfinished;

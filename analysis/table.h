@@ -21,6 +21,7 @@ struct CellValue {
   int runs = 0;        // applicable jobs in the cell
   int diverged = 0, failed = 0, unfinished = 0;
   std::string text;    // as printed
+  std::vector<std::string> job_ids;  // the applicable jobs that fall into it (a page links the cell to them)
 };
 
 // The cell value of `jobs` for `metric`: "best" axes pick the group (jobs sharing their values) with the best

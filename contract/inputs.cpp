@@ -38,12 +38,23 @@ std::string dir_problem(const std::string& dir) {
   return "";
 }
 
-void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
+void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecError>& out) {
   auto add = [&](const std::string& message) {
     if (!message.empty()) out.emplace_back("data.path", message);
   };
   if (d.generated()) return;
-  if (d.source == "enwik8") return add(file_problem(d.path));
+  if (d.source == "enwik8") {
+    add(file_problem(d.path));
+    std::error_code ec;
+    if (const auto size = fs::file_size(d.path, ec); !ec && size > 0) {
+      try {
+        enwik8_splits(d.path, size);
+      } catch (const DataError& e) {
+        add(e.what());
+      }
+    }
+    return;
+  }
   if (const auto problem = dir_problem(d.path); !problem.empty()) return add(problem);
   if (d.source == "brown") {
     try {
@@ -58,10 +69,16 @@ void corpus_problems(const DataSpec& d, std::vector<SpecError>& out) {
     const fs::path dir(d.path);
     const uintmax_t width = d.token_dtype == "uint32" ? 4 : 2;
     const char* unit = d.token_dtype == "uint32" ? "uint32" : "uint16";
-    add(file_problem(dir / "train.bin", width, unit));
     const bool val = fs::exists(dir / "val.bin") || !fs::exists(dir / "valid.bin");
-    add(file_problem(dir / (val ? "val.bin" : "valid.bin"), width, unit));
-    if (fs::exists(dir / "test.bin")) add(file_problem(dir / "test.bin", width, unit));
+    for (const auto& name : {std::string("train.bin"), std::string(val ? "val.bin" : "valid.bin"), std::string("test.bin")}) {
+      if (name == "test.bin" && !fs::exists(dir / name)) continue;  // optional
+      const auto problem = file_problem(dir / name, width, unit);
+      add(problem);
+      if (problem.empty() && model_vocab > 0)
+        if (const auto largest = largest_token_id((dir / name).string(), static_cast<int>(width)); largest >= model_vocab)
+          add(fmt::format("{}: token id {} is outside the model's vocabulary of {} (ids 0..{})", (dir / name).string(), largest,
+                          model_vocab, model_vocab - 1));
+    }
   }
 }
 
@@ -102,9 +119,9 @@ void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
 
 }  // namespace
 
-std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint) {
+std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint, int64_t model_vocab) {
   std::vector<SpecError> out;
-  corpus_problems(spec.data, out);
+  corpus_problems(spec.data, model_vocab, out);
   const bool text = spec.data.source != "tokens" && !spec.data.generated();
   if (text && spec.data.tokenizer == "gpt2")
     for (const char* name : {"encoder.json", "vocab.bpe"})

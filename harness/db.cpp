@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "harness/views.h"
+
 namespace fwlab {
 
 namespace {
@@ -110,6 +112,7 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
     db_ = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, error);
   }
   if (!db_) throw DbOpenError(fmt::format("{}: cannot open the results database: {}", path, error));
+  if (read_only) create_views(*this, true);
   if (!read_only) {
     // Two sweeps may open a new database at once. Switching to WAL can fail with SQLITE_BUSY without waiting
     // on the busy handler, so retry it; the schema goes in one IMMEDIATE transaction, which does wait, so no
@@ -125,6 +128,7 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
       transaction([&] {
         exec(kSchema);
         add_missing_columns();
+        create_views(*this, false);
       });
     } catch (const DbError& e) {  // e.g. a read-only file or folder
       sqlite3_close_v2(db_);
@@ -178,6 +182,10 @@ int read_only_authorizer(void*, int action, const char* arg1, const char* arg2, 
     case SQLITE_READ:
     case SQLITE_FUNCTION:
     case SQLITE_RECURSIVE: return SQLITE_OK;
+    // A table-valued function (json_each, json_tree) declares its virtual table as it is first used, which
+    // the authorizer sees as an update of sqlite_master; a statement that really writes is refused below
+    // (sqlite3_stmt_readonly) and the connection is read-only anyway.
+    case SQLITE_UPDATE: return arg1 && std::string_view(arg1) == "sqlite_master" ? SQLITE_OK : SQLITE_DENY;
     case SQLITE_PRAGMA: {
       static const std::set<std::string_view> kInformational = {"table_info", "table_xinfo", "index_list", "index_info",
                                                                 "index_xinfo", "foreign_key_list", "integrity_check", "quick_check"};

@@ -45,6 +45,8 @@ namespace {
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
 const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "kernel_check", "init_checkpoint"};
+// The sections a --set or profile key may start with (the rest of a --set key is a job key).
+const std::set<std::string> kFileSections = {"defaults", "stage", "grid", "preset", "experiment", "table", "executor"};
 const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
                                             "exclude", "cell", "profile", "table", "plot", "published", "executor"};
 
@@ -154,8 +156,9 @@ void set_document_path(toml::table& doc, const std::string& path, const toml::no
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
-  if (parts.size() < 2 || !std::set<std::string>{"defaults", "stage", "grid", "preset", "experiment", "table", "executor"}.count(parts[0]))
-    p.fail(value, shown, "a key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor");
+  if (parts.size() < 2 || !kFileSections.count(parts[0]))
+    p.fail(value, shown, "a key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor, "
+                         "or a job key such as optim.lr");
   toml::table* t = &doc;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     auto* next = (*t)[parts[i]].as_table();
@@ -188,9 +191,16 @@ void apply_profile(toml::table& doc, const std::string& profile, const Parser& p
     set_document_path(doc, std::string(k.str()), value, fmt::format("profile.{}.\"{}\"", profile, k.str()), p);
 }
 
+// A --set key that names a job key (optim.lr, lr, seed) rather than a place in the file.
+bool is_job_key(const std::string& key) {
+  const auto head = key.substr(0, key.find('.'));
+  if (kFileSections.count(head)) return false;
+  return kJobSections.count(head) || kJobScalars.count(key) || key_aliases().count(key);
+}
+
 // `--set KEY=VALUE`, after the profile. VALUE is read as TOML (numbers, booleans, quoted strings, arrays, inline
 // tables); anything that is not a TOML value is taken as a bare string, so paths need no quotes.
-void apply_sets(toml::table& doc, const std::vector<std::string>& sets, Parser& p) {
+void apply_sets(toml::table& doc, const std::vector<std::string>& sets, Parser& p, Experiment& ex) {
   for (const auto& set : sets) {
     const auto eq = set.find('=');
     const std::string label = fmt::format("--set {}", set);
@@ -204,6 +214,15 @@ void apply_sets(toml::table& doc, const std::vector<std::string>& sets, Parser& 
     }
     const toml::node& value = *holder.get("v");
     p.label(value, SourcePos{p.file(), 0, 0, label});
+    if (is_job_key(key)) {
+      toml::table one;
+      one.insert_or_assign(key, value);
+      p.copied(*one.get(key), value);
+      p.flatten(one, "", "--set", ex.job_sets);
+      for (auto& [path, setting] : ex.job_sets)  // "--set.optim.lr" -> "--set optim.lr", as the user typed it
+        if (setting.written_as.rfind("--set.", 0) == 0) setting.written_as[5] = ' ';
+      continue;
+    }
     set_document_path(doc, key, value, key, p);
   }
 }
@@ -254,6 +273,32 @@ CellRule read_rule(const toml::table& t, const std::string& where, const Experim
 }  // namespace
 
 namespace {
+
+// A job key set on the command line that an axis of the grid varies would make every cell of the axis one job:
+// the subset is asked for with --set grid.AXIS=[...].
+void check_job_sets_against_grid(const Experiment& ex) {
+  for (const auto& [path, setting] : ex.job_sets)
+    for (const auto& a : ex.axes) {
+      bool varies = a.key == path;
+      if (auto presets = ex.presets.find(a.name); presets != ex.presets.end())
+        for (const auto& [value, settings] : presets->second) varies = varies || settings.count(path);
+      if (varies)
+        throw ExperimentError(fmt::format("{}: the grid's axis '{}' varies {}: choose its values with --set grid.{}=[...]",
+                                          setting.written_as, a.name, path, a.name));
+    }
+}
+
+// A rule naming an axis value that the file's grid has and the profile's or --set's subset left out.
+bool about_left_out_value(const CellRule& r, const Experiment& ex) {
+  for (const auto& [axis, value] : r.match) {
+    const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
+    const auto written = ex.written_axes.find(axis);
+    if (std::find(a.values.begin(), a.values.end(), value) == a.values.end() && written != ex.written_axes.end() &&
+        std::find(written->second.begin(), written->second.end(), value) != written->second.end())
+      return true;
+  }
+  return false;
+}
 
 // A value Slurm takes as written must look like one: no spaces, no shell, nothing sbatch would read as an option.
 void check_pattern(const toml::node& n, const std::string& key, const std::string& value, const char* pattern, const char* form,
@@ -351,10 +396,14 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
   std::sort(written.begin(), written.end(), [](const auto& a, const auto& b) {
     return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
   });
-  apply_profile(doc, profile, p);
-  apply_sets(doc, sets, p);
-
   Experiment ex;
+  if (auto* g = doc["grid"].as_table())
+    for (const auto& [k, v] : *g)
+      if (auto* arr = v.as_array())
+        for (const auto& e : *arr)
+          if (!e.is_date() && !e.is_time() && !e.is_date_time()) ex.written_axes[std::string(k.str())].push_back(p.to_json(e, "grid"));
+  apply_profile(doc, profile, p);
+  apply_sets(doc, sets, p, ex);
   ex.file = path;
   ex.sets = sets;
   for (const auto& [k, v] : doc) {
@@ -472,6 +521,8 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     }
   }
 
+  check_job_sets_against_grid(ex);
+
   auto* stages = doc["stage"].as_table();
   if (!stages || stages->empty()) throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
   std::vector<Stage> unordered;
@@ -551,6 +602,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
       auto* t = arr->get(i)->as_table();
       if (!t) p.fail(*arr->get(i), section, fmt::format("must be written [[{}]]", section));
       auto r = read_rule(*t, fmt::format("{}[{}]", section, i), ex, p, extra);
+      if (!extra && about_left_out_value(r, ex)) continue;  // it matches no cell of the subset
       if (!r.stage.empty() && !stages->contains(r.stage)) p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
       for (const auto& match : r.match) {
         const auto& [axis, value] = match;

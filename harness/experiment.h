@@ -80,6 +80,12 @@ struct Experiment {
   std::vector<CellRule> not_applicable, exclude, extra_cells;
   std::vector<std::string> profiles;
   std::vector<std::string> sets;  // the --set overrides applied, as given
+  // `--set JOB_KEY=VALUE` (optim.lr=3e-4, lr=3e-4): the job key in every cell of every stage, over whatever the
+  // file sets (Hydra's override), keyed by the job key path.
+  Settings job_sets;
+  // Each axis's values as the file wrote them, before the profile and --set: a rule or a published row about a
+  // value a subset left out is set aside, not an error.
+  std::map<std::string, std::vector<nlohmann::json>> written_axes;
   ExecutorSpec executor;
   // [table], [[plot]] and [published], for the analysis commands (analysis/ checks them), with the position of every key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
@@ -91,8 +97,9 @@ struct Experiment {
 
 // Parses `path` with profile `profile` ("" for none) applied, then the command line's `--set KEY=VALUE`
 // overrides: KEY is a dotted path into the file as a profile writes it (defaults.data.path,
-// stage.pretrain.init_checkpoint, ...), VALUE a TOML value (a bare word is a string). Errors about a --set value
-// name it instead of a line. Throws ExperimentError.
+// stage.pretrain.init_checkpoint, ...), or a job key (optim.lr, or a short name such as lr) that then holds in
+// every job; VALUE a TOML value (a bare word is a string). Errors about a --set value name it instead of a line.
+// Throws ExperimentError.
 Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets = {});
 
 // The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).

@@ -171,7 +171,8 @@ std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
   return cells;
 }
 
-// A cell's settings: the defaults, the stage's, each coordinate's (a preset's keys, or the axis key), the extra cell's.
+// A cell's settings: the defaults, the stage's, each coordinate's (a preset's keys, or the axis key), the extra
+// cell's, then the job keys given with --set.
 Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
   Settings all = ex.defaults;
   for (const auto& [k, v] : stage.settings) all[k] = v;
@@ -188,6 +189,7 @@ Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann:
   }
   if (extra)
     for (const auto& [k, v] : extra->settings) all[k] = v;
+  for (const auto& [k, v] : ex.job_sets) all[k] = v;  // the command line's job keys hold over the whole file
   return all;
 }
 
@@ -318,7 +320,8 @@ std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vecto
     } catch (const ConfigError&) {
       continue;  // plan_jobs reported it
     }
-    for (const auto& problem : input_problems(spec, own_source)) {
+    const int64_t vocab = job.model.is_object() ? job.model.value("vocab", int64_t{0}) : 0;
+    for (const auto& problem : input_problems(spec, own_source, vocab)) {
       const auto* at = setting_for(job.settings, problem.field());
       const auto stage = std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == job.stage; });
       const auto where = at ? at->pos.str() : stage != ex.stages.end() ? stage->pos.str() : ex.file + ":1:1";

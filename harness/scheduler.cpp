@@ -15,6 +15,7 @@
 
 #include "contract/events.h"
 #include "harness/ingest.h"
+#include "harness/sweep_log.h"
 
 namespace fwlab {
 
@@ -188,8 +189,7 @@ void Scheduler::record(const Ended& e) {
   }
   store_.set_outcome(j.id, o);
   crash_point("after_outcome");
-  done_.insert(j.id);
-  ++ended_;
+  ended(j, o.status);
   switch (o.status) {
     case JobStatus::finished: ++summary_.finished; return;
     case JobStatus::diverged: ++summary_.diverged; break;
@@ -220,10 +220,9 @@ void Scheduler::start_ready() {
         }
         const auto why = fmt::format("job {} it starts from did not finish", j.depends_on);
         store_.set_outcome(j.id, {JobStatus::blocked, "dependency", why, nullptr});
-        done_.insert(j.id);
+        ended(j, JobStatus::blocked);
         report(j, "blocked: " + why);
         ++summary_.blocked;
-        ++ended_;
         it = queue_.erase(it);
         continue;
       }
@@ -246,7 +245,16 @@ void Scheduler::start_ready() {
     wave.push_back({&j, dir.string()});
     it = queue_.erase(it);
   }
-  if (!wave.empty()) launcher_.start(wave, store_, sweep_id_);
+  if (wave.empty()) return;
+  launcher_.start(wave, store_, sweep_id_);
+  if (opt_.lines)
+    for (const auto& l : wave) log_job_started(*l.job);
+}
+
+void Scheduler::ended(const PlannedJob& j, JobStatus status) {
+  done_.insert(j.id);
+  ++ended_;
+  if (opt_.lines) log_job_ended(store_.db(), j, std::string(to_string(status)));
 }
 
 bool Scheduler::round() {
@@ -306,6 +314,10 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
                std::string(static_cast<size_t>(width - filled), '.'), ended, total, s.summary().in_flight);
     std::fflush(stdout);
   };
+  SweepTicker ticker;
+  auto tick = [&](bool force) {
+    if (d.lines) ticker.tick(s.ended(), s.total(), s.summary().in_flight, s.summary().unsuccessful(), force);
+  };
   bool stopping = false;
   int poll_ms = 1;
   size_t last_state = 0;
@@ -323,6 +335,7 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
     const bool more = s.round();
     if (!more || d.detach || (stopping && s.detachable())) break;
     draw(false);
+    tick(false);
     // Poll fast right after something happened (short jobs), backing off while nothing does.
     const size_t state_now = s.ended() + s.queued() * 100000 + static_cast<size_t>(s.summary().in_flight) * 1000000000;
     // A cluster's queue is asked once a second at most; the local pool's processes every 50 ms.
@@ -331,6 +344,7 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
     std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   draw(true);
+  tick(true);
   if (d.progress) fmt::print("\n");
   return s.summary();
 }

@@ -24,6 +24,7 @@ struct SweepOptions {
   bool retry_failed = false;  // re-run jobs that failed (bad spec/data) or were cancelled before
   bool retry_diverged = false;
   bool progress = false;      // draw a progress bar (terminal)
+  bool lines = false;         // no terminal: a line per job start and end (harness/sweep_log.h)
   bool continuing = false;    // sync: the sweep's jobs as they stand; nothing that ended is taken up again
   std::string round_lock;     // a file locked for each round (cluster launchers): two fwlab processes take turns
 };
@@ -62,6 +63,7 @@ class Scheduler {
   void record(const Ended& e);
   void start_ready();
   void report(const PlannedJob& j, const std::string& what);
+  void ended(const PlannedJob& j, JobStatus status);
 
   Store& store_;
   Launcher& launcher_;
@@ -80,8 +82,9 @@ class Scheduler {
 };
 
 struct DriveOptions {
-  bool progress = false;
+  bool progress = false;    // the terminal's bar
   bool detach = false;      // return once everything that can be submitted is (a cluster)
+  bool lines = false;       // no terminal: a summary line at most every 30 s
 };
 void install_signal_handlers();
 // Rounds until every job has ended (or, detached, until nothing more can be submitted now), drawing progress.

@@ -49,6 +49,9 @@ JobRow row_of(Statement& q) {
 
 void Store::register_jobs(int64_t sweep_id, const std::vector<PlannedJob>& jobs, const std::string& experiment,
                           const std::string& profile, const std::string& runs_dir) {
+  // Absolute, so that the row names the folder wherever the database is read from.
+  const auto runs = fs::absolute(runs_dir).lexically_normal();
+  const auto dir_of = [&](const std::string& id) { return (runs / id).string(); };
   db_.transaction([&] {
     auto cell = db_.prepare(
         "INSERT OR REPLACE INTO cells(experiment, profile, stage, coords, job_id, applicable) VALUES(?,?,?,?,?,?)");
@@ -64,7 +67,7 @@ void Store::register_jobs(int64_t sweep_id, const std::vector<PlannedJob>& jobs,
       cell.run();
       if (!j.applicable) continue;
       job.bind(1, j.id).bind(2, experiment).bind(3, j.stage).bind(4, j.coords.dump()).bind(5, j.spec.dump())
-          .bind(6, j.depends_on).bind(7, name_of(JobStatus::pending)).bind(8, unix_time()).bind(9, (fs::path(runs_dir) / j.id).string())
+          .bind(6, j.depends_on).bind(7, name_of(JobStatus::pending)).bind(8, unix_time()).bind(9, dir_of(j.id))
           .bind(10, j.params).bind(11, j.state.elements_at(j.context)).bind(12, j.timeout_s);
       job.run();
       link.bind(1, sweep_id).bind(2, j.id);

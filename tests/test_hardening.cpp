@@ -313,7 +313,7 @@ TEST_CASE("hardening: missing or damaged inputs are found before a sweep starts,
   const auto tokens = dir.path() / "tokens";
   fs::create_directories(tokens);
   test::spit((tokens / "train.bin").string(), std::string(101, '\1'));  // odd: not whole uint16 tokens
-  test::spit((tokens / "valid.bin").string(), std::string(100, '\1'));
+  test::spit((tokens / "valid.bin").string(), std::string(100, '\0'));  // ids 0: within the vocabulary
   test::spit((tokens / "test.bin").string(), std::string(7, '\1'));  // optional, but checked when present
   fs::create_directories(dir.path() / "empty_brown");
   const auto file = dir.file("i.toml"), db = dir.file("fwlab.db");

@@ -428,7 +428,8 @@ TEST_CASE("fwlab sweep --set: typed and validated like the file, errors name the
       {" --set stage.pretrian.steps=3", "--set stage.pretrian.steps=3: stage.pretrian.steps: 'stage.pretrian' is not defined in the file"},
       {" --set stage.finetune.steps=many", "--set stage.finetune.steps=many: stage.finetune.steps: must be an integer, got \"many\""},
       {" --set defaults.optim.lr=-1", "--set defaults.optim.lr=-1: defaults.optim.lr: must be positive"},
-      {" --set steps=3", "--set steps=3: steps: a key is a dotted path into the file"},
+      {" --set stpes=3", "--set stpes=3: stpes: a key is a dotted path into the file, starting with defaults, stage, grid, "
+                         "preset, table or executor, or a job key such as optim.lr"},
   };
   for (const auto& [sets, message] : bad) {
     auto r = dry(sets);

@@ -82,8 +82,18 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   Job a, b;
   a.write(tiny_job());
   b.write(tiny_job());
-  REQUIRE(a.run().exit_code == 0);
+  const auto ran = a.run();
+  REQUIRE(ran.exit_code == 0);
   REQUIRE(b.run().exit_code == 0);
+  // Without a terminal (a log file, nohup, Slurm): one line per log interval, with the interval's mean loss.
+  int lines = 0;
+  for (const auto& e : a.of_type("metric"))
+    if (e["key"] == "train_loss") {
+      ++lines;
+      CHECK_THAT(ran.output, Catch::Contains(fmt::format("step {}/24  loss {:.4f}  lr ", e["step"].get<int64_t>(), e["value"].get<double>())));
+    }
+  CHECK(lines == 6);
+  CHECK_THAT(ran.output, Catch::Contains(" tok/s  elapsed ") && Catch::Contains("  ETA 0s"));
   CHECK(a.curve().size() == 6 + 3 + 1 + 6);  // 6 train_loss, 6 grad_norm, 3 valid evals, 1 test eval
   CHECK(a.curve() == b.curve());
   CHECK(a.status()["status"] == "finished");

@@ -56,13 +56,7 @@ TextSplits load_wikitext(const std::string& dir) {
 
 TextSplits load_enwik8(const std::string& path) {
   auto bytes = read_file(path);
-  constexpr size_t kStandard = 100'000'000, kTrain = 90'000'000, kValid = 5'000'000;
-  size_t n_train = kTrain, n_valid = kValid;
-  if (bytes.size() != kStandard) {
-    n_train = bytes.size() * 90 / 100;
-    n_valid = bytes.size() * 5 / 100;
-  }
-  if (n_valid == 0) throw DataError(fmt::format("{}: {} bytes is too small to split 90/5/5", path, bytes.size()));
+  const auto [n_train, n_valid] = enwik8_splits(path, bytes.size());
   TextSplits s;
   s.train = bytes.substr(0, n_train);
   s.valid = bytes.substr(n_train, n_valid);

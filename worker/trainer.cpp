@@ -31,6 +31,7 @@
 #include "worker/loss_spike.h"
 #include "worker/optimizer.h"
 #include "worker/precision.h"
+#include "worker/progress.h"
 
 namespace fwlab {
 
@@ -207,25 +208,6 @@ EvalEvent eval_event(const char* split, int64_t step, const EvalResult& r, bool 
   }
   return e;
 }
-
-class Progress {
- public:
-  explicit Progress(int64_t total) : total_(total), tty_(::isatty(STDERR_FILENO) != 0), start_(clock::now()) {}
-  void update(int64_t step, double loss, double tokens_per_s, int64_t first_step) {
-    if (!tty_) return;
-    const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
-    const double per_step = elapsed / static_cast<double>(std::max<int64_t>(1, step + 1 - first_step));
-    const double eta = per_step * static_cast<double>(total_ - step - 1);
-    fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {:.0f}s   ", step + 1, total_, loss, tokens_per_s, eta);
-    if (step + 1 == total_) fmt::print(stderr, "\n");
-  }
-
- private:
-  using clock = std::chrono::steady_clock;
-  int64_t total_;
-  bool tty_;
-  clock::time_point start_;
-};
 
 std::string resume_path(const std::string& job_dir) { return (fs::path(job_dir) / "resume.safetensors").string(); }
 std::string best_path(const std::string& job_dir) { return (fs::path(job_dir) / "best.safetensors").string(); }
@@ -425,8 +407,8 @@ TrainingRun::TrainingRun(const JobSpec& spec, const std::string& job_dir, EventL
   if (!generated_ && corpus_.tokenizer == "gpt2") best_metadata_["fwlab.bpe_dir"] = spec.data.bpe_dir;
   recurrent_ = is_recurrent(model_->config());
   tokens_per_step_ = spec.train.batch_size * T_ * spec.train.grad_accum;
-  progress_ = std::make_unique<Progress>(spec.train.steps);
   first_step_ = st_.step;
+  progress_ = std::make_unique<Progress>(spec.train.steps, first_step_, ::isatty(STDERR_FILENO) != 0);
   eval_every_ = spec.eval.every > 0 ? spec.eval.every : spec.train.steps;
   ckpt_every_ = spec.train.checkpoint_every > 0 ? spec.train.checkpoint_every : eval_every_;
   layer_mse_.assign(teacher_.layers.size(), 0.0);
@@ -560,6 +542,7 @@ void TrainingRun::log_interval(double lr, double grad_norm, double state_max) {
       {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0)},
       {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
   for (const auto& [key, value] : metrics) log_.write(MetricEvent{key, at, value});
+  progress_->interval(st_.step, st_.interval_loss / steps, lr, static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0));
   if (recurrent_) log_.write(MetricEvent{"state_max_abs", at, state_max});
   for (size_t i = 0; i < layer_mse_.size(); ++i) {  // the per-layer MSE curves (interval means)
     log_.write(MetricEvent{fmt::format("transfer_mse.{}", teacher_.layers[i]), at, layer_mse_[i] / steps});
@@ -631,7 +614,7 @@ std::optional<int> TrainingRun::one_step() {
   st_.interval_loss += micro.loss;
   st_.interval_ms += ms;
   ++st_.interval_steps;
-  progress_->update(st_.step, micro.loss, static_cast<double>(tokens_per_step_) / (ms / 1000.0), first_step_);
+  progress_->step(st_.step, micro.loss, static_cast<double>(tokens_per_step_) / (ms / 1000.0));
   const bool last = st_.step + 1 == spec_.train.steps;
   if ((st_.step + 1) % spec_.train.log_every == 0 || last) log_interval(lr, grad_norm, micro.state_max);
   evaluate_and_checkpoint(last);

@@ -1,0 +1,21 @@
+#include "cli/planning.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "harness/override_check.h"
+
+namespace fwlab::cli {
+
+PlannedExperiment plan_checked(const std::string& file, const std::string& profile, const Common& c) {
+  PlannedExperiment out;
+  out.ex = load_experiment(file, profile, c.sets);
+  out.jobs = plan_jobs(out.ex, FWLAB_SOURCE_DIR, kFwlabVersion);
+  if (c.force || c.sets.empty()) return out;
+  const auto idle = idle_overrides(file, profile, c.sets, out.jobs, FWLAB_SOURCE_DIR, kFwlabVersion);
+  if (!idle.empty())
+    throw ArgumentError(fmt::format("{}\n(--force runs it anyway)", fmt::join(idle, "\nfwlab: ")));
+  return out;
+}
+
+}  // namespace fwlab::cli

@@ -1,0 +1,237 @@
+// `fwlab sweep` (an experiment file's jobs, run by the local pool or on Slurm) and `fwlab sync` (cluster sweeps
+// still open).
+#include <boost/process.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "analysis/spec.h"
+#include "cli/commands.h"
+#include "cli/planning.h"
+#include "contract/version.h"
+#include "harness/local_launcher.h"
+#include "harness/scheduler.h"
+#include "harness/slurm_launcher.h"
+#include "harness/store.h"
+
+namespace fwlab::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The job directories' folder: made if missing, and it must take files.
+void check_runs_dir(const std::string& runs) {
+  std::error_code ec;
+  fs::create_directories(runs, ec);
+  if (ec) throw ArgumentError(fmt::format("--runs {}: cannot create the folder: {}", runs, ec.message()));
+  if (!fs::is_directory(runs, ec)) throw ArgumentError(fmt::format("--runs {}: not a folder", runs));
+  const auto probe = fs::path(runs) / fmt::format(".fwlab-probe-{}", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw ArgumentError(fmt::format("--runs {}: cannot write there: {}", runs, std::strerror(errno)));
+  ::close(fd);
+  fs::remove(probe, ec);
+}
+
+std::string fmt_elements(int64_t n) {
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", static_cast<double>(n) / 1e6);
+  if (n >= 10'000) return fmt::format("{:.1f}k", static_cast<double>(n) / 1e3);
+  return std::to_string(n);
+}
+
+// 124439808 -> "124,439,808".
+std::string grouped(int64_t n) {
+  auto digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+void print_dry_run(const Experiment& ex, const std::string& profile, const std::vector<PlannedJob>& planned, const Common& c) {
+  std::map<std::string, std::string> known;
+  if (fs::exists(c.db_path)) {
+    Db db(c.db_path, true);
+    auto q = db.prepare("SELECT id, status FROM jobs");
+    while (q.step()) known[q.text(0)] = q.text(1);
+  }
+  fmt::print("{} ({} profile): {} cells\n", ex.name, profile.empty() ? "no" : profile, planned.size());
+  fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", "stage", "cell", "job", "status", "params", "state/seq");
+  for (const auto& j : planned) {
+    const auto status = !j.applicable ? "n/a" : known.count(j.id) ? known[j.id] : "new";
+    const auto state = j.applicable ? fmt::format("{} ({}B)", fmt_elements(j.state.elements_at(j.context)),
+                                                  fmt_elements(j.state.elements_at(j.context) * 4))
+                                    : "-";
+    // Exact counts (124,439,808 for GPT-2 small); "?" where the source checkpoint cannot be read yet.
+    const auto params = !j.applicable ? "-" : j.model.is_null() ? "?" : grouped(j.params);
+    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-", status,
+               params, j.model.is_null() && j.applicable ? "?" : state);
+  }
+}
+
+// Per stage, the job keys whose values differ between its applicable cells, with the values they take: what the
+// grid (and the profile and --set) actually vary.
+void print_varying_settings(const std::vector<PlannedJob>& planned) {
+  std::map<std::string, std::map<std::string, std::set<std::string>>> values;  // stage -> key -> values
+  std::map<std::string, int> cells;
+  for (const auto& j : planned) {
+    if (!j.applicable) continue;
+    ++cells[j.stage];
+    const auto flat = j.spec.flatten();  // kept: items() of a temporary would dangle
+    for (const auto& [key, value] : flat.items()) values[j.stage][key].insert(value.dump());
+  }
+  for (const auto& [stage, keys] : values) {
+    std::vector<std::string> lines;
+    for (const auto& [key, seen] : keys) {
+      // A key only some cells have varies too: those without it take the worker's default.
+      size_t with = 0;
+      for (const auto& j : planned) with += j.applicable && j.stage == stage && j.spec.contains(nlohmann::json::json_pointer(key));
+      if (seen.size() == 1 && with == static_cast<size_t>(cells[stage])) continue;
+      auto dotted = key.substr(1);  // a JSON pointer, "/model/mixer/rule"
+      std::replace(dotted.begin(), dotted.end(), '/', '.');
+      lines.push_back(fmt::format("  {}: {}{}", dotted, fmt::join(seen, " | "), with < static_cast<size_t>(cells[stage]) ? " | (default)" : ""));
+    }
+    fmt::print("settings that differ between the {} cells of stage {}:{}\n", cells[stage], stage, lines.empty() ? " none" : "");
+    for (const auto& l : lines) fmt::print("{}\n", l);
+  }
+}
+
+void print_summary(const std::string& name, const SweepSummary& s) {
+  fmt::print("{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
+             "{} already done, {} n/a{}\n",
+             name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped, s.na,
+             s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "");
+}
+
+// Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in
+// flight, finished or failed (some did not end well). A cluster sweep with jobs left stays open for sync.
+void close_sweep(Store& store, int64_t sweep_id, const Scheduler& scheduler) {
+  const auto& s = scheduler.summary();
+  const bool more = scheduler.queued() > 0 || s.in_flight > 0, detachable = scheduler.detachable();
+  if (more && detachable) return;
+  if (more && !s.interrupted_by_signal) return;
+  // A cluster sweep's endings were recorded over several syncs: its jobs say how it went.
+  const bool unsuccessful = detachable ? store.sweep_has_unsuccessful_jobs(sweep_id) : s.unsuccessful() > 0;
+  store.close_sweep(sweep_id, s.interrupted_by_signal ? SweepStatus::interrupted : unsuccessful ? SweepStatus::failed : SweepStatus::finished);
+}
+
+int sweep_exit(const SweepSummary& s) {
+  if (s.interrupted_by_signal) return 130;
+  return s.unsuccessful() ? 1 : 0;
+}
+
+}  // namespace
+
+int cmd_sweep(const SweepArgs& a, const Common& c) {
+  Experiment ex;
+  std::vector<PlannedJob> planned;
+  try {
+    auto plan = plan_checked(a.file, a.profile, c);
+    ex = std::move(plan.ex);
+    planned = std::move(plan.jobs);
+    plot_specs(ex, table_spec(ex));  // a broken [table], [[plot]] or [published] is found now, not after hours of jobs
+    published_spec(ex, table_spec(ex));
+  } catch (const ExperimentError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  }
+  if (a.dry_run) {
+    print_dry_run(ex, a.profile, planned, c);
+    print_varying_settings(planned);
+    return 0;
+  }
+  // Every argument and every job's input files are checked before anything is written.
+  if (const auto problems = check_job_inputs(ex, planned, FWLAB_SOURCE_DIR); !problems.empty()) {
+    for (const auto& p : problems) fmt::print(stderr, "fwlab: {}\n", p);
+    fmt::print(stderr, "fwlab: {} input problem(s) found; nothing was run\n", problems.size());
+    return 2;
+  }
+  const std::string kind = a.executor.empty() ? ex.executor.kind : a.executor;
+  if (a.detach && kind != "slurm") throw ArgumentError("--detach: only jobs on a cluster outlive fwlab (use --executor slurm)");
+  const auto worker = resolve_worker(a.worker.empty() ? default_worker() : a.worker);
+  std::string runs = a.runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : a.runs;
+  if (fs::path(c.db_path).parent_path().empty() && a.runs.empty()) runs = "runs";
+  check_db_path(c.db_path, true);
+  check_runs_dir(runs);
+  if (kind == "slurm") {
+    for (const char* client : {"sbatch", "squeue", "scontrol"})
+      if (boost::process::search_path(client).empty())
+        throw ArgumentError(fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
+    runs = fs::absolute(runs).lexically_normal().string();  // the nodes read it: no path relative to here
+  }
+  SweepOptions opt;
+  opt.runs_dir = runs;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int jobs = kind == "slurm" ? 1 : std::max(1, a.jobs);
+  opt.threads_per_job = kind == "slurm" ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
+                        : a.threads > 0 ? a.threads : std::max(1, cores / jobs);
+  opt.retries = a.retries;
+  opt.retry_failed = a.retry_failed;
+  opt.retry_diverged = a.retry_diverged;
+  opt.progress = ::isatty(STDOUT_FILENO) != 0;
+  opt.lines = !opt.progress;
+  std::unique_ptr<Launcher> launcher;
+  nlohmann::json executor = {{"kind", "local"}};
+  if (kind == "slurm") {
+    SlurmSettings settings{ex.executor, worker, runs};
+    executor = to_json(settings);
+    launcher = std::make_unique<SlurmLauncher>(settings);
+    opt.round_lock = c.db_path + ".lock";
+  } else {
+    launcher = std::make_unique<LocalLauncher>(LocalSettings{worker, jobs, a.timeout});
+  }
+  Db db(c.db_path);
+  Store store(db);
+  store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
+  const int64_t sweep_id = store.open_sweep({ex.name, a.file, a.profile,
+                                             fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind), host_name(),
+                                             static_cast<int64_t>(getpid()), executor,
+                                             {{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}});
+  store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
+  install_signal_handlers();
+  Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
+  const auto s = drive(scheduler, {opt.progress, a.detach, opt.lines});
+  close_sweep(store, sweep_id, scheduler);
+  print_summary(ex.name, s);
+  if ((scheduler.queued() > 0 || s.in_flight > 0) && launcher->detachable())
+    fmt::print("{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next waves\n",
+               ex.name, s.in_flight, scheduler.queued(), c.db_path);
+  return sweep_exit(s);
+}
+
+// Cluster sweeps still open: each is reconciled from its jobs' status files and squeue, its finished records
+// ingested, its next wave submitted. `wait`: until every one has ended.
+int cmd_sync(const Common& c, bool wait, bool quiet) {
+  check_db_path(c.db_path, false);
+  Db db(c.db_path);
+  Store store(db);
+  int code = 0;
+  install_signal_handlers();
+  const auto open = store.open_cluster_sweeps();
+  if (open.empty() && !quiet) fmt::print("no cluster sweep in flight\n");
+  for (const auto& sweep : open) {
+    const auto settings = slurm_settings_from_json(sweep.executor);
+    SweepOptions opt;
+    opt.runs_dir = settings.runs_dir;
+    opt.retries = sweep.options.value("retries", 1);
+    opt.threads_per_job = sweep.options.value("threads", 1);
+    opt.continuing = true;
+    opt.lines = !quiet;  // sync --wait under Slurm or nohup: the same lines as a sweep
+    opt.round_lock = c.db_path + ".lock";
+    SlurmLauncher launcher(settings);
+    Scheduler scheduler(store, launcher, sweep.id, store.sweep_jobs(sweep.id), opt);
+    const auto s = drive(scheduler, {false, !wait, opt.lines});
+    close_sweep(store, sweep.id, scheduler);
+    if (!quiet) print_summary(fmt::format("{} (sweep {})", sweep.experiment, sweep.id), s);
+    code = std::max(code, sweep_exit(s));
+  }
+  return code;
+}
+
+}  // namespace fwlab::cli
