@@ -1,7 +1,9 @@
 #include "harness/override_check.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "harness/experiment.h"
@@ -29,20 +31,23 @@ std::string job_key_of(const std::string& key) {
   return key_aliases().count(rest) ? key_aliases().at(rest) : rest;
 }
 
-// "shadowed by [defaults.optim] lr (t.toml:12:1)": the setting every job took instead, where one did.
+// ": it is shadowed by defaults.optim.lr (t.toml:12:6), which sets the same job key optim.lr; ...": the settings
+// the jobs took instead (each once: a stage of its own may shadow it with another line), where any did.
 std::string shadow_of(const std::string& set, const std::vector<PlannedJob>& planned) {
   const auto key = set.substr(0, set.find('='));
   const auto path = job_key_of(key);
   if (path.empty()) return "";
+  std::vector<std::string> winners;
   for (const auto& j : planned) {
     if (!j.applicable) continue;
     const auto it = j.settings.find(path);
-    if (it != j.settings.end() && it->second.pos.label != "--set " + set)
-      return fmt::format(": it is shadowed by {} ({}), which sets the same job key {}; set that one, or the job key itself "
-                         "(--set {}=...)",
-                         it->second.written_as, it->second.pos.str(), path, path);
+    if (it == j.settings.end() || it->second.pos.label == "--set " + set) continue;
+    const auto winner = fmt::format("{} ({})", it->second.written_as, it->second.pos.str());
+    if (std::find(winners.begin(), winners.end(), winner) == winners.end()) winners.push_back(winner);
   }
-  return "";
+  if (winners.empty()) return "";
+  return fmt::format(": it is shadowed by {}, which set{} the same job key {}; set {}, or the job key itself (--set {}=...)",
+                     fmt::join(winners, " and "), winners.size() > 1 ? "" : "s", path, winners.size() > 1 ? "those" : "that one", path);
 }
 
 bool judged(const std::string& set) {
