@@ -47,7 +47,7 @@ SweepTicker::SweepTicker(double every_s) : every_s_(every_s), start_(unix_time()
 void SweepTicker::tick(size_t ended, size_t total, int running, int unsuccessful, bool force) {
   const double now = unix_time();
   if (ended_at_start_ == static_cast<size_t>(-1)) ended_at_start_ = ended;
-  if (!force && now - last_ < every_s_) return;
+  if (total == 0 || (!force && now - last_ < every_s_)) return;  // nothing to run: the summary line says it
   last_ = now;
   const size_t done_here = ended - ended_at_start_;
   // The pace of the jobs this sweep saw end; none yet: unknown.

@@ -51,7 +51,11 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "written by hand. Each experiment has \`table.md\` (also \`.tex\`, \`.csv\`), \`report.md\` (divergences and"
   echo "stability) and \`plots/\` (PNG, SVG and the gnuplot script with its data)."
   echo
-  echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(. /etc/os-release && echo "$PRETTY_NAME"), no GPU (CPU libtorch $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo '?'))"
+  machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(. /etc/os-release && echo "$PRETTY_NAME"), no GPU (CPU libtorch $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo '?'))"
+  echo "- machine: $machine"
+  # Rows kept from an earlier run were made on the machine that run recorded (the first line of its list).
+  previous_machine=$(sed -n 's/^- machine: //p' <<<"$previous" | head -1)
+  [ -n "$previous_machine" ] && [ "$previous_machine" != "$machine" ] && echo "- rows made at earlier commits: $previous_machine"
   echo "- fwlab commit: $commit$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
   echo
