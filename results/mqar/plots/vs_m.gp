@@ -5,19 +5,22 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-16 0.9204101562 0.9204101562 0.9204101562
+16 0.8325195312 0.8325195312 0.8325195312
 EOD
 $p0s1 << EOD
-16 0.248046875 0.248046875 0.248046875
+16 0.24609375 0.24609375 0.24609375
 EOD
 $p0s2 << EOD
-16 0.2475585938 0.2475585938 0.2475585938
+16 0.2470703125 0.2470703125 0.2470703125
 EOD
 $p0s3 << EOD
-16 0.4106445312 0.4106445312 0.4106445312
+16 0.345703125 0.345703125 0.345703125
 EOD
 $p0s4 << EOD
-0 0.9638671875 0.9638671875 0.9638671875
+16 0.9965820312 0.9965820312 0.9965820312
+EOD
+$p0s5 << EOD
+0 0.98046875 0.98046875 0.98046875
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'vs_m.png'
@@ -35,7 +38,8 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     0.9638671875 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
+     0.98046875 w l dt 3 lw 2 lc 6 t 'softmax (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_m.svg'
@@ -53,5 +57,6 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     0.9638671875 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
+     0.98046875 w l dt 3 lw 2 lc 6 t 'softmax (reference level)'
 unset output
