@@ -290,7 +290,9 @@ void check_job_sets_against_grid(const Experiment& ex) {
 
 // A rule naming an axis value that the file's grid has and the profile's or --set's subset left out.
 bool about_left_out_value(const CellRule& r, const Experiment& ex) {
-  for (const auto& [axis, value] : r.match) {
+  for (const auto& match : r.match) {  // not a structured binding: clang 14 cannot capture one in the lambda
+    const auto& axis = match.first;
+    const auto& value = match.second;
     const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
     const auto written = ex.written_axes.find(axis);
     if (std::find(a.values.begin(), a.values.end(), value) == a.values.end() && written != ex.written_axes.end() &&
