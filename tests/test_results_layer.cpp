@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "analysis/site.h"
 #include "harness/db.h"
 #include "harness/ingest.h"
 #include "tests/test_support.h"
@@ -288,4 +289,23 @@ TEST_CASE("results: export --format mlflow writes MLflow's file store layout; te
   const auto tb = test::run_command(fwlab_cmd(fmt::format("export --format tensorboard --out {} --db {}", out, s.db)));
   CHECK(tb.exit_code == 2);
   CHECK_THAT(tb.output, Catch::Contains("not written (TensorBoard's event files are CRC32C-framed protobuf records"));
+}
+
+TEST_CASE("results: served pages of running work reload themselves; static pages and finished work never do", "[results]") {
+  test::TempDir dir("live");
+  test::spit(dir.file("g.toml"), kGrid);
+  Db db(dir.file("fwlab.db"));
+  db.exec("INSERT INTO cells VALUES('layer', '', 'pretrain', '{\"rule\":\"add\"}', 'j', 1)");
+  db.exec("INSERT INTO jobs(id, experiment, stage, coords, config, status) VALUES('j', 'layer', 'pretrain', '{\"rule\":\"add\"}', '{}', 'running')");
+  const auto entries = site_entries(db, {dir.file("g.toml")});
+  REQUIRE(entries.size() == 1);
+  const SiteContext live{FWLAB_SOURCE_DIR, "v", "gnuplot", true}, still{FWLAB_SOURCE_DIR, "v", "gnuplot", false};
+  const std::string refresh = "<meta http-equiv=\"refresh\" content=\"10\">";
+  CHECK_THAT(index_page(db, entries, live), Catch::Contains(refresh));
+  CHECK_THAT(*job_page(db, "j", live), Catch::Contains(refresh));
+  CHECK_THAT(index_page(db, entries, still), !Catch::Contains(refresh));
+  db.exec("UPDATE jobs SET status = 'finished'");
+  CHECK_THAT(index_page(db, entries, live), !Catch::Contains(refresh));
+  CHECK_THAT(*job_page(db, "j", live), !Catch::Contains(refresh));
+  CHECK_FALSE(job_page(db, "nope", live).has_value());
 }
