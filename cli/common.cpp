@@ -63,10 +63,4 @@ int emit(const std::string& text, const std::string& out) {
   return 0;
 }
 
-bool have_results_db(const std::string& path) {
-  if (fs::exists(path)) return true;
-  fmt::print(stderr, "fwlab: --db {}: no results database there (run `fwlab sweep` first)\n", path);
-  return false;
-}
-
 }  // namespace fwlab::cli

@@ -30,7 +30,4 @@ std::string default_worker();
 // The worker executable as it will be started: a path to an executable file, or a name found on PATH.
 std::string resolve_worker(const std::string& worker);
 
-// Fails with exit code 2 (a message naming --db) when there is no results database at `path` yet.
-bool have_results_db(const std::string& path);
-
 }  // namespace fwlab::cli

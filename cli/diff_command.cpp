@@ -62,7 +62,7 @@ int print_differences(const std::string& title, const std::map<std::string, nloh
 }  // namespace
 
 int cmd_diff(const std::string& first, const std::string& second, const Common& c) {
-  if (!have_results_db(c.db_path)) return 2;
+  check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   Db db(c.db_path, true);
   const auto a = find_job(db, first, "diff"), b = find_job(db, second, "diff");
   const auto ida = a["id"].get<std::string>(), idb = b["id"].get<std::string>();

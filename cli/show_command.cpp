@@ -117,7 +117,7 @@ nlohmann::json find_job(Db& db, const std::string& prefix, const std::string& co
 }
 
 int cmd_show(const std::string& prefix, const std::string& curve, const std::string& out, const Common& c) {
-  if (!have_results_db(c.db_path)) return 2;
+  check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   if (!out.empty() && curve.empty()) throw ArgumentError("show --out: only with --curve KEY (the series is what it writes)");
   Db db(c.db_path, true);
   const auto j = find_job(db, prefix, "show");

@@ -40,7 +40,7 @@ void write_page(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int cmd_site(const SiteOptions& o, const Common& c) {
-  if (!have_results_db(c.db_path)) return 2;
+  check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   if (o.out.empty()) throw ArgumentError("site: --out DIR is required (the folder the pages go to)");
   Db db(c.db_path, true);
   const auto entries = site_entries(db, experiment_files(o.files));
@@ -60,7 +60,7 @@ int cmd_site(const SiteOptions& o, const Common& c) {
 }
 
 int cmd_serve(const SiteOptions& o, const Common& c) {
-  if (!have_results_db(c.db_path)) return 2;
+  check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   const auto files = experiment_files(o.files);
   const auto ctx = context(o, true);
   httplib::Server server;

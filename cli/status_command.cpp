@@ -79,7 +79,7 @@ int status_of_database(Db& db) {
 }  // namespace
 
 int cmd_status(const std::string& file, const std::string& profile, const Common& c) {
-  if (!have_results_db(c.db_path)) return 2;
+  check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   std::optional<PlannedExperiment> plan;
   if (!file.empty()) plan = plan_checked(file, profile, c);
   // Status marks what a killed orchestrator left "running" and reconciles cluster sweeps (when the database is

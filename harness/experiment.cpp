@@ -288,6 +288,18 @@ void check_job_sets_against_grid(const Experiment& ex) {
     }
 }
 
+// Each axis's values as the file wrote them (before the profile and --set replace any); dates are left for the
+// grid's own check to refuse.
+std::map<std::string, std::vector<nlohmann::json>> written_axis_values(const toml::table& doc, const Parser& p) {
+  std::map<std::string, std::vector<nlohmann::json>> out;
+  if (const auto* g = doc["grid"].as_table())
+    for (const auto& [k, v] : *g)
+      if (const auto* values = v.as_array())
+        for (const auto& e : *values)
+          if (!e.is_date() && !e.is_time() && !e.is_date_time()) out[std::string(k.str())].push_back(p.to_json(e, "grid"));
+  return out;
+}
+
 // A rule naming an axis value that the file's grid has and the profile's or --set's subset left out.
 bool about_left_out_value(const CellRule& r, const Experiment& ex) {
   for (const auto& match : r.match) {  // not a structured binding: clang 14 cannot capture one in the lambda
@@ -399,11 +411,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
   });
   Experiment ex;
-  if (auto* g = doc["grid"].as_table())
-    for (const auto& [k, v] : *g)
-      if (auto* arr = v.as_array())
-        for (const auto& e : *arr)
-          if (!e.is_date() && !e.is_time() && !e.is_date_time()) ex.written_axes[std::string(k.str())].push_back(p.to_json(e, "grid"));
+  ex.written_axes = written_axis_values(doc, p);
   apply_profile(doc, profile, p);
   apply_sets(doc, sets, p, ex);
   ex.file = path;
