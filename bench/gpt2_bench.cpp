@@ -13,7 +13,7 @@
 #include "kernels/memory_policy.h"
 #include "models/convert.h"
 #include "models/generate.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_checkpoint.h"
 
 using namespace fwlab;
 using fwlab::bench::generation_rate;
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     }
   }
   torch::set_num_threads(threads);
-  auto model = load_hf_gpt2(dir).model;
+  auto model = load_hf(dir).model;
   model->eval();  // no dropout on either side: the same arithmetic as the Python baseline
   const auto& cfg = model->config();
   auto ids = torch::randint(0, cfg.vocab, {batch, seq + 1}, torch::kLong);

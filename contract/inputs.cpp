@@ -7,7 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "contract/hf_gpt2.h"
+#include "contract/hf_checkpoint.h"
 #include "contract/model_config.h"
 #include "contract/safetensors_header.h"
 #include "contract/corpus_files.h"
@@ -82,17 +82,50 @@ void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecErr
   }
 }
 
-// Tokens of the spec's tokenizer: 256 bytes, or the entries of GPT-2's encoder.json (0 when unreadable: the
-// tokenizer files' own check reports that).
-// Parsed once per file: a sweep checks every job, and encoder.json is 1 MB of JSON.
+// A Hugging Face tokenizer.json's vocabulary: the largest id of model.vocab and added_tokens, plus one (0 when
+// unreadable). The worker's count (worker/hf_tokenizer.h) is the authority; this one reads the ids the file
+// states, which are the ids it loads with in files the tokenizers library wrote. A tokenizer.model (SentencePiece)
+// is counted by the worker only: 0 here.
+int64_t hf_tokenizer_json_vocab(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
+    return 0;
+  int64_t largest = -1;
+  for (const auto& id : j["model"]["vocab"])
+    if (id.is_number_integer()) largest = std::max(largest, id.get<int64_t>());
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const auto& t : j["added_tokens"])
+      if (t.is_object() && t.contains("id") && t["id"].is_number_integer()) largest = std::max(largest, t["id"].get<int64_t>());
+  return largest + 1;
+}
+
+// Tokens of the spec's tokenizer: 256 bytes, the entries of GPT-2's encoder.json, or a Hugging Face directory's
+// tokenizer.json (0 when unreadable: the tokenizer files' own check reports that).
+// Parsed once per file: a sweep checks every job, and encoder.json is 1 MB of JSON (Llama 3's tokenizer.json 9 MB).
 int64_t tokenizer_vocab(const DataSpec& d) {
   if (d.tokenizer == "byte") return 256;
   static std::map<std::string, int64_t> known;
-  const auto path = (fs::path(d.bpe_dir) / "encoder.json").string();
+  const auto path = d.hf_tokenizer() ? (fs::path(d.hf_tokenizer_dir()) / "tokenizer.json").string() : (fs::path(d.bpe_dir) / "encoder.json").string();
   if (auto it = known.find(path); it != known.end()) return it->second;
   std::ifstream in(path);
   const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (d.hf_tokenizer()) return known[path] = hf_tokenizer_json_vocab(j);
   return known[path] = j.is_object() ? static_cast<int64_t>(j.size()) : 0;
+}
+
+// data.tokenizer = "hf:DIR": DIR holds tokenizer.json or tokenizer.model.
+void hf_tokenizer_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecError>& out) {
+  const auto dir = d.hf_tokenizer_dir();
+  if (const auto problem = dir_problem(dir); !problem.empty()) {
+    out.emplace_back("data.tokenizer", problem);
+    return;
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) && !fs::is_regular_file(fs::path(dir) / "tokenizer.model", ec)) {
+    out.emplace_back("data.tokenizer", fmt::format("{} holds neither tokenizer.json nor tokenizer.model", dir));
+    return;
+  }
+  if (const int64_t n = tokenizer_vocab(d); model_vocab > 0 && n > model_vocab)
+    out.emplace_back("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", model_vocab, d.tokenizer, n));
 }
 
 void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {
@@ -126,6 +159,7 @@ std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint
   if (text && spec.data.tokenizer == "gpt2")
     for (const char* name : {"encoder.json", "vocab.bpe"})
       if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);
+  if (text && spec.data.hf_tokenizer()) hf_tokenizer_problems(spec.data, model_vocab, out);
   if (check_checkpoint && is_hf_source(spec.init_checkpoint)) hf_problems(spec, out);
   else if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
   return out;

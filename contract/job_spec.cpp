@@ -110,7 +110,10 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar", "retrieval"}, "data.source");
   d.get("path", s.data.path);
   d.get("tokenizer", s.data.tokenizer);
-  one_of(s.data.tokenizer, {"byte", "gpt2"}, "data.tokenizer");
+  if (s.data.hf_tokenizer())  // the directory's files are checked with the other inputs (contract/inputs.h)
+    require(!s.data.hf_tokenizer_dir().empty(), "data.tokenizer", "'hf:' needs a directory (hf:DIR)");
+  else
+    one_of(s.data.tokenizer, {"byte", "gpt2", "hf:DIR"}, "data.tokenizer");
   d.get("bpe_dir", s.data.bpe_dir);
   d.get("token_dtype", s.data.token_dtype);
   one_of(s.data.token_dtype, {"uint16", "uint32"}, "data.token_dtype");
@@ -268,7 +271,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
       else if (s.data.source == "retrieval")
         require(cfg.vocab >= s.data.retrieval.vocab(), "model.vocab",
                 fmt::format("must be >= {} (retrieval: keys + values + keys * values tokens)", s.data.retrieval.vocab()));
-      else if (s.data.source != "tokens")
+      else if (s.data.source != "tokens" && !s.data.hf_tokenizer())  // hf: known once its files are read (the worker checks)
         require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
                 fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
       const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)

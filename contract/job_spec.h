@@ -21,13 +21,17 @@ struct DataSpec {
   // generated tasks: no files, labels only where a question is asked, scored by accuracy)
   std::string source = "brown";
   std::string path;              // directory or file; default for brown: <repo>/data/brown
-  std::string tokenizer = "byte";  // byte | gpt2 (ignored by tokens and the generated tasks)
+  // byte | gpt2 | hf:DIR (a Hugging Face tokenizer directory: tokenizer.json, else tokenizer.model) (ignored by
+  // tokens and the generated tasks)
+  std::string tokenizer = "byte";
   std::string bpe_dir;           // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
   std::string token_dtype = "uint16";  // tokens: uint16 (nanoGPT) or uint32 (vocabularies over 65,535)
   MqarSpec mqar;
   RetrievalSpec retrieval;
 
   bool generated() const { return source == "mqar" || source == "retrieval"; }
+  bool hf_tokenizer() const { return tokenizer.rfind("hf:", 0) == 0; }
+  std::string hf_tokenizer_dir() const { return hf_tokenizer() ? tokenizer.substr(3) : ""; }  // DIR of "hf:DIR"
   // A generated task's input length.
   int64_t task_seq_len() const { return source == "mqar" ? mqar.seq_len : retrieval.seq_len(); }
 };

@@ -51,10 +51,28 @@ std::string MixerSpec::describe() const {
   return kind;
 }
 
+namespace {
+
+void check_kept_layers(const LayerPlan& plan, int64_t n_layers) {
+  if (plan.keep_softmax_layers.empty()) return;
+  if (plan.keep_softmax_every > 0)
+    throw ConfigError("keep_softmax_layers", "give keep_softmax_every or keep_softmax_layers, not both");
+  std::set<int64_t> seen;
+  for (const auto layer : plan.keep_softmax_layers) {
+    if (layer < 0 || layer >= n_layers)
+      throw ConfigError("keep_softmax_layers", fmt::format("layer {} does not exist (the model has layers 0 to {})", layer, n_layers - 1));
+    if (!seen.insert(layer).second) throw ConfigError("keep_softmax_layers", fmt::format("layer {} is listed twice", layer));
+  }
+}
+
+}  // namespace
+
 void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
   if (plan.keep_softmax_every < 0) throw ConfigError("keep_softmax_every", "must be >= 0");
   if (plan.attention_every < 0) throw ConfigError("attention_every", "must be >= 0");
+  check_kept_layers(plan, cfg.n_layers);
   cfg.layers.assign(static_cast<size_t>(std::max<int64_t>(cfg.n_layers, 0)), plan.mixer);
+  for (const auto layer : plan.keep_softmax_layers) cfg.layers[static_cast<size_t>(layer)] = MixerSpec{};
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     auto& layer = cfg.layers[static_cast<size_t>(i)];
     if (layer.kind == "srupp") layer.attention = plan.attention_every > 0 && (i + 1) % plan.attention_every == 0;
@@ -127,7 +145,8 @@ void validate(const ModelConfig& cfg) {
   require_at_most(cfg.context, int64_t{1} << 24, "context");
   require_at_most(cfg.d_ff, int64_t{1} << 20, "d_ff");
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
-  require_one_of(cfg.activation, {"gelu_tanh", "gelu"}, "activation");
+  require_one_of(cfg.activation, {"gelu_tanh", "gelu", "silu"}, "activation");
+  validate_block(cfg);
   if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0)) throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
   if (cfg.lora_rank < 0) throw ConfigError("lora_rank", fmt::format("must be >= 0 (0: no LoRA), got {}", cfg.lora_rank));
   require_at_most(cfg.lora_rank, cfg.d_model, "lora_rank");
@@ -138,6 +157,46 @@ void validate(const ModelConfig& cfg) {
   for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
   if (const auto n = count_parameters(cfg); n > kMaxParameters)
     throw ConfigError("d_model", fmt::format("the model would hold {} parameters, beyond what fwlab supports (at most {})", n, kMaxParameters));
+}
+
+namespace {
+
+// A rotary setting that the model's positions or scaling would ignore is refused rather than silently dropped.
+void validate_rope(const ModelConfig& cfg) {
+  const RopeSpec defaults;
+  const auto& r = cfg.rope;
+  if (!cfg.rope_positions()) {
+    if (!(r == defaults)) throw ConfigError("positions", "rope_* settings change nothing unless positions = \"rope\"");
+    return;
+  }
+  if (cfg.head_dim % 2 != 0) throw ConfigError("head_dim", fmt::format("rotary positions rotate pairs of channels: {} is odd", cfg.head_dim));
+  if (!(r.theta > 1.0 && r.theta < 1e12)) throw ConfigError("rope_theta", fmt::format("must be in (1, 1e12), got {}", r.theta));
+  require_one_of(r.scaling, {"none", "linear", "llama3"}, "rope_scaling");
+  if (r.scaling == "none" && r.factor != defaults.factor) throw ConfigError("rope_factor", "changes nothing with rope_scaling = \"none\"");
+  if (!(r.factor > 0.0 && r.factor < 1e6)) throw ConfigError("rope_factor", fmt::format("must be in (0, 1e6), got {}", r.factor));
+  const bool llama3_keys = r.low_freq_factor != defaults.low_freq_factor || r.high_freq_factor != defaults.high_freq_factor ||
+                           r.original_context != defaults.original_context;
+  if (r.scaling != "llama3" && llama3_keys)
+    throw ConfigError("rope_scaling", "rope_low_freq_factor, rope_high_freq_factor and rope_original_context change nothing unless it is \"llama3\"");
+  if (!(r.low_freq_factor > 0.0 && r.low_freq_factor < r.high_freq_factor))
+    throw ConfigError("rope_high_freq_factor", fmt::format("must exceed rope_low_freq_factor ({} <= {})", r.high_freq_factor, r.low_freq_factor));
+  require_positive(r.original_context, "rope_original_context");
+}
+
+}  // namespace
+
+void validate_block(const ModelConfig& cfg) {
+  require_one_of(cfg.block_norm, {"layernorm", "rmsnorm"}, "block_norm");
+  require_one_of(cfg.positions, {"learned", "rope"}, "positions");
+  require_one_of(cfg.mlp, {"plain", "gated"}, "mlp");
+  if (cfg.n_kv_heads < 0 || cfg.n_kv_heads > cfg.n_heads)
+    throw ConfigError("n_kv_heads", fmt::format("must be in [0, n_heads = {}] (0: n_heads), got {}", cfg.n_heads, cfg.n_kv_heads));
+  if (cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads != 0)
+    throw ConfigError("n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}: query heads share key/value heads in equal groups",
+                                                cfg.n_heads, cfg.n_kv_heads));
+  if (cfg.attention_window < 0 || cfg.attention_window > cfg.context)
+    throw ConfigError("attention_window", fmt::format("must be in [0, context = {}] (0: none), got {}", cfg.context, cfg.attention_window));
+  validate_rope(cfg);
 }
 
 // ---- JSON ----------------------------------------------------------------------------------------------
@@ -208,6 +267,40 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   return s;
 }
 
+namespace {
+
+// The block's keys beyond GPT-2's, each written only where it differs from GPT-2's default.
+void write_block_keys(const ModelConfig& c, nlohmann::json& j) {
+  const ModelConfig d;
+  auto put = [&](const char* key, const auto& value, const auto& fallback) {
+    if (value != fallback) j[key] = value;
+  };
+  put("block_norm", c.block_norm, d.block_norm);
+  put("positions", c.positions, d.positions);
+  put("mlp", c.mlp, d.mlp);
+  put("n_kv_heads", c.n_kv_heads, d.n_kv_heads);
+  put("tied_head", c.tied_head, d.tied_head);
+  put("qkv_bias", c.qkv_bias, d.qkv_bias);
+  put("o_bias", c.o_bias, d.o_bias);
+  put("mlp_bias", c.mlp_bias, d.mlp_bias);
+  put("attention_window", c.attention_window, d.attention_window);
+  put("rope_theta", c.rope.theta, d.rope.theta);
+  put("rope_scaling", c.rope.scaling, d.rope.scaling);
+  put("rope_factor", c.rope.factor, d.rope.factor);
+  put("rope_low_freq_factor", c.rope.low_freq_factor, d.rope.low_freq_factor);
+  put("rope_high_freq_factor", c.rope.high_freq_factor, d.rope.high_freq_factor);
+  put("rope_original_context", c.rope.original_context, d.rope.original_context);
+}
+
+const std::set<std::string>& block_keys() {
+  static const std::set<std::string> keys = {"block_norm", "positions", "mlp", "n_kv_heads", "tied_head", "qkv_bias", "o_bias", "mlp_bias",
+                                             "attention_window", "rope_theta", "rope_scaling", "rope_factor", "rope_low_freq_factor",
+                                             "rope_high_freq_factor", "rope_original_context"};
+  return keys;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const ModelConfig& c) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : c.layers) layers.push_back(to_json(l));
@@ -220,13 +313,30 @@ nlohmann::json to_json(const ModelConfig& c) {
   if (c.activation != defaults.activation) j["activation"] = c.activation;
   if (c.ln_eps != defaults.ln_eps) j["ln_eps"] = c.ln_eps;
   if (c.lora_rank > 0) j["lora_rank"] = c.lora_rank, j["lora_alpha"] = c.lora_alpha;
+  write_block_keys(c, j);
   return j;
 }
 
+namespace {
+
+std::vector<int64_t> layer_list(const nlohmann::json& v) {
+  if (!v.is_array()) throw ConfigError("keep_softmax_layers", fmt::format("must be a list of layer indices, got {}", v.dump()));
+  std::vector<int64_t> out;
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) throw ConfigError("keep_softmax_layers", fmt::format("must hold integers, got {}", e.dump()));
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
 ModelConfig model_config_from_json(const nlohmann::json& j) {
-  reject_unknown(j, {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
-                     "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "attention_every"},
-                 "");
+  std::set<std::string> known = {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
+                                 "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "keep_softmax_layers",
+                                 "attention_every"};
+  known.insert(block_keys().begin(), block_keys().end());
+  reject_unknown(j, known, "");
   ModelConfig c;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, key);
@@ -243,7 +353,23 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   opt("ln_eps", c.ln_eps);
   opt("lora_rank", c.lora_rank);
   opt("lora_alpha", c.lora_alpha);
+  opt("block_norm", c.block_norm);
+  opt("positions", c.positions);
+  opt("mlp", c.mlp);
+  opt("n_kv_heads", c.n_kv_heads);
+  opt("tied_head", c.tied_head);
+  opt("qkv_bias", c.qkv_bias);
+  opt("o_bias", c.o_bias);
+  opt("mlp_bias", c.mlp_bias);
+  opt("attention_window", c.attention_window);
+  opt("rope_theta", c.rope.theta);
+  opt("rope_scaling", c.rope.scaling);
+  opt("rope_factor", c.rope.factor);
+  opt("rope_low_freq_factor", c.rope.low_freq_factor);
+  opt("rope_high_freq_factor", c.rope.high_freq_factor);
+  opt("rope_original_context", c.rope.original_context);
   if (j.contains("layers")) {
+    if (j.contains("keep_softmax_layers")) throw ConfigError("keep_softmax_layers", "applies to a 'mixer' plan, not to an explicit 'layers' list");
     if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
     if (!j["layers"].is_array()) throw ConfigError("layers", "must be a list of mixer objects");
     for (size_t i = 0; i < j["layers"].size(); ++i)
@@ -252,6 +378,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
     LayerPlan plan;
     if (j.contains("mixer")) plan.mixer = mixer_spec_from_json(j["mixer"], "mixer.");
     opt("keep_softmax_every", plan.keep_softmax_every);
+    if (j.contains("keep_softmax_layers")) plan.keep_softmax_layers = layer_list(j["keep_softmax_layers"]);
     opt("attention_every", plan.attention_every);
     require_positive(c.n_layers, "n_layers");
     require_at_most(c.n_layers, kMaxLayers, "n_layers");  // before apply_plan allocates one spec per layer
@@ -260,71 +387,6 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   validate(c);
   return c;
 }
-
-// ---- sizes ---------------------------------------------------------------------------------------------
-
-namespace {
-
-int64_t srupp_attn_dim(const MixerSpec& s, const ModelConfig& c) { return s.attn_dim > 0 ? s.attn_dim : c.d_model / 4; }
-
-int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
-  const int64_t d = c.d_model, H = c.n_heads, hd = c.head_dim, inner = H * hd;
-  const int64_t qkv_o = d * 3 * inner + 3 * inner + inner * d + d;
-  if (s.kind == "softmax" || s.kind == "local") return qkv_o;
-  // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r.
-  const int64_t sru_cell = 4 * d;
-  if (s.kind == "sru") return 3 * d * d + sru_cell;
-  if (s.kind == "srupp") {
-    const int64_t da = srupp_attn_dim(s, c);
-    int64_t n = d * da + da * 3 * d + sru_cell;         // W1, W3
-    if (s.attention) n += da * 2 * da + 1 + 2 * da;     // W2 (K, V), alpha, layernorm
-    return n;
-  }
-  const LayerDims dims{d, H, hd, s.m};
-  return qkv_o + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
-}
-
-}  // namespace
-
-bool softmax_only(const ModelConfig& cfg) {
-  return std::all_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.kind == "softmax"; });
-}
-
-bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" || s.kind == "local" || s.kind == "fast_weight"; }
-
-int64_t count_parameters(const ModelConfig& c) {
-  const int64_t d = c.d_model, ff = c.ff_dim();
-  int64_t n = c.vocab * d + c.context * d + 2 * d;  // wte (tied with the output), wpe, final LayerNorm
-  const int64_t r = c.lora_rank, inner = c.n_heads * c.head_dim;
-  for (const auto& layer : c.layers) {
-    n += 4 * d + (d * ff + ff) + (ff * d + d) + mixer_parameters(layer, c);
-    if (r > 0 && has_attention_projections(layer)) n += 3 * r * (d + inner) + r * (inner + d);  // q, k, v; o
-  }
-  return n;
-}
-
-StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
-  const int64_t H = c.n_heads, hd = c.head_dim;
-  if (s.kind == "softmax") return {0, 2 * H * hd};
-  if (s.kind == "local") return {2 * H * hd * s.window, 0};
-  if (s.kind == "sru") return {c.d_model, 0};
-  if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
-  int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
-  if (s.norm == "attn") fixed += H * s.m;  // normaliser z
-  fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
-  return {fixed, 0};
-}
-
-StateSize state_size(const ModelConfig& c) {
-  StateSize total;
-  for (const auto& layer : c.layers) {
-    auto s = mixer_state_size(layer, c);
-    total.fixed += s.fixed;
-    total.per_token += s.per_token;
-  }
-  return total;
-}
-
 
 void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target) {
   auto same = [&](const char* field, const auto& a, const auto& b) {
@@ -341,6 +403,18 @@ void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target)
   same("d_ff", src.ff_dim(), target.ff_dim());
   same("activation", src.activation, target.activation);
   same("ln_eps", src.ln_eps, target.ln_eps);
+  same("block_norm", src.block_norm, target.block_norm);
+  same("positions", src.positions, target.positions);
+  same("mlp", src.mlp, target.mlp);
+  same("n_kv_heads", src.kv_heads(), target.kv_heads());
+  same("tied_head", src.tied_head, target.tied_head);
+  same("qkv_bias", src.qkv_bias, target.qkv_bias);
+  same("o_bias", src.o_bias, target.o_bias);
+  same("mlp_bias", src.mlp_bias, target.mlp_bias);
+  same("attention_window", src.attention_window, target.attention_window);
+  same("rope_theta", src.rope.theta, target.rope.theta);
+  same("rope_scaling", src.rope.scaling, target.rope.scaling);
+  same("rope_factor", src.rope.factor, target.rope.factor);
 }
 
 ModelConfig merge_model_config(const ModelConfig& source, const nlohmann::json& overrides) {

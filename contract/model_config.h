@@ -43,6 +43,17 @@ struct MixerSpec {
   bool operator==(const MixerSpec&) const = default;
 };
 
+// Rotary position embedding (Su et al. 2021) and its context-extension scalings as Hugging Face computes them.
+struct RopeSpec {
+  double theta = 10000.0;           // rope_theta
+  std::string scaling = "none";     // none | linear | llama3
+  double factor = 1.0;              // linear, llama3: frequencies divided by it
+  double low_freq_factor = 1.0;     // llama3
+  double high_freq_factor = 4.0;    // llama3
+  int64_t original_context = 8192;  // llama3: original_max_position_embeddings
+  bool operator==(const RopeSpec&) const = default;
+};
+
 struct ModelConfig {
   int64_t vocab = 256;
   int64_t d_model = 128;
@@ -54,8 +65,18 @@ struct ModelConfig {
   double dropout = 0.1;
   // GPT-2's MLP nonlinearity: "gelu_tanh" (gelu_new, the tanh approximation GPT-2 was trained with) or "gelu"
   // (the exact erf form, Hugging Face's "gelu"); and the LayerNorm epsilon (layer_norm_epsilon).
-  std::string activation = "gelu_tanh";
-  double ln_eps = 1e-5;
+  std::string activation = "gelu_tanh";  // also "silu" (Llama's SwiGLU)
+  double ln_eps = 1e-5;                   // of LayerNorm, or RMSNorm's epsilon (rms_norm_eps)
+  // The block's parts beyond GPT-2's (Llama, Mistral, Qwen2; models/README.md). Defaults are GPT-2's, and are
+  // not written to JSON, so configurations of models built before these existed read back unchanged.
+  std::string block_norm = "layernorm";  // layernorm | rmsnorm (no bias)
+  std::string positions = "learned";     // learned (wpe) | rope (rotary, on q and k of attention projections)
+  std::string mlp = "plain";             // plain: proj(act(fc x)) | gated: down(act(gate x) * up x) (SwiGLU with silu)
+  int64_t n_kv_heads = 0;                // grouped-query attention: key/value heads (0: n_heads)
+  bool tied_head = true;                 // output projection = token embedding (GPT-2); false: its own lm_head
+  bool qkv_bias = true, o_bias = true, mlp_bias = true;  // Llama: none; Qwen2: q, k, v only
+  int64_t attention_window = 0;          // softmax layers see the last W keys, the current one included (Mistral)
+  RopeSpec rope;                         // with positions = rope
   // LoRA (Hu et al. 2021) on the attention projections of every softmax, local and fast-weight layer: rank r
   // adapters for q, k, v and o each, scaled by alpha / r (alpha 0: alpha = r). 0: none (models/lora.h).
   int64_t lora_rank = 0;
@@ -63,6 +84,8 @@ struct ModelConfig {
   std::vector<MixerSpec> layers;  // one per layer, bottom first
 
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
+  bool rope_positions() const { return positions == "rope"; }
   double lora_scale() const { return lora_rank > 0 ? (lora_alpha > 0 ? lora_alpha : static_cast<double>(lora_rank)) / static_cast<double>(lora_rank) : 0.0; }
   bool operator==(const ModelConfig&) const = default;
 };
@@ -72,6 +95,8 @@ struct LayerPlan {
   MixerSpec mixer;
   // Keep every n-th layer counted from the top as softmax (T2R 75%: n = 4 keeps layers L-4, L-8, ...).
   int64_t keep_softmax_every = 0;
+  // Keep exactly these layers (0 = bottom) as softmax, e.g. the layers a search found best to keep.
+  std::vector<int64_t> keep_softmax_layers = {};
   // srupp: attention in layer i iff (i + 1) % k == 0 (SRU++); k = n_layers: last layer only; 0: none.
   int64_t attention_every = 1;
 };
@@ -97,6 +122,7 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
 
 // Rejects combinations that make no sense; throws ConfigError naming the field.
 void validate(const ModelConfig& cfg);
+void validate_block(const ModelConfig& cfg);  // the block's parts beyond the mixers (norm, positions, MLP, heads)
 void validate_mixer(const MixerSpec& spec, const ModelConfig& cfg, const std::string& field_prefix);
 
 // JSON round trip. from_json accepts either an explicit "layers" list or a "mixer" object plus the plan keys

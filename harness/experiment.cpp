@@ -25,6 +25,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"m", "model.mixer.m"},               {"window", "model.mixer.window"},
       {"dpfp_nu", "model.mixer.dpfp_nu"},   {"chunk", "model.mixer.chunk"},
       {"attention_every", "model.attention_every"}, {"keep_softmax_every", "model.keep_softmax_every"},
+      {"keep_softmax_layers", "model.keep_softmax_layers"},
       {"vocab", "model.vocab"},             {"d_model", "model.d_model"},
       {"n_layers", "model.n_layers"},       {"n_heads", "model.n_heads"},
       {"head_dim", "model.head_dim"},       {"context", "model.context"},

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "contract/file_identity.h"
-#include "contract/hf_gpt2.h"
+#include "contract/hf_checkpoint.h"
 #include "contract/safetensors_header.h"
 #include "contract/inputs.h"
 #include "contract/job_spec.h"

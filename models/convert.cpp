@@ -59,7 +59,7 @@ Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t 
     const auto why = fw->rule->rescale_reason();
     for (const char* param : {"weight", "bias"}) {
       auto name = prefix + param;
-      std::erase(result.report.copied, name);
+      if (std::erase(result.report.copied, name) == 0) continue;  // no bias (qkv_bias = false)
       result.report.rescaled.push_back(fmt::format("{} (value rows {})", name, why));
     }
   }
@@ -87,8 +87,7 @@ struct Adapted {
 };
 
 std::vector<Adapted> adapted_projections(Mixer& mixer) {
-  if (auto* s = dynamic_cast<SoftmaxAttention*>(&mixer)) return {{&s->qkv, &s->qkv_lora}, {&s->o, &s->o_lora}};
-  if (auto* f = dynamic_cast<FastWeight*>(&mixer)) return {{&f->qkv, &f->qkv_lora}, {&f->o, &f->o_lora}};
+  if (auto* a = dynamic_cast<AttentionMixer*>(&mixer)) return {{&a->qkv, &a->qkv_lora}, {&a->o, &a->o_lora}};
   return {};
 }
 

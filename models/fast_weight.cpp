@@ -30,29 +30,29 @@ torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, con
 
 }  // namespace
 
-FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg)
-    : spec(s), n_heads_(cfg.n_heads), head_dim_(cfg.head_dim) {
-  const int64_t d = cfg.d_model, inner = cfg.n_heads * cfg.head_dim;
-  qkv = register_module("qkv", torch::nn::Linear(d, 3 * inner));
-  o = register_module("o", torch::nn::Linear(inner, d));
-  init_gpt2_linear(qkv);
-  init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
+FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg) : AttentionMixer(cfg), spec(s) {
   phi = register_module("phi", make_feature_map(s, cfg.n_heads, cfg.head_dim));
   rule = make_rule(*this, s, cfg);  // registers the rule's parameters on this layer
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
   apply_value_rescale();
-  add_lora(*this, cfg, qkv_lora, o_lora);  // last: a model without LoRA draws the same initial weights as before
+  add_lora(cfg);  // last: a model without LoRA draws the same initial weights as before
 }
 
-torch::Tensor FastWeight::value_rescale() const { return rule->value_rescale(n_heads_ * head_dim_, qkv->weight.options()); }
+torch::Tensor FastWeight::value_rescale() const {
+  auto factor = rule->value_rescale(n_heads_ * head_dim_, qkv->weight.options());
+  // The rows of W_v serve every query head of their group: they take the mean of the group's factors (the rule
+  // asks for one per query-head channel; with one key/value head per query head nothing changes).
+  if (!factor.defined() || groups() == 1) return factor;
+  return factor.view({n_kv_heads_, groups(), head_dim_}).mean(1).reshape({-1});
+}
 
 void FastWeight::apply_value_rescale() {
   auto factor = value_rescale();
   if (!factor.defined()) return;
   torch::NoGradGuard guard;
-  const int64_t inner = n_heads_ * head_dim_;
-  qkv->weight.narrow(0, 2 * inner, inner).mul_(factor.unsqueeze(1));
-  qkv->bias.narrow(0, 2 * inner, inner).mul_(factor);
+  const int64_t v_rows = n_kv_heads_ * head_dim_, offset = n_heads_ * head_dim_ + v_rows;
+  qkv->weight.narrow(0, offset, v_rows).mul_(factor.unsqueeze(1));
+  if (qkv->bias.defined()) qkv->bias.narrow(0, offset, v_rows).mul_(factor);
 }
 
 const ProjectionMap* FastWeight::projection_map() const { return dynamic_cast<const ProjectionMap*>(phi.get()); }
@@ -62,6 +62,9 @@ void FastWeight::fold_feature_map() {
   TORCH_CHECK(map, "only projection feature maps (relu, identity) can be folded, not ", spec.feature_map);
   TORCH_CHECK(!qkv_lora, "merge the LoRA adapters (merge_lora) before folding the feature map");
   TORCH_CHECK(spec.swa_window == 0, "a layer with a sliding window reads q and k themselves: its feature map cannot be folded");
+  TORCH_CHECK(!positions_or_groups(), "rotary positions and grouped key heads sit between the projection and the feature map: "
+              "it cannot be folded");
+  TORCH_CHECK(qkv->bias.defined(), "folding reads the q and k biases: a model without them (qkv_bias = false) keeps its feature map");
   TORCH_CHECK(!folded(), "feature map already folded");
   torch::NoGradGuard guard;
   const int64_t d = qkv->weight.size(1), inner = n_heads_ * head_dim_, m = spec.m;
@@ -89,21 +92,22 @@ torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
 }
 
-FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x) {
+FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, int64_t position) {
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
   Inputs in;
-  if (folded()) {
+  if (!folded()) {
+    // LoLCATs' order: projections, rotary positions, repeat_kv, then the feature map of each query head.
+    auto h = project(x, position);
+    in.q_raw = h.q, in.k_raw = repeat_kv(h.k, groups());
+    in.rule.fq = phi->forward(in.q_raw, true);
+    in.rule.fk = phi->forward(in.k_raw, false);
+    in.rule.v = repeat_kv(h.v, groups());
+  } else {
     auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
     in.rule.fq = projection_map()->activate(split_heads(qk.select(2, 0), n_heads_));
     in.rule.fk = projection_map()->activate(split_heads(qk.select(2, 1), n_heads_));
     in.rule.v = split_heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
                             n_heads_);
-  } else {
-    auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, inner});
-    in.q_raw = split_heads(parts.select(2, 0), n_heads_), in.k_raw = split_heads(parts.select(2, 1), n_heads_);
-    in.rule.fq = phi->forward(in.q_raw, true);
-    in.rule.fk = phi->forward(in.k_raw, false);
-    in.rule.v = split_heads(parts.select(2, 2), n_heads_);
   }
   // The normaliser rides in the recurrence: fp32 under mixed precision.
   if (spec.norm == "attn") in.rule.fq = kernels::widened_to_fp32(in.rule.fq);
@@ -112,20 +116,19 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x) {
 }
 
 torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool reference) {
-  const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
   if (is_training()) phi->resample();
-  const auto in = inputs(x);
+  const auto in = inputs(x, state ? state->position : 0);
   auto r = rule->recur(in.rule, RuleRun{state, spec.norm == "attn", reference, chunk_of(spec)});
   auto y = r.y;
   if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix
   if (state) state->S = r.state;
   record_state(r.state);
-  return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, inner})));
+  return resid_drop(output(y));
 }
 
 torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
   TORCH_CHECK(!folded(), "value_coefficients reads the unfolded projections");
-  const auto in = inputs(x);
+  const auto in = inputs(x, 0);
   auto c = rule->value_coefficients(in.rule, spec.norm == "attn");  // [B, H, channels, T, T]
   if (spec.swa_window > 0) c = 0.5 * (c + softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));
   return c;

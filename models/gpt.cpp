@@ -16,19 +16,33 @@ std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg)
   throw ConfigError("kind", fmt::format("unknown mixer kind '{}'", spec.kind));
 }
 
-Block::Block(const MixerSpec& spec, const ModelConfig& cfg) : gelu_approximation_(cfg.activation == "gelu" ? "none" : "tanh") {
-  const int64_t d = cfg.d_model;
-  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.ln_eps)));
+Block::Block(const MixerSpec& spec, const ModelConfig& cfg) : activation_(cfg.activation), gated_(cfg.mlp == "gated") {
+  const int64_t d = cfg.d_model, ff = cfg.ff_dim();
+  ln1 = register_module("ln1", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
   mixer = register_module("mixer", make_mixer(spec, cfg));
-  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.ln_eps)));
-  fc = register_module("fc", torch::nn::Linear(d, cfg.ff_dim()));
-  proj = register_module("proj", torch::nn::Linear(cfg.ff_dim(), d));
+  ln2 = register_module("ln2", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
+  fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
+  proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
   drop = register_module("drop", Dropout(cfg.dropout));
   init_gpt2_linear(fc);
   init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
 }
 
-torch::Tensor Block::mlp(const torch::Tensor& x) { return drop(proj(torch::gelu(fc(ln2(x)), gelu_approximation_))); }
+torch::Tensor Block::activation(const torch::Tensor& x) const {
+  if (activation_ == "silu") return torch::silu(x);
+  return torch::gelu(x, activation_ == "gelu" ? "none" : "tanh");  // gelu_tanh: GPT-2's gelu_new
+}
+
+torch::Tensor Block::mlp(const torch::Tensor& x) {
+  auto h = fc(ln2(x));
+  if (gated_) {
+    const int64_t ff = h.size(-1) / 2;
+    h = activation(h.narrow(-1, 0, ff)) * h.narrow(-1, ff, ff);
+  } else {
+    h = activation(h);
+  }
+  return drop(proj(h));
+}
 
 torch::Tensor Block::forward(const torch::Tensor& x) {
   auto h = x + mixer->forward(ln1(x));
@@ -43,11 +57,11 @@ torch::Tensor Block::step(const torch::Tensor& x, MixerState& state) {
 GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
   wte = register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.d_model));
-  wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
-  {
+  if (!cfg.rope_positions()) wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
+  if (!SkipInitialisation::active()) {
     torch::NoGradGuard guard;
     wte->weight.normal_(0.0, 0.02);
-    wpe->weight.normal_(0.0, 0.02);
+    if (wpe) wpe->weight.normal_(0.0, 0.02);
   }
   drop = register_module("drop", Dropout(cfg.dropout));
   auto list = register_module("blocks", torch::nn::ModuleList());
@@ -55,14 +69,20 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
     blocks_.push_back(std::make_shared<Block>(spec, cfg));
     list->push_back(blocks_.back());
   }
-  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.d_model}).eps(cfg.ln_eps)));
+  ln_f = register_module("ln_f", BlockNorm(cfg.block_norm, cfg.d_model, cfg.ln_eps));
+  if (!cfg.tied_head) {
+    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.vocab).bias(false)));
+    init_gpt2_linear(lm_head);
+  }
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {
   return head(features(idx, layer_outputs));
 }
 
-torch::Tensor GPTImpl::head(const torch::Tensor& features) { return torch::matmul(features, wte->weight.t()); }
+torch::Tensor GPTImpl::head(const torch::Tensor& features) {
+  return torch::matmul(features, (lm_head ? lm_head->weight : wte->weight).t());
+}
 
 std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx, const torch::Tensor& targets) {
   const auto h = features(idx);
@@ -74,8 +94,9 @@ std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Te
 torch::Tensor GPTImpl::features(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= cfg_.context, "sequence of ", T, " tokens is longer than the model's context of ", cfg_.context);
-  auto pos = torch::arange(T, idx.options().dtype(torch::kLong));
-  auto x = drop(wte(idx) + wpe(pos));
+  auto x = wte(idx);
+  if (wpe) x = x + wpe(torch::arange(T, idx.options().dtype(torch::kLong)));  // rotary positions live in the mixers
+  x = drop(x);
   if (layer_outputs) layer_outputs->push_back(x);
   for (auto& block : blocks_) {
     x = block->forward(x);
@@ -87,10 +108,14 @@ torch::Tensor GPTImpl::features(const torch::Tensor& idx, std::vector<torch::Ten
 torch::Tensor GPTImpl::step(const torch::Tensor& tokens, GenerationState& state) {
   TORCH_CHECK(state.position < cfg_.context, "generation past the model's context of ", cfg_.context, " tokens");
   if (state.layers.empty()) state.layers.resize(blocks_.size());
-  auto x = wte(tokens) + wpe->weight[state.position];
-  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, state.layers[i]);
+  auto x = wte(tokens);
+  if (wpe) x = x + wpe->weight[state.position];
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    state.layers[i].position = state.position;
+    x = blocks_[i]->step(x, state.layers[i]);
+  }
   ++state.position;
-  return torch::matmul(ln_f(x), wte->weight.t());
+  return head(ln_f(x));
 }
 
 int64_t GPTImpl::num_parameters() const {

@@ -1,9 +1,12 @@
-// GPT-2-style decoder whose token mixer is chosen per layer: token + learned position embeddings, pre-LayerNorm
-// blocks, GELU MLP, output projection tied to the token embedding, dropout.
+// A pre-norm decoder whose token mixer is chosen per layer. GPT-2's parts by default (learned position embeddings,
+// LayerNorm, GELU MLP, output projection tied to the token embedding, dropout); the model options of
+// contract/model_config.h give Llama's (rotary positions in the mixers, RMSNorm, SwiGLU, grouped-query heads, an
+// untied head), in the same module tree so that every mixer and conversion method works in either block.
 #pragma once
 
 #include <torch/torch.h>
 
+#include "models/block_norm.h"
 #include "models/dropout.h"
 #include "models/mixer.h"
 #include "contract/model_config.h"
@@ -16,14 +19,18 @@ class Block : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor step(const torch::Tensor& x, MixerState& state);
 
-  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  BlockNorm ln1{nullptr}, ln2{nullptr};
   std::shared_ptr<Mixer> mixer;
+  // plain MLP: proj(act(fc x)); gated: fc holds the gate's rows then the up projection's, proj is the down
+  // projection: proj(act(gate x) * up x).
   torch::nn::Linear fc{nullptr}, proj{nullptr};
   Dropout drop{nullptr};
 
  private:
   torch::Tensor mlp(const torch::Tensor& x);
-  std::string gelu_approximation_;  // torch::gelu's name for cfg.activation
+  torch::Tensor activation(const torch::Tensor& x) const;
+  std::string activation_;
+  bool gated_;
 };
 
 // Per-sequence state for token-by-token generation.
@@ -59,9 +66,10 @@ class GPTImpl : public torch::nn::Module {
   // Largest |state| element over all recurrent layers after the last forward pass.
   double max_state_abs() const;
 
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};  // wpe: learned positions only
   Dropout drop{nullptr};
-  torch::nn::LayerNorm ln_f{nullptr};
+  BlockNorm ln_f{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // untied head only (no bias)
 
  private:
   ModelConfig cfg_;

@@ -10,15 +10,22 @@ namespace fwlab {
 
 class LoraAdapterImpl : public torch::nn::Module {
  public:
-  // `parts` independent adapters side by side (3 for the fused qkv, 1 for o), each from `in` to `out` features.
-  LoraAdapterImpl(int64_t parts, int64_t in, int64_t out, int64_t rank, double scale);
+  // Independent adapters side by side (q, k, v for the fused qkv; o alone), each from `in` to outs[p] features.
+  // Parts of one size keep b as [parts, out, rank] (the layout of checkpoints made before grouped-query attention);
+  // parts of different sizes (q against the fewer k, v heads of GQA) stack b as [sum of outs, rank].
+  LoraAdapterImpl(const std::vector<int64_t>& outs, int64_t in, int64_t rank, double scale);
   // x [..., in] -> the update [..., parts * out].
   torch::Tensor forward(const torch::Tensor& x) const;
   // The same update as a weight [parts * out, in], to add to the base Linear's weight.
   torch::Tensor delta() const;
 
-  torch::Tensor a, b;  // [parts, rank, in], [parts, out, rank]
+  torch::Tensor a, b;  // [parts, rank, in], [parts, out, rank] or [sum of outs, rank]
   double scale;
+
+ private:
+  torch::Tensor b_part(size_t p) const;  // [outs[p], rank]
+  std::vector<int64_t> outs_;
+  bool equal_parts_;
 };
 TORCH_MODULE(LoraAdapter);
 

@@ -18,6 +18,7 @@ struct MixerState {
   // softmax: k and v are views of the first tokens of these buffers, which grow by doubling, so that a generated
   // token costs one write instead of copying the whole cache (torch::cat did, at every token).
   torch::Tensor k_buffer, v_buffer;
+  int64_t position = 0;  // of the next token (rotary positions); the model sets it before each step
 };
 
 class Mixer : public torch::nn::Module {
@@ -46,7 +47,21 @@ class Mixer : public torch::nn::Module {
 
 std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg);
 
-// Linear layers of GPT-2: N(0, 0.02) weights, zero bias.
+// Linear layers of GPT-2: N(0, 0.02) weights, zero bias. Skipped while a SkipInitialisation lives.
 void init_gpt2_linear(torch::nn::Linear& layer, double std = 0.02);
+
+// While one lives (on this thread), models are built without drawing their initial weights: an import that
+// overwrites every tensor spent half a minute drawing a 1B model's normal variates.
+class SkipInitialisation {
+ public:
+  SkipInitialisation();
+  ~SkipInitialisation();
+  SkipInitialisation(const SkipInitialisation&) = delete;
+  SkipInitialisation& operator=(const SkipInitialisation&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 
 }  // namespace fwlab

@@ -6,7 +6,10 @@
 #include "models/dropout.h"
 #include "models/lora.h"
 #include "models/mixer.h"
+#include "models/rope.h"
 #include "models/rules/update_rule.h"
+
+#include <optional>
 
 namespace fwlab {
 
@@ -15,28 +18,56 @@ namespace fwlab {
 // Softmax and local attention, and the sliding window of a fast-weight layer.
 torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window);
 
-// softmax (window = 0) and local (sliding window of `window` tokens, the current one included).
-class SoftmaxAttention : public Mixer {
+// The query, key and value heads of a layer: q [B, H, T, hd]; k, v [B, H_kv, T, hd] (grouped-query attention:
+// query head h reads key/value head h / (H / H_kv)). Rotary positions are already applied to q and k.
+struct QkvHeads {
+  torch::Tensor q, k, v;
+};
+
+// [B, H_kv, T, hd] -> [B, H_kv * groups, T, hd]: each key/value head repeated for the query heads that share it
+// (Hugging Face's repeat_kv).
+torch::Tensor repeat_kv(const torch::Tensor& x, int64_t groups);
+
+// What softmax and fast-weight layers share: the fused q, k, v projection (qkv: rows q, then k, then v), the output
+// projection o, their LoRA adapters and rotary positions. The names are the checkpoints' (conversion copies them).
+class AttentionMixer : public Mixer {
+ public:
+  torch::nn::Linear qkv{nullptr}, o{nullptr};
+  LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
+  int64_t groups() const { return n_heads_ / n_kv_heads_; }
+
+ protected:
+  explicit AttentionMixer(const ModelConfig& cfg);  // registers qkv and o with GPT-2's initialisation
+  void add_lora(const ModelConfig& cfg);            // registers the adapters (none without cfg.lora_rank)
+  // x [B, T, d_model] whose first token is at `position` (rotary positions).
+  QkvHeads project(const torch::Tensor& x, int64_t position);
+  // y [B, H, T, hd] -> o(y) [B, T, d_model]
+  torch::Tensor output(const torch::Tensor& y);
+
+  int64_t n_heads_, n_kv_heads_, head_dim_;
+  std::optional<Rope> rope_;
+};
+
+// softmax (window = 0: cfg.attention_window, none by default) and local (sliding window of `window` tokens, the
+// current one included). The step form caches the n_kv_heads key/value heads, not their repetitions.
+class SoftmaxAttention : public AttentionMixer {
  public:
   SoftmaxAttention(const ModelConfig& cfg, int64_t window);
   torch::Tensor forward(const torch::Tensor& x) override;
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
   torch::Tensor value_coefficients(const torch::Tensor& x) override;  // the attention probabilities
 
-  torch::nn::Linear qkv{nullptr}, o{nullptr};
-  LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   Dropout attn_drop{nullptr}, resid_drop{nullptr};
 
  private:
-  int64_t n_heads_, head_dim_, window_;
+  torch::Tensor fused_cuda(const QkvHeads& h);  // libtorch's fused attention (PyTorch 2 on CUDA)
+  int64_t window_;
 };
 
-// The LoRA adapters of a layer's qkv and o (none without cfg.lora_rank), registered on `owner`.
-void add_lora(torch::nn::Module& owner, const ModelConfig& cfg, LoraAdapter& qkv_lora, LoraAdapter& o_lora);
-
 // Fast-weight mixer: update rule x feature map x normalization x m (NOTES.md); the rule and the map come from
-// their registries (models/rules/, models/feature_maps/).
-class FastWeight : public Mixer {
+// their registries (models/rules/, models/feature_maps/). With grouped-query attention the key and value heads are
+// repeated to every query head before the feature map, after rotary positions (LoLCATs' order, models/README.md).
+class FastWeight : public AttentionMixer {
  public:
   FastWeight(const MixerSpec& spec, const ModelConfig& cfg);
   torch::Tensor forward(const torch::Tensor& x) override;
@@ -54,11 +85,9 @@ class FastWeight : public Mixer {
   // Only for projection feature maps (foldable()).
   void fold_feature_map();
   bool folded() const { return !folded_qk.is_empty(); }
-  bool foldable() const { return projection_map() != nullptr; }
+  bool foldable() const { return projection_map() != nullptr && !positions_or_groups() && qkv->bias.defined(); }
 
   const MixerSpec spec;
-  torch::nn::Linear qkv{nullptr}, o{nullptr};
-  LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
   std::shared_ptr<FeatureMap> phi;
   std::unique_ptr<UpdateRule> rule;  // its parameters are registered on this layer (gate, decay_z, ...)
   torch::nn::Linear folded_qk{nullptr};
@@ -71,9 +100,9 @@ class FastWeight : public Mixer {
     torch::Tensor q_raw, k_raw;
   };
   const ProjectionMap* projection_map() const;  // null for maps that are not a projection
-  Inputs inputs(const torch::Tensor& x);
+  Inputs inputs(const torch::Tensor& x, int64_t position);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
-  int64_t n_heads_, head_dim_;
+  bool positions_or_groups() const { return rope_.has_value() || n_kv_heads_ != n_heads_; }
 };
 
 // SRU (spec.kind == "sru") and SRU++ ("srupp", attention inside the recurrence input when spec.attention).

@@ -1,4 +1,5 @@
-// Causal multi-head softmax attention (GPT-2) and its sliding-window variant (Mao Table 2's local attention).
+// Causal multi-head softmax attention (GPT-2, Llama with grouped-query heads) and its sliding-window variants
+// (Mao Table 2's local attention; Mistral's sliding window).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,54 +14,36 @@ double Mixer::last_state_max_abs() const {
   return last_state_.defined() && last_state_.numel() > 0 ? last_state_.abs().max().item<double>() : 0.0;
 }
 
-void init_gpt2_linear(torch::nn::Linear& layer, double std) {
-  torch::NoGradGuard guard;
-  layer->weight.normal_(0.0, std);
-  if (layer->bias.defined()) layer->bias.zero_();
-}
-
 SoftmaxAttention::SoftmaxAttention(const ModelConfig& cfg, int64_t window)
-    : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim), window_(window) {
-  const int64_t inner = cfg.n_heads * cfg.head_dim;
-  qkv = register_module("qkv", torch::nn::Linear(cfg.d_model, 3 * inner));
-  o = register_module("o", torch::nn::Linear(inner, cfg.d_model));
+    : AttentionMixer(cfg), window_(window > 0 ? window : cfg.attention_window) {
   attn_drop = register_module("attn_drop", Dropout(cfg.dropout));
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
-  init_gpt2_linear(qkv);
-  init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
-  add_lora(*this, cfg, qkv_lora, o_lora);
-}
-
-void add_lora(torch::nn::Module& owner, const ModelConfig& cfg, LoraAdapter& qkv_lora, LoraAdapter& o_lora) {
-  if (cfg.lora_rank <= 0) return;
-  const int64_t d = cfg.d_model, inner = cfg.n_heads * cfg.head_dim, r = cfg.lora_rank;
-  qkv_lora = owner.register_module("qkv_lora", LoraAdapter(3, d, inner, r, cfg.lora_scale()));  // q, k, v apart
-  o_lora = owner.register_module("o_lora", LoraAdapter(1, inner, d, r, cfg.lora_scale()));
+  add_lora(cfg);
 }
 
 torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1);
-  auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  auto q = parts[0], k = parts[1], v = parts[2];  // [B, H, T, hd]
+  auto h = project(x, 0);
 #if TORCH_VERSION_MAJOR >= 2
-  // On CUDA, libtorch's fused attention (flash / memory-efficient kernels; PyTorch 2.0 on): the strong baseline
-  // the recurrent mixers are measured against. Same dropout probability; its masks are drawn differently.
-  if (q.is_cuda()) {
-    const double p = is_training() ? attn_drop->p() : 0.0;
-    torch::Tensor y;
-    if (window_ == 0) {
-      y = at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true);
-    } else {
-      auto pos = torch::arange(T, x.options().dtype(torch::kLong));
-      auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);
-      y = at::scaled_dot_product_attention(q, k, v, (lag >= 0) & (lag < window_), p, false);  // true: attend
-    }
-    return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
-  }
+  if (h.q.is_cuda()) return resid_drop(output(fused_cuda(h)));
 #endif
-  auto y = torch::matmul(attn_drop(softmax_weights(q, k, window_)), v);
-  return resid_drop(with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_})));
+  auto k = repeat_kv(h.k, groups()), v = repeat_kv(h.v, groups());
+  return resid_drop(output(torch::matmul(attn_drop(softmax_weights(h.q, k, window_)), v)));
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+// On CUDA, libtorch's fused attention (flash / memory-efficient kernels; PyTorch 2.0 on): the strong baseline
+// the recurrent mixers are measured against. Same dropout probability; its masks are drawn differently.
+torch::Tensor SoftmaxAttention::fused_cuda(const QkvHeads& h) {
+  const double p = is_training() ? attn_drop->p() : 0.0;
+  auto k = repeat_kv(h.k, groups()), v = repeat_kv(h.v, groups());
+  if (window_ == 0) return at::scaled_dot_product_attention(h.q, k, v, {}, p, /*is_causal=*/true);
+  auto pos = torch::arange(h.q.size(2), h.q.options().dtype(torch::kLong));
+  auto lag = pos.unsqueeze(1) - pos.unsqueeze(0);
+  return at::scaled_dot_product_attention(h.q, k, v, (lag >= 0) & (lag < window_), p, false);  // true: attend
+}
+#else
+torch::Tensor SoftmaxAttention::fused_cuda(const QkvHeads&) { TORCH_CHECK(false, "fused attention needs PyTorch 2"); }
+#endif
 
 torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window) {
   const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
@@ -73,9 +56,8 @@ torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys,
 }
 
 torch::Tensor SoftmaxAttention::value_coefficients(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1);
-  auto parts = with_lora(qkv, qkv_lora, x).view({B, T, 3, n_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  return softmax_weights(parts[0], parts[1], window_).unsqueeze(2);  // [B, H, 1, T, T]
+  auto h = project(x, 0);
+  return softmax_weights(h.q, repeat_kv(h.k, groups()), window_).unsqueeze(2);  // [B, H, 1, T, T]
 }
 
 namespace {
@@ -94,26 +76,32 @@ void append_to_cache(torch::Tensor& buffer, torch::Tensor& cache, const torch::T
   cache = buffer.narrow(2, 0, used + 1);
 }
 
+// The window's cache keeps the last `window` tokens only.
+void append_to_window(MixerState& state, const torch::Tensor& k, const torch::Tensor& v, int64_t window) {
+  state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H_kv, t, hd]
+  state.v = state.v.defined() ? torch::cat({state.v, v}, 2) : v;
+  if (state.k.size(2) > window) {
+    state.k = state.k.narrow(2, state.k.size(2) - window, window).contiguous();
+    state.v = state.v.narrow(2, state.v.size(2) - window, window).contiguous();
+  }
+}
+
 }  // namespace
 
 torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) {
-  const int64_t B = x.size(0);
-  auto parts = with_lora(qkv, qkv_lora, x).view({B, 3, n_heads_, head_dim_});
-  auto q = parts.select(1, 0), k = parts.select(1, 1).unsqueeze(2), v = parts.select(1, 2).unsqueeze(2);
-  if (window_ > 0) {  // the local cache keeps the last `window` tokens only
-    state.k = state.k.defined() ? torch::cat({state.k, k}, 2) : k;  // [B, H, t, hd]
-    state.v = state.v.defined() ? torch::cat({state.v, v}, 2) : v;
-    if (state.k.size(2) > window_) {
-      state.k = state.k.narrow(2, state.k.size(2) - window_, window_).contiguous();
-      state.v = state.v.narrow(2, state.v.size(2) - window_, window_).contiguous();
-    }
+  const int64_t B = x.size(0), g = groups();
+  auto h = project(x.unsqueeze(1), state.position);  // q [B, H, 1, hd]; k, v [B, H_kv, 1, hd]
+  if (window_ > 0) {
+    append_to_window(state, h.k, h.v, window_);
   } else {
-    append_to_cache(state.k_buffer, state.k, k);
-    append_to_cache(state.v_buffer, state.v, v);
+    append_to_cache(state.k_buffer, state.k, h.k);
+    append_to_cache(state.v_buffer, state.v, h.v);
   }
-  auto scores = torch::matmul(q.unsqueeze(2), state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
-  auto y = torch::matmul(torch::softmax(scores, -1), state.v).squeeze(2);  // [B, H, hd]
-  return with_lora(o, o_lora, y.reshape({B, n_heads_ * head_dim_}));
+  // The g query heads of a group read their key/value head together: the cache is never repeated.
+  auto q = h.q.reshape({B, n_kv_heads_, g, head_dim_});
+  auto scores = torch::matmul(q, state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));  // [B, H_kv, g, t]
+  auto y = torch::matmul(torch::softmax(scores, -1), state.v);                                            // [B, H_kv, g, hd]
+  return output(y.reshape({B, n_heads_, 1, head_dim_})).squeeze(1);
 }
 
 }  // namespace fwlab

@@ -159,6 +159,55 @@ TEST_CASE("catalog: capacity at the smoke profile (retrieval task, accuracy vs p
   CHECK_THAT(gp, Catch::Contains("set xlabel 'S'") && Catch::Contains("t 'softmax (keeps every pair)'") && !Catch::Contains("reference level"));
 }
 
+TEST_CASE("catalog: llama_conversion at the smoke profile (transfer then LoRA on a Llama-shaped teacher)", "[catalog]") {
+  test::TempDir dir("llamaconv");
+  const auto md = run_smoke(dir, {"llama_conversion",
+                                  {"| rule | attention | after attention transfer | transfer → LoRA |", "| gated_delta | + sliding window |",
+                                   "Reference: softmax Llama-shaped teacher (before conversion): "},
+                                  {"curves_decay_linear", "curves_gated_delta_window"}});
+  Db db(dir.file("fwlab.db"));
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'lora' AND json_extract(config, '$.train.trainable') = 'lora' "
+                  "AND json_extract(config, '$.model.n_kv_heads') = 1 AND json_extract(config, '$.model.positions') = 'rope'") == 4);
+}
+
+TEST_CASE("catalog: llama_conversion at the smoke profile from a tiny Hugging Face Llama (CI smoke of hf: Llama sweeps)", "[catalog]") {
+  test::TempDir dir("hfllama");
+  const auto hf = dir.path() / "llama-tiny";
+  // The smoke profile's sizes, so that the job's model keys restate the checkpoint's configuration.
+  const auto py = test::run_command(fmt::format("/usr/bin/python3 {}/tests/python/hf_llama.py write {} --vocab 256 --hidden 32 "
+                                                "--intermediate 88 --layers 2 --heads 2 --kv-heads 1 --positions 32", FWLAB_SOURCE_DIR, hf.string()));
+  REQUIRE(py.exit_code == 0);
+  const auto file = fmt::format("{}/experiments/llama_conversion.toml", FWLAB_SOURCE_DIR);
+  const auto args = fmt::format("{} --profile smoke --set 'grid.rule=[\"decay\"]' --set stage.teacher.init_checkpoint=hf:{} --db {}", file,
+                                hf.string(), dir.file("fwlab.db"));
+  const auto sweep = test::run_command(fwlab_cmd("sweep " + args));
+  INFO(sweep.output);
+  REQUIRE(sweep.exit_code == 0);
+  Db db(dir.file("fwlab.db"), true);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 5);
+  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'import'") == 1);  // the teacher read every tensor of the directory
+}
+
+TEST_CASE("catalog: the paper profile of llama_conversion plans Llama 3.2 1B from its config.json", "[catalog]") {
+  test::TempDir dir("llamapaper");
+  // Llama 3.2 1B's config.json as Hugging Face ships it: the plan needs the sizes only, not the weights.
+  test::spit(dir.file("config.json"), R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32,
+    "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 32.0,
+    "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+    "use_cache": true, "vocab_size": 128256})");
+  const auto file = fmt::format("{}/experiments/llama_conversion.toml", FWLAB_SOURCE_DIR);
+  const auto set = fmt::format(" --set stage.teacher.init_checkpoint=hf:{}", dir.path().string());
+  const auto dry = test::run_command(fwlab_cmd(fmt::format("sweep {} --profile paper{} --dry-run --db {}", file, set, dir.file("x.db"))));
+  INFO(dry.output);
+  CHECK(dry.exit_code == 0);
+  // 1,235,814,400: Llama 3.2 1B (tied head); the teacher's KV cache at 1,024 tokens: 16 layers x 2 x 8 heads x 64 x 1,024.
+  CHECK_THAT(dry.output, Catch::Contains("teacher    -") && Catch::Contains("1,235,814,400") && Catch::Contains("16.8M"));
+}
+
 TEST_CASE("catalog: every profile of every experiment file expands without error", "[catalog]") {
   for (const auto& entry : fs::directory_iterator(fs::path(FWLAB_SOURCE_DIR) / "experiments")) {
     if (entry.path().extension() != ".toml") continue;

@@ -29,6 +29,17 @@ ModelConfig config_for(MixerSpec& spec) {
   return cfg;
 }
 
+// The same layer in a Llama block: rotary positions, 4 query heads sharing 2 key/value heads, no biases on the
+// projections, llama3-scaled frequencies at a short original context so that the blend is exercised.
+ModelConfig llama_block(ModelConfig cfg) {
+  cfg.n_heads = 4, cfg.n_kv_heads = 2;
+  cfg.positions = "rope", cfg.block_norm = "rmsnorm", cfg.mlp = "gated", cfg.activation = "silu";
+  cfg.qkv_bias = cfg.o_bias = cfg.mlp_bias = false;
+  cfg.tied_head = false;
+  cfg.rope.scaling = "llama3", cfg.rope.factor = 4.0, cfg.rope.original_context = 16;
+  return cfg;
+}
+
 torch::Tensor inputs(int64_t T, int64_t d) { return torch::randn({2, T, d}, torch::kFloat64); }
 
 void check_parallel_equals_step(Mixer& mixer, int64_t d) {
@@ -36,7 +47,10 @@ void check_parallel_equals_step(Mixer& mixer, int64_t d) {
   auto parallel = mixer.forward(x);
   MixerState state;
   std::vector<torch::Tensor> steps;
-  for (int64_t t = 0; t < x.size(1); ++t) steps.push_back(mixer.step(x.select(1, t), state));
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    state.position = t;  // as the model sets it (rotary positions)
+    steps.push_back(mixer.step(x.select(1, t), state));
+  }
   CHECK(max_abs_diff(parallel, torch::stack(steps, 1)) <= 1e-6);
 }
 
@@ -71,9 +85,10 @@ void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
 void check_value_coefficients(FastWeight& mixer, const ModelConfig& cfg) {
   torch::NoGradGuard guard;
   auto x = inputs(11, cfg.d_model);
-  const int64_t inner = cfg.n_heads * cfg.head_dim, hd = cfg.head_dim;
-  auto v = torch::linear(x, mixer.qkv->weight.narrow(0, 2 * inner, inner), mixer.qkv->bias.narrow(0, 2 * inner, inner));
-  v = v.view({x.size(0), x.size(1), -1, hd}).transpose(1, 2);  // [B, H, T, hd]
+  const int64_t inner = cfg.n_heads * cfg.head_dim, hd = cfg.head_dim, kv = cfg.kv_heads() * hd;
+  const auto& b = mixer.qkv->bias;
+  auto v = torch::linear(x, mixer.qkv->weight.narrow(0, inner + kv, kv), b.defined() ? b.narrow(0, inner + kv, kv) : torch::Tensor());
+  v = repeat_kv(v.view({x.size(0), x.size(1), -1, hd}).transpose(1, 2), cfg.n_heads / cfg.kv_heads());  // [B, H, T, hd]
   auto c = mixer.value_coefficients(x);                          // [B, H, 1 or hd, T, T]
   REQUIRE(c.dim() == 5);
   auto y = (c * v.permute({0, 1, 3, 2}).unsqueeze(3)).sum(-1);   // [B, H, hd, T]: sum over s of C[i, t, s] v_s[i]
@@ -83,11 +98,11 @@ void check_value_coefficients(FastWeight& mixer, const ModelConfig& cfg) {
 
 class ComboTest : public Catch::ITestInvoker {
  public:
-  explicit ComboTest(MixerSpec spec) : spec_(std::move(spec)) {}
+  ComboTest(MixerSpec spec, bool llama) : spec_(std::move(spec)), llama_(llama) {}
   void invoke() const override {
     torch::manual_seed(11);
     auto spec = spec_;
-    auto cfg = config_for(spec);
+    auto cfg = llama_ ? llama_block(config_for(spec)) : config_for(spec);
     validate(cfg);
     FastWeight mixer(cfg.layers[0], cfg);
     mixer.to(torch::kFloat64);
@@ -100,7 +115,15 @@ class ComboTest : public Catch::ITestInvoker {
 
  private:
   MixerSpec spec_;
+  bool llama_;
 };
+
+void register_combo(std::deque<std::string>& names, const MixerSpec& spec, const std::string& name) {
+  names.push_back(name);
+  Catch::AutoReg(new ComboTest(spec, false), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+  names.push_back(name + " in a Llama block (rotary positions, 4 query heads on 2 key/value heads)");
+  Catch::AutoReg(new ComboTest(spec, true), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+}
 
 // Registration at static-initialisation time; Catch2 keeps StringRefs, so names live in a deque.
 const int registered = [] {
@@ -113,15 +136,14 @@ const int registered = [] {
           for (int64_t m : {4, 16}) {
             auto spec = test::fw(rule.name, map.name, norm, m);
             spec.key_norm = key_norm;
-            names.push_back(fmt::format("fast_weight {}/{}/{}{}/m={}", rule.name, map.name, norm, key_norm.empty() ? "" : "/" + key_norm + " keys", m));
-            Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+            register_combo(names, spec, fmt::format("fast_weight {}/{}/{}{}/m={}", rule.name, map.name, norm,
+                                                    key_norm.empty() ? "" : "/" + key_norm + " keys", m));
           }
   // Every rule with a sliding window of 5 mixed in (T = 37 crosses it many times).
   for (const auto& rule : rule_table()) {
     auto spec = test::fw(rule.name, "hedgehog", rule.norms.front(), 8);
     spec.swa_window = 5;
-    names.push_back(fmt::format("fast_weight {}/hedgehog + sliding window 5", rule.name));
-    Catch::AutoReg(new ComboTest(spec), CATCH_INTERNAL_LINEINFO, "", Catch::NameAndTags{names.back(), "[mixers]"});
+    register_combo(names, spec, fmt::format("fast_weight {}/hedgehog + sliding window 5", rule.name));
   }
   return 0;
 }();
@@ -137,9 +159,11 @@ TEST_CASE("softmax, local, sru and srupp mixers: parallel == step", "[mixers]") 
   srupp.kind = "srupp";
   srupp_plain.kind = "srupp";
   srupp_plain.attention = false;
+  for (const bool llama : {false, true})
   for (const auto& spec : {softmax, local, sru, srupp, srupp_plain}) {
-    DYNAMIC_SECTION(spec.describe()) {
+    DYNAMIC_SECTION(spec.describe() << (llama ? " in a Llama block" : "")) {
       auto cfg = test::small_config(spec, 1);
+      if (llama) cfg = llama_block(cfg);
       auto mixer = make_mixer(cfg.layers[0], cfg);
       mixer->to(torch::kFloat64);
       mixer->eval();

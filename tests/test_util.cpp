@@ -1,6 +1,27 @@
 #include "tests/test_util.h"
 
+#include <catch2/catch.hpp>
+
+#include "models/hf_checkpoint.h"
+
 namespace fwlab::test {
+
+nlohmann::json write_python_model(const std::string& script, const std::filesystem::path& dir, const std::string& args) {
+  auto r = run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/" + script + " write " + dir.string() + " " + args);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto expected = dir / "expected.json";
+  return std::filesystem::exists(expected) ? nlohmann::json::parse(slurp(expected.string())) : nlohmann::json();
+}
+
+std::string hf_import_error(const std::filesystem::path& dir) {
+  try {
+    load_hf(dir.string());
+  } catch (const safetensors::FormatError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 MixerSpec fw(const std::string& rule, const std::string& feature_map, const std::string& norm, int64_t m) {
   MixerSpec s;

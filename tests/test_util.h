@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ struct DecayInputs {
 
 // A fast-weight mixer spec.
 MixerSpec fw(const std::string& rule, const std::string& feature_map, const std::string& norm, int64_t m);
+
+// A Hugging Face directory written by an independent Python model (tests/python/SCRIPT write DIR ARGS), and its
+// expected.json when ARGS ask for one (else null).
+nlohmann::json write_python_model(const std::string& script, const std::filesystem::path& dir, const std::string& args);
+// The message of the FormatError that importing `dir` raises, or "(no error)".
+std::string hf_import_error(const std::filesystem::path& dir);
 
 // A small model configuration with the given mixer on every layer.
 ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers = 2, int64_t head_dim = 8);

@@ -12,7 +12,7 @@
 #include "contract/corpus_files.h"
 #include "contract/inputs.h"
 #include "models/attention_analysis.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_checkpoint.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
 

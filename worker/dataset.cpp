@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
 #include <random>
 
 #include "worker/corpus.h"
+#include "worker/hf_tokenizer.h"
 #include "worker/token_cache.h"
 #include "worker/tokenizer.h"
 
@@ -36,6 +38,34 @@ TextSplits load_text(const DataSpec& spec) {
   return spec.source == "brown" ? load_brown(spec.path) : spec.source == "wikitext103" ? load_wikitext(spec.path) : load_enwik8(spec.path);
 }
 
+// The text tokenized with `tok` through the token cache; `files` (the tokenizer's) and `cache_name` enter its key,
+// and the name is also the cache directory's middle part, so it must be a plain file name.
+LmCorpus cached_corpus(const DataSpec& spec, const Tokenizer& tok, std::vector<fs::path> files, const std::string& cache_name) {
+  TokenizeRequest request{spec.source, corpus_files(spec), std::move(files), cache_name, tok.vocab_size(), [&] {
+                            const auto text = load_text(spec);
+                            return std::vector<std::vector<int32_t>>{tok.encode(text.train), tok.encode(text.valid), tok.encode(text.test)};
+                          }};
+  auto splits = cached_tokenization(request);
+  LmCorpus c;
+  c.train = std::move(splits.train);
+  c.valid = std::move(splits.valid);
+  c.test = std::move(splits.test);
+  c.vocab = tok.vocab_size();
+  c.tokenizer = tok.name();
+  c.cache_dir = splits.cache_dir;
+  c.cache_hit = splits.hit;
+  return c;
+}
+
+// "hf-" and the directory's name, reduced to characters safe in a file name ("hf-Llama-3.2-1B").
+std::string hf_cache_name(const std::string& dir) {
+  std::string name = "hf-" + fs::path(dir).lexically_normal().filename().string();
+  if (name == "hf-") name = "hf-" + fs::path(dir).lexically_normal().parent_path().filename().string();  // "DIR/"
+  for (auto& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') ch = '_';
+  return name;
+}
+
 }  // namespace
 
 LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
@@ -60,21 +90,14 @@ LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
     c.tokenizer = tok.name();
     return c;
   }
+  if (spec.hf_tokenizer()) {  // each split is one text to encode: the post-processor's BOS / EOS at its ends
+    const auto dir = spec.hf_tokenizer_dir();
+    const auto tok = load_hf_tokenizer(dir);
+    return cached_corpus(spec, *tok, hf_tokenizer_files(dir), hf_cache_name(dir));
+  }
   const auto encoder = spec.bpe_dir + "/encoder.json", merges = spec.bpe_dir + "/vocab.bpe";
   const Gpt2Bpe tok(encoder, merges);
-  TokenizeRequest request{spec.source, corpus_files(spec), {encoder, merges}, tok.name(), tok.vocab_size(), [&] {
-                            const auto text = load_text(spec);
-                            return std::vector<std::vector<int32_t>>{tok.encode(text.train), tok.encode(text.valid), tok.encode(text.test)};
-                          }};
-  auto splits = cached_tokenization(request);
-  c.train = std::move(splits.train);
-  c.valid = std::move(splits.valid);
-  c.test = std::move(splits.test);
-  c.vocab = tok.vocab_size();
-  c.tokenizer = tok.name();
-  c.cache_dir = splits.cache_dir;
-  c.cache_hit = splits.hit;
-  return c;
+  return cached_corpus(spec, tok, {encoder, merges}, tok.name());
 }
 
 std::vector<int32_t> sample_windows(const TokenStream& tokens, int64_t batch, int64_t len, uint64_t seed) {

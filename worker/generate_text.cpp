@@ -6,10 +6,10 @@
 #include <memory>
 #include <thread>
 
-#include "contract/hf_gpt2.h"
+#include "contract/hf_checkpoint.h"
 #include "contract/job_status.h"
 #include "models/checkpoint.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_checkpoint.h"
 #include "worker/tokenizer.h"
 
 namespace fwlab {

@@ -20,6 +20,7 @@
 #include "contract/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
+#include "models/hf_checkpoint.h"
 #include "worker/generate_text.h"
 #include "worker/trainer.h"
 
@@ -160,6 +161,23 @@ int merge_lora_file(const std::string& in, const std::string& out) {
   return 0;
 }
 
+// fwlab-worker export-hf: an fwlab checkpoint (or hf:DIR) as a Hugging Face directory of its architecture.
+int export_hf_dir(const std::string& in, const std::string& out) {
+  try {
+    auto model = load_source_model(in);
+    export_hf(model, out);
+    fmt::print("exported {} ({}, {} parameters) to {}\n", in, hf_config_json(model->config())["model_type"].get<std::string>(),
+               model->num_parameters(), out);
+  } catch (const ConfigError& e) {
+    fmt::print(stderr, "fwlab-worker export-hf: {}: {}\n", in, e.what());
+    return kExitBadSpec;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fwlab-worker export-hf: {}\n", e.what());
+    return kExitBadSpec;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   watch_parent();
   keep_freed_memory_mapped();
@@ -192,6 +210,11 @@ int main(int argc, char** argv) {
   auto* merge_cmd = app.add_subcommand("merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
   merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")->required()->check(CLI::ExistingFile);
   merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
+  std::string export_in, export_out;
+  auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint as a Hugging Face directory (config.json + model.safetensors) of "
+                                                     "its architecture: GPT-2, Llama, Mistral or Qwen2; every layer must be softmax");
+  export_cmd->add_option("CHECKPOINT", export_in, "an fwlab checkpoint or hf:DIR")->required();
+  export_cmd->add_option("OUT_DIR", export_out, "the directory to write")->required();
   DoctorOptions doctor;
   auto* doctor_cmd = app.add_subcommand("doctor", "check this machine: versions, the device, and every custom kernel against libtorch's "
                                                   "own form (exit 0 only when all pass)");
@@ -209,6 +232,7 @@ int main(int argc, char** argv) {
   if (*validate_cmd) return validate(job_dir);
   if (*doctor_cmd) return run_doctor(doctor);
   if (*merge_cmd) return merge_lora_file(merge_in, merge_out);
+  if (*export_cmd) return export_hf_dir(export_in, export_out);
   if (*gen_cmd) {
     at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range
     return run_generate(gen, FWLAB_SOURCE_DIR);

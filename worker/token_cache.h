@@ -1,6 +1,6 @@
-// Tokenized corpora cached on disk: text tokenized with GPT-2's BPE once, stored as uint16 / uint32 id files
-// (the layout TokenStream maps) in `.fwlab-tokens/KEY/` next to the corpus, or under ~/.cache/fwlab/tokens when
-// the corpus's directory is read-only. KEY hashes the corpus files and the tokenizer files, so a changed corpus
+// Tokenized corpora cached on disk: text tokenized with GPT-2's BPE or an hf: tokenizer once, stored as uint16 /
+// uint32 id files (the layout TokenStream maps) in `.fwlab-tokens/KEY/` next to the corpus, or under
+// ~/.cache/fwlab/tokens when the corpus's directory is read-only. KEY hashes the corpus files and the tokenizer files, so a changed corpus
 // or tokenizer is tokenized again; concurrent jobs wait on one lock and the second finds the first's files.
 #pragma once
 

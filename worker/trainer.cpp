@@ -23,7 +23,7 @@
 #include "kernels/recurrences.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
-#include "models/hf_gpt2.h"
+#include "models/hf_checkpoint.h"
 #include "models/trainable.h"
 #include "models/transfer.h"
 #include "worker/corpus.h"
@@ -259,7 +259,7 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   nlohmann::json imported;
   auto source = load_source_model(spec.init_checkpoint, &imported);
   if (log && is_hf_source(spec.init_checkpoint))  // every tensor of the directory and where it went
-    log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-gpt2"}, {"tensors", imported}});
+    log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-" + hf_config_json(source->config())["model_type"].get<std::string>()}, {"tensors", imported}});
   if (spec.model.empty()) return source;
   ModelConfig target;
   try {

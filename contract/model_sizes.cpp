@@ -1,0 +1,90 @@
+// Sizes computed from a model configuration alone: parameter counts and the state generation carries (the
+// planner prints them before any job runs).
+#include <algorithm>
+
+#include "contract/feature_map_table.h"
+#include "contract/model_config.h"
+#include "contract/rule_table.h"
+
+namespace fwlab {
+
+namespace {
+
+int64_t srupp_attn_dim(const MixerSpec& s, const ModelConfig& c) { return s.attn_dim > 0 ? s.attn_dim : c.d_model / 4; }
+
+// q, k, v (grouped-query: n_kv_heads key and value heads) and o, with the biases the block has.
+int64_t attention_projection_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model, inner = c.n_heads * c.head_dim, qkv_out = inner + 2 * c.kv_heads() * c.head_dim;
+  return d * qkv_out + (c.qkv_bias ? qkv_out : 0) + inner * d + (c.o_bias ? d : 0);
+}
+
+int64_t mlp_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model, ff = c.ff_dim();
+  if (c.mlp == "gated") return 3 * d * ff + (c.mlp_bias ? 2 * ff + d : 0);
+  return 2 * d * ff + (c.mlp_bias ? ff + d : 0);
+}
+
+int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
+  const int64_t d = c.d_model, H = c.n_heads, hd = c.head_dim;
+  const int64_t qkv_o = attention_projection_parameters(c);
+  if (s.kind == "softmax" || s.kind == "local") return qkv_o;
+  // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r.
+  const int64_t sru_cell = 4 * d;
+  if (s.kind == "sru") return 3 * d * d + sru_cell;
+  if (s.kind == "srupp") {
+    const int64_t da = srupp_attn_dim(s, c);
+    int64_t n = d * da + da * 3 * d + sru_cell;         // W1, W3
+    if (s.attention) n += da * 2 * da + 1 + 2 * da;     // W2 (K, V), alpha, layernorm
+    return n;
+  }
+  const LayerDims dims{d, H, hd, s.m};
+  return qkv_o + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
+}
+
+}  // namespace
+
+bool softmax_only(const ModelConfig& cfg) {
+  return std::all_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.kind == "softmax"; });
+}
+
+bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" || s.kind == "local" || s.kind == "fast_weight"; }
+
+int64_t count_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model, norm = c.block_norm == "rmsnorm" ? d : 2 * d;
+  int64_t n = c.vocab * d + norm;  // wte, final norm
+  if (!c.rope_positions()) n += c.context * d;  // wpe
+  if (!c.tied_head) n += c.vocab * d;           // lm_head
+  const int64_t r = c.lora_rank, inner = c.n_heads * c.head_dim, kv_inner = c.kv_heads() * c.head_dim;
+  for (const auto& layer : c.layers) {
+    n += 2 * norm + mlp_parameters(c) + mixer_parameters(layer, c);
+    if (r > 0 && has_attention_projections(layer)) n += 3 * r * d + r * (inner + 2 * kv_inner) + r * (inner + d);  // q, k, v; o
+  }
+  return n;
+}
+
+StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
+  // Softmax caches keys and values of the n_kv_heads shared heads; a fast-weight layer repeats them to every
+  // query head first (LoLCATs), so its state and sliding window are per query head.
+  const int64_t H = c.n_heads, hd = c.head_dim, kv = c.kv_heads() * hd;
+  if (s.kind == "softmax") return c.attention_window > 0 ? StateSize{2 * kv * c.attention_window, 0} : StateSize{0, 2 * kv};
+  if (s.kind == "local") return {2 * kv * s.window, 0};
+  if (s.kind == "sru") return {c.d_model, 0};
+  if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
+  int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
+  if (s.norm == "attn") fixed += H * s.m;  // normaliser z
+  fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
+  return {fixed, 0};
+}
+
+StateSize state_size(const ModelConfig& c) {
+  StateSize total;
+  for (const auto& layer : c.layers) {
+    auto s = mixer_state_size(layer, c);
+    total.fixed += s.fixed;
+    total.per_token += s.per_token;
+  }
+  return total;
+}
+
+
+}  // namespace fwlab

@@ -1,0 +1,59 @@
+// The projections softmax and fast-weight layers share (models/mixers.h, AttentionMixer).
+#include <cmath>
+
+#include "models/mixers.h"
+
+namespace fwlab {
+
+namespace {
+thread_local bool skip_initialisation = false;
+}  // namespace
+
+SkipInitialisation::SkipInitialisation() : previous_(skip_initialisation) { skip_initialisation = true; }
+SkipInitialisation::~SkipInitialisation() { skip_initialisation = previous_; }
+bool SkipInitialisation::active() { return skip_initialisation; }
+
+void init_gpt2_linear(torch::nn::Linear& layer, double std) {
+  if (skip_initialisation) return;
+  torch::NoGradGuard guard;
+  layer->weight.normal_(0.0, std);
+  if (layer->bias.defined()) layer->bias.zero_();
+}
+
+torch::Tensor repeat_kv(const torch::Tensor& x, int64_t groups) {
+  if (groups == 1) return x;
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), hd = x.size(3);
+  return x.unsqueeze(2).expand({B, H, groups, T, hd}).reshape({B, H * groups, T, hd});
+}
+
+AttentionMixer::AttentionMixer(const ModelConfig& cfg) : n_heads_(cfg.n_heads), n_kv_heads_(cfg.kv_heads()), head_dim_(cfg.head_dim) {
+  const int64_t inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, inner + 2 * kv_inner).bias(cfg.qkv_bias)));
+  o = register_module("o", torch::nn::Linear(torch::nn::LinearOptions(inner, cfg.d_model).bias(cfg.o_bias)));
+  init_gpt2_linear(qkv);
+  init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
+  if (cfg.rope_positions()) rope_.emplace(cfg.rope, head_dim_);
+}
+
+void AttentionMixer::add_lora(const ModelConfig& cfg) {
+  if (cfg.lora_rank <= 0) return;
+  const int64_t d = cfg.d_model, inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_, r = cfg.lora_rank;
+  qkv_lora = register_module("qkv_lora", LoraAdapter(std::vector<int64_t>{inner, kv_inner, kv_inner}, d, r, cfg.lora_scale()));  // q, k, v apart
+  o_lora = register_module("o_lora", LoraAdapter(std::vector<int64_t>{d}, inner, r, cfg.lora_scale()));
+}
+
+QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position) {
+  const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
+  auto all = with_lora(qkv, qkv_lora, x);
+  auto heads = [&](int64_t offset, int64_t size, int64_t n) { return all.narrow(-1, offset, size).view({B, T, n, head_dim_}).transpose(1, 2); };
+  QkvHeads h{heads(0, inner, n_heads_), heads(inner, kv_inner, n_kv_heads_), heads(inner + kv_inner, kv_inner, n_kv_heads_)};
+  if (rope_) h.q = rope_->apply(h.q, position), h.k = rope_->apply(h.k, position);
+  return h;
+}
+
+torch::Tensor AttentionMixer::output(const torch::Tensor& y) {
+  const int64_t B = y.size(0), T = y.size(2);
+  return with_lora(o, o_lora, y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));
+}
+
+}  // namespace fwlab
