@@ -164,7 +164,7 @@ TEST_CASE("catalog: llama_conversion at the smoke profile (transfer then LoRA on
   const auto md = run_smoke(dir, {"llama_conversion",
                                   {"| rule | attention | after attention transfer | transfer → LoRA |", "| gated_delta | + sliding window |",
                                    "Reference: softmax Llama-shaped teacher (before conversion): "},
-                                  {"curves_decay_linear", "curves_gated_delta_window"}});
+                                  {"curves_decay_linear", "curves_decay_window", "curves_gated_delta_linear", "curves_gated_delta_window"}});
   Db db(dir.file("fwlab.db"));
   CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
   CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'lora' AND json_extract(config, '$.train.trainable') = 'lora' "
