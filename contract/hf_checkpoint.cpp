@@ -148,18 +148,29 @@ ModelConfig hf_config_from_json(const nlohmann::json& j, const std::string& wher
   return family_of_json(j, where).config_from_json(j, where);
 }
 
-ModelConfig read_hf_config(const std::string& dir) {
+namespace {
+
+// DIR/config.json, checked to be there.
+nlohmann::json config_json_of(const std::string& dir) {
   const auto path = fs::path(dir) / "config.json";
   if (!fs::is_directory(dir)) throw FormatError(fmt::format("{}: not a directory (hf: names a Hugging Face model directory)", dir));
   if (!fs::is_regular_file(path)) throw FormatError(fmt::format("{}: does not exist", path.string()));
-  return hf_config_from_json(read_json(path), path.string());
+  return read_json(path);
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& dir) {
+  return hf_config_from_json(config_json_of(dir), (fs::path(dir) / "config.json").string());
 }
 
 HfCheckpoint read_hf_checkpoint(const std::string& dir) {
   HfCheckpoint ck;
   ck.dir = dir;
-  ck.config = read_hf_config(dir);
-  const auto& family = family_of_json(read_json(fs::path(dir) / "config.json"), dir);
+  const auto json = config_json_of(dir);  // read once: the family and the configuration both come from it
+  const auto where = (fs::path(dir) / "config.json").string();
+  const auto& family = family_of_json(json, where);
+  ck.config = family.config_from_json(json, where);
   ck.family = family.name;
   std::vector<fs::path> files;
   const auto index = shard_map(dir, files);
