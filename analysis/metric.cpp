@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "contract/eval_task.h"
+
 namespace fwlab {
 
 namespace {
@@ -42,7 +44,7 @@ Metric parse_metric(const std::string& name) {
   const auto fail = [&] {
     throw std::invalid_argument(fmt::format(
         "unknown metric '{}' (use test_<f> or valid_<f> with f in loss, ppl, bpc, accuracy; params; state_elements; "
-        "config:<job key>; or a metric key of the record, optionally @<step>: {}; {} (with .l<layer>[.h<head>]), "
+        "config:<job key>; task:<task>[.<metric>]; or a metric key of the record, optionally @<step>: {}; {} (with .l<layer>[.h<head>]), "
         "transfer_mse.<layer>)",
         name, fmt::join(kSeriesKeys, ", "), fmt::join(std::vector<std::string>{"attn_distance", "attn_entropy", "teacher_entropy"}, ", ")));
   };
@@ -50,6 +52,14 @@ Metric parse_metric(const std::string& name) {
     m.source = Metric::Source::Config;
     m.field = name.substr(7);
     if (m.field.empty()) fail();
+    return m;
+  }
+  if (name.rfind("task:", 0) == 0) {  // an evaluation task's metric (contract/eval_task.h)
+    m.source = Metric::Source::Task;
+    m.key = name.substr(5);
+    if (const auto dot = m.key.find('.'); dot != std::string::npos) m.field = m.key.substr(dot + 1), m.key.resize(dot);
+    if (m.key.empty() || (m.key.size() + 6 < name.size() && m.field.empty())) fail();
+    m.higher_is_better = m.field != "ppl";
     return m;
   }
   if (name == "params" || name == "state_elements") {
@@ -103,6 +113,14 @@ std::optional<double> Metric::value(const JobRecord& job, const ResultSet& resul
       if (v && std::isfinite(*v)) return *v;
       return std::nullopt;
     }
+    case Source::Task: {
+      const auto adapter_name = job_value(job, "tasks." + key + ".adapter");
+      const auto* adapter = find_task_adapter(adapter_name.is_string() ? adapter_name.get<std::string>() : key);
+      const auto metric = !field.empty() ? field : adapter ? adapter->headline : "acc";
+      const auto& s = results.series(job.id(), key + "." + metric);
+      if (s.empty() || !std::isfinite(s.rbegin()->second)) return std::nullopt;
+      return metric == "ppl" || metric == "docs" ? s.rbegin()->second : 100.0 * s.rbegin()->second;
+    }
     case Source::Series: {
       const auto& s = results.series(job.id(), key);
       if (s.empty()) return std::nullopt;
@@ -135,6 +153,7 @@ std::string Metric::units() const {
   }
   if (source == Source::Job) return field == "params" ? "parameters" : "state elements per sequence";
   if (source == Source::Config) return field;
+  if (source == Source::Task) return field == "ppl" ? key + " perplexity" : key + " accuracy (%)";
   if (key == "tokens_per_s") return "training tokens per second";
   if (key == "step_ms") return "ms per training step";
   if (key.rfind("gen_ms", 0) == 0) return "ms per generated token";

@@ -1,5 +1,7 @@
 // The quantities a table cell or a plot can show, named as in experiment files: "test_ppl", "valid_bpc",
-// "test_accuracy", "params", "state_elements", "config:m", "tokens_per_s", "gen_ms_per_token@1024", ...
+// "test_accuracy", "params", "state_elements", "config:m", "tokens_per_s", "gen_ms_per_token@1024", and evaluation
+// tasks: "task:piqa" (the metric papers report for the task's adapter: acc or acc_norm), "task:lambada.ppl", in
+// percent for accuracies.
 #pragma once
 
 #include <optional>
@@ -10,12 +12,13 @@
 namespace fwlab {
 
 struct Metric {
-  enum class Source { Eval, Job, Config, Series };
+  enum class Source { Eval, Job, Config, Series, Task };
   std::string name;     // as written
   Source source = Source::Eval;
   std::string split;    // Eval: "test" (the best checkpoint's test evaluation) or "valid" (the best validation)
   std::string field;    // Eval: loss | ppl | bpc | accuracy; Job: params | state_elements; Config: job key
-  std::string key;      // Series: the metric key; at_step: its value at that step (else see `value`)
+  std::string key;      // Series: the metric key; at_step: its value at that step (else see `value`); Task: the task's name
+                        // (its `field`: the metric, "" for the adapter's headline one)
   std::optional<int64_t> at_step;
   bool higher_is_better = false;
   bool is_count = false;  // integer-valued (parameters, elements, bytes): printed compactly (842.5k, 1.6M)

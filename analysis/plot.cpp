@@ -1,4 +1,6 @@
 #include "analysis/plot.h"
+#include "analysis/gnuplot.h"
+#include "analysis/passkey_plot.h"
 
 #include <fmt/format.h>
 
@@ -25,30 +27,12 @@ namespace fs = std::filesystem;
 
 namespace fwlab {
 
-namespace {
-
-// One line (or set of points) of a figure.
-struct Series {
-  std::string title;
-  std::vector<std::array<double, 4>> points;  // x, y, ylow, yhigh (ylow/yhigh = y without error bars)
-  bool dashed = false;
-  std::optional<double> marker_x;             // a vertical dashed line (where the run diverged)
-  std::vector<double> diverged_x;             // x of points with no value because every run diverged
-  bool horizontal = false;                    // a reference level drawn across the plot (first point's y)
-};
-
-struct Panel {
-  std::string title, xlabel, ylabel;
-  bool logx = false, logy = false, xtics_at_points = false, x_from_zero = false;
-  std::vector<Series> series;
-};
-
 // A gnuplot string literal that stays text whatever it holds. Experiment files and databases are shared, so
 // their strings must never become commands: gnuplot runs `...` inside double quotes as a shell command and
 // starts a new command after a newline. Single-quoted strings expand nothing (a quote is written twice),
 // and control characters become spaces. `text` ones are shown in enhanced mode, where \ _ ^ @ & { } are
 // markup: a backslash before each keeps it literal.
-std::string gp_quote(const std::string& s, bool text = true) {
+std::string gp_quote(const std::string& s, bool text) {
   std::string out = "'";
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
@@ -90,6 +74,24 @@ int run_in(const std::string& dir, const std::string& program, const std::string
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+namespace {
+
+// One line (or set of points) of a figure.
+struct Series {
+  std::string title;
+  std::vector<std::array<double, 4>> points;  // x, y, ylow, yhigh (ylow/yhigh = y without error bars)
+  bool dashed = false;
+  std::optional<double> marker_x;             // a vertical dashed line (where the run diverged)
+  std::vector<double> diverged_x;             // x of points with no value because every run diverged
+  bool horizontal = false;                    // a reference level drawn across the plot (first point's y)
+};
+
+struct Panel {
+  std::string title, xlabel, ylabel;
+  bool logx = false, logy = false, xtics_at_points = false, x_from_zero = false;
+  std::vector<Series> series;
+};
 
 std::string fmt_g(double v) { return fmt::format("{:.10g}", v); }
 
@@ -413,6 +415,7 @@ std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table,
     if (plots[i].kind != "generation") figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
     else figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
   }
+  for (auto& f : passkey_heatmaps(results, table, out_dir, gnuplot)) figures.push_back(std::move(f));
   return figures;
 }
 

@@ -81,12 +81,29 @@ Metric default_metric(const Experiment& ex) {
   return parse_metric("test_ppl");
 }
 
+// table.average and table.percent_of: the mean over a row's metric columns, and that mean over a reference row's.
+void average_columns(Reader& r, const nlohmann::json& t, TableSpec& spec) {
+  if (t.contains("average")) {
+    if (!t["average"].is_boolean()) r.fail("table.average", "must be true or false");
+    spec.average = t["average"].get<bool>();
+    if (spec.average && !spec.columns.empty())
+      r.fail("table.average", "averages a row's metrics: the table's columns must be its metrics (columns = [])");
+  }
+  if (!t.contains("percent_of")) return;
+  spec.percent_of = r.text(t["percent_of"], "table.percent_of");
+  if (!spec.average) r.fail("table.percent_of", "compares row averages: set table.average = true");
+  const auto ref = std::find_if(spec.references.begin(), spec.references.end(), [&](const auto& x) { return x.label == spec.percent_of; });
+  if (ref == spec.references.end() || !ref->row)
+    r.fail("table.percent_of", fmt::format("'{}' is not the label of a table.reference with row = true", spec.percent_of));
+}
+
 }  // namespace
 
 TableSpec table_spec(const Experiment& ex) {
   Reader r(ex);
   const auto& t = ex.table;
-  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption"});
+  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption",
+                            "average", "percent_of"});
   TableSpec spec;
   spec.stages = t.contains("stage") ? r.names(t["stage"], "table.stage") : std::vector<std::string>{ex.stages.back().name};
   if (spec.stages.empty()) r.fail("table.stage", "must name at least one stage");
@@ -175,16 +192,21 @@ TableSpec table_spec(const Experiment& ex) {
       const auto key = fmt::format("table.reference[{}]", i);
       const auto& e = t["reference"][i];
       if (!e.is_object()) r.fail(key, "must be { label = ..., stage = ... }");
-      r.known_keys(e, key, {"label", "stage"});
+      r.known_keys(e, key, {"label", "stage", "row"});
       if (!e.contains("stage")) r.fail(key, "needs a stage");
       TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "", r.text(e["stage"], key + ".stage")};
       if (!find_stage(ex, ref.stage))
         r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
       if (ref.label.empty()) ref.label = ref.stage;
+      if (e.contains("row")) {
+        if (!e["row"].is_boolean()) r.fail(key + ".row", "must be true or false");
+        ref.row = e["row"].get<bool>();
+      }
       spec.references.push_back(ref);
     }
   }
   if (t.contains("caption")) spec.caption = r.text(t["caption"], "table.caption");
+  average_columns(r, t, spec);
   return spec;
 }
 

@@ -22,9 +22,12 @@ struct TableSpec {
   std::map<std::string, std::string> labels; // display names of axis values, axes and metrics
   struct Reference {
     std::string label, stage;
+    bool row = false;  // a row of its own even when it shares no column axis (a teacher beside tasks as columns)
   };
   std::vector<Reference> references;         // other stages shown with the table (the teacher, a softmax baseline)
   std::string caption;
+  bool average = false;                      // a last column: the mean of each row's values (evaluation tasks)
+  std::string percent_of;                    // and "% of LABEL": each row's average over that reference row's
 
   int digits_for(const std::string& metric) const {
     auto it = metric_digits.find(metric);

@@ -234,7 +234,7 @@ void add_reference(Table& t, const ResultSet& results, const TableSpec& spec, co
   for (const auto& c : spec.columns)
     if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
   const auto [pool, reduce] = reference_jobs(results, spec, ref, shared);
-  if (shared.empty()) {
+  if (shared.empty() && !ref.row) {
     std::vector<std::string> parts;
     for (const auto& m : spec.metrics) {
       const auto c = reduce_cell(pool, m, results, reduce, spec.digits_for(m.name));
@@ -268,6 +268,39 @@ void add_legend(Table& t) {
   }
 }
 
+// table.average: the mean of a row's values, when every one of its cells has one; table.percent_of: that mean
+// over the named reference row's.
+void add_averages(Table& t, const TableSpec& spec) {
+  if (!spec.average) return;
+  std::vector<std::optional<double>> means;
+  std::optional<double> base;
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    double sum = 0;
+    bool all = !t.cells[r].empty();
+    for (const auto& c : t.cells[r]) all = all && c.kind == CellValue::Kind::Value, sum += c.mean;
+    means.push_back(all ? std::optional(sum / static_cast<double>(t.cells[r].size())) : std::nullopt);
+    if (!spec.percent_of.empty() && !t.row_labels[r].empty() && t.row_labels[r][0] == spec.percent_of && t.row_keys[r].empty()) base = means.back();
+  }
+  t.column_headers.push_back("average");
+  if (!spec.percent_of.empty()) t.column_headers.push_back("% of " + spec.percent_of);
+  for (size_t r = 0; r < t.cells.size(); ++r) {
+    const auto text = [](std::optional<double> v, int digits) { return v ? fmt::format("{:.{}f}", *v, digits) : std::string("–"); };
+    CellValue avg{means[r] ? CellValue::Kind::Value : CellValue::Kind::Missing};
+    avg.mean = means[r].value_or(0), avg.text = text(means[r], spec.digits);
+    t.cells[r].push_back(avg);
+    if (spec.percent_of.empty()) continue;
+    const auto pct = means[r] && base && *base != 0 ? std::optional(100.0 * *means[r] / *base) : std::nullopt;
+    CellValue p{pct ? CellValue::Kind::Value : CellValue::Kind::Missing};
+    p.mean = pct.value_or(0), p.text = text(pct, 1);
+    t.cells[r].push_back(p);
+  }
+  for (const char* name : {"average", "percent_of"}) {
+    if (std::string(name) == "percent_of" && spec.percent_of.empty()) break;
+    t.column_keys.emplace_back();
+    t.column_metrics.push_back(name);
+  }
+}
+
 }  // namespace
 
 Table build_table(const ResultSet& results, const TableSpec& spec) {
@@ -298,6 +331,7 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     t.cells.push_back(std::move(row));
   }
   for (const auto& ref : spec.references) add_reference(t, results, spec, ref, col_keys);
+  add_averages(t, spec);
   add_legend(t);
   return t;
 }

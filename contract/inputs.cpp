@@ -11,6 +11,7 @@
 #include "contract/model_config.h"
 #include "contract/safetensors_header.h"
 #include "contract/corpus_files.h"
+#include "contract/eval_task.h"
 
 namespace fwlab {
 
@@ -150,6 +151,31 @@ void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
   }
 }
 
+// Each task file read with its adapter, as the worker will read it; a file is read once per process for each
+// adapter (a grid's cells share their task files).
+std::string task_file_problem(const std::string& path, const TaskAdapter& adapter) {
+  static std::map<std::pair<std::string, std::string>, std::string> checked;
+  const auto key = std::make_pair(path, adapter.name);
+  if (const auto it = checked.find(key); it != checked.end()) return it->second;
+  std::string problem;
+  try {
+    read_task_file(path, adapter);
+  } catch (const TaskFileError& e) {
+    problem = e.what();
+  }
+  return checked[key] = problem;
+}
+
+void task_problems(const JobSpec& spec, std::vector<SpecError>& out) {
+  for (const auto& [name, task] : spec.tasks) {
+    const auto* adapter = find_task_adapter(task.adapter);
+    if (!adapter || adapter->kind == TaskKind::passkey) continue;
+    if (auto p = task_file_problem(task.path, *adapter); !p.empty()) out.emplace_back("tasks." + name + ".path", p);
+    if (task.num_fewshot > 0)
+      if (auto p = task_file_problem(task.fewshot_path, *adapter); !p.empty()) out.emplace_back("tasks." + name + ".fewshot_path", p);
+  }
+}
+
 }  // namespace
 
 std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint, int64_t model_vocab) {
@@ -160,6 +186,7 @@ std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint
     for (const char* name : {"encoder.json", "vocab.bpe"})
       if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);
   if (text && spec.data.hf_tokenizer()) hf_tokenizer_problems(spec.data, model_vocab, out);
+  task_problems(spec, out);
   if (check_checkpoint && is_hf_source(spec.init_checkpoint)) hf_problems(spec, out);
   else if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
   return out;

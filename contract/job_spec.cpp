@@ -6,92 +6,17 @@
 #include <fstream>
 #include <set>
 
-#include "contract/did_you_mean.h"
+#include "contract/spec_reader.h"
 
 namespace fwlab {
 
-namespace {
-
-// Reads one JSON object, remembering which keys were used so that the rest can be reported as unknown.
-class Reader {
- public:
-  Reader(const nlohmann::json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) throw SpecError(prefix_.empty() ? "job" : prefix_.substr(0, prefix_.size() - 1), "must be an object");
-  }
-
-  template <typename T>
-  void get(const std::string& key, T& out) {
-    known_.insert(key);
-    if (!j_.contains(key)) return;
-    const auto& v = j_.at(key);
-    const auto field = prefix_ + key;
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) throw SpecError(field, fmt::format("must be a string, got {}", v.dump()));
-    } else if constexpr (std::is_same_v<T, bool>) {
-      if (!v.is_boolean()) throw SpecError(field, fmt::format("must be true or false, got {}", v.dump()));
-    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-      if (!v.is_array()) throw SpecError(field, fmt::format("must be a list of integers, got {}", v.dump()));
-      for (const auto& e : v)
-        if (!e.is_number_integer()) throw SpecError(field, fmt::format("must be a list of integers, got {}", v.dump()));
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!v.is_number_integer()) throw SpecError(field, fmt::format("must be an integer, got {}", v.dump()));
-      if (std::is_unsigned_v<T> && v.get<int64_t>() < 0) throw SpecError(field, fmt::format("must be >= 0, got {}", v.dump()));
-    } else {
-      if (!v.is_number()) throw SpecError(field, fmt::format("must be a number, got {}", v.dump()));
-    }
-    out = v.get<T>();
-  }
-
-  Reader sub(const std::string& key) {
-    known_.insert(key);
-    static const nlohmann::json empty = nlohmann::json::object();
-    return Reader(j_.contains(key) ? j_.at(key) : empty, prefix_ + key + ".");
-  }
-
-  const nlohmann::json* raw(const std::string& key) {
-    known_.insert(key);
-    return j_.contains(key) ? &j_.at(key) : nullptr;
-  }
-
-  void reject_unknown() const {
-    for (const auto& [key, value] : j_.items()) {
-      if (known_.count(key)) continue;
-      throw SpecError(prefix_ + key, "unknown key" + did_you_mean(key, std::vector<std::string>(known_.begin(), known_.end())));
-    }
-  }
-
-  std::string field(const std::string& key) const { return prefix_ + key; }
-
- private:
-  const nlohmann::json& j_;
-  std::string prefix_;
-  std::set<std::string> known_;
-};
-
-void require(bool ok, const std::string& field, const std::string& message) {
-  if (!ok) throw SpecError(field, message);
-}
-
-// Sizes far beyond any job (a typo'd exponent) are refused before anything is allocated.
-void at_most(int64_t v, int64_t limit, const std::string& field) {
-  require(v <= limit, field, fmt::format("{} is beyond what fwlab supports (at most {})", v, limit));
-}
-
-void one_of(const std::string& v, std::initializer_list<const char*> allowed, const std::string& field) {
-  for (const char* a : allowed)
-    if (v == a) return;
-  std::string list;
-  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-  throw SpecError(field, fmt::format("'{}' is not one of {}", v, list));
-}
-
-}  // namespace
+using namespace spec_reader;
 
 JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   JobSpec s;
   Reader r(j, "");
   r.get("kind", s.kind);
-  one_of(s.kind, {"train", "transfer", "attention", "generation-bench"}, "kind");
+  one_of(s.kind, {"train", "transfer", "attention", "generation-bench", "eval"}, "kind");
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
@@ -197,7 +122,13 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   e.get("last_half", s.eval.last_half);
   e.get("test", s.eval.test);
   e.get("mqar_batches", s.eval.mqar_batches);
+  e.get("batch_size", s.eval.batch_size);
   e.reject_unknown();
+  require(s.eval.batch_size > 0, "eval.batch_size", fmt::format("must be positive, got {}", s.eval.batch_size));
+  at_most(s.eval.batch_size, int64_t{1} << 16, "eval.batch_size");
+  s.tasks = parse_task_specs(r.raw("tasks"), s.kind, repo_root);
+  if (s.kind == "eval")
+    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'eval' evaluates a checkpoint: set init_checkpoint (an fwlab checkpoint or hf:DIR), or a stage's from");
   require(s.eval.every >= 0, "eval.every", "must be >= 0 (0: only at the end)");
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
@@ -206,7 +137,18 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   auto tr = r.sub("transfer");
   tr.get("mse_weight", s.transfer.mse_weight);
   tr.get("ce_weight", s.transfer.ce_weight);
+  tr.get("kl_weight", s.transfer.kl_weight);
+  tr.get("kl_temperature", s.transfer.kl_temperature);
+  tr.get("teacher", s.transfer.teacher);
   tr.reject_unknown();
+  require(s.transfer.kl_weight >= 0, "transfer.kl_weight", fmt::format("must be >= 0, got {}", s.transfer.kl_weight));
+  require(s.transfer.kl_temperature > 0, "transfer.kl_temperature", fmt::format("must be positive, got {}", s.transfer.kl_temperature));
+  const bool kl = s.transfer.kl_weight > 0;
+  require(!kl || s.kind == "train" || s.kind == "transfer", "transfer.kl_weight", fmt::format("kind '{}' does not train", s.kind));
+  require(!kl || !s.data.generated(), "transfer.kl_weight", "distillation matches next-token distributions of text; generated tasks have none");
+  require(kl || !tr.has("kl_temperature"), "transfer.kl_temperature", "is set but transfer.kl_weight is 0: it would change nothing");
+  require(s.transfer.teacher.empty() || (kl && s.kind == "train"), "transfer.teacher",
+          "names a distillation teacher, which only a train job with transfer.kl_weight > 0 reads (attention transfer's teacher is init_checkpoint)");
   require(s.transfer.mse_weight > 0, "transfer.mse_weight", fmt::format("must be positive, got {}", s.transfer.mse_weight));
   require(s.transfer.ce_weight >= 0, "transfer.ce_weight", fmt::format("must be >= 0, got {}", s.transfer.ce_weight));
   if (s.kind == "transfer") {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,13 +68,20 @@ struct EvalSpec {
   bool last_half = false;    // T2R's protocol: windows overlap by half, only the last half is scored
   bool test = true;          // evaluate the best checkpoint on test at the end
   int64_t mqar_batches = 8;  // generated tasks (mqar, retrieval): batches of fresh examples per evaluation
+  int64_t batch_size = 16;   // kind = "eval": requests (sequences) per forward pass
 };
 
 // kind = "transfer" (attention transfer, LoLCATs' first stage): the student's new mixers learn to reproduce the
 // teacher's (init_checkpoint's) mixer outputs on the teacher's hidden states; only new_mixers parameters train.
+// kl_weight > 0 (kinds transfer and train): plus kl_weight x KL(teacher || student) of the output distributions at
+// kl_temperature (models/distill.h); the teacher of a train job is `teacher`, else the nearest softmax-only model
+// up its init_checkpoint's chain (as attention.teacher).
 struct TransferSpec {
   double mse_weight = 1000.0;  // LoLCATs' weighting of the summed per-layer MSE
   double ce_weight = 0.0;      // > 0: plus the student's language-model loss with this weight
+  double kl_weight = 0.0;
+  double kl_temperature = 1.0;
+  std::string teacher;
 };
 
 // kind = "attention" (T2R's attention analysis, Figs. 5-6): init_checkpoint's model (converted to `model` when
@@ -84,6 +92,23 @@ struct AttentionSpec {
   // itself, else the init_checkpoint of the job.json beside it, and so on (a sweep's finetune -> pretrain).
   std::string teacher;
   int64_t max_tokens = 8192;  // validation tokens compared (windows of train.seq_len)
+};
+
+// kind = "eval": one task (contract/eval_task.h), under its name in `tasks` (the name is the table's column).
+struct TaskSpec {
+  std::string adapter;           // a row of contract/eval_task.h's task_table(); default: the task's name
+  std::string path;              // JSONL documents (not passkey); relative: to the fwlab source tree (data/tasks/...)
+  int64_t limit = 0;             // the first N documents (0: all)
+  int64_t num_fewshot = 0;       // multiple choice and LAMBADA: examples before each document ...
+  std::string fewshot_path;      // ... from this file (MMLU: the dev split, first k of the subject)
+  uint64_t fewshot_seed = 1234;  // ... drawn with this seed (every adapter but MMLU)
+  int64_t context_length = 1000; // recall: tokens of text kept around the answer (as --cutting_context)
+  int64_t max_new_tokens = 0;    // recall and passkey: greedy tokens generated (0: 48 for recall, 10 for passkey)
+  std::vector<int64_t> lengths;  // passkey: prompt lengths in tokens
+  std::vector<int64_t> depths = {0, 25, 50, 75, 100};  // passkey: where the key sits, in percent of the filler
+  int64_t trials = 10;           // passkey: prompts per (length, depth), each with its own key
+  std::string filler = "corpus"; // passkey: "corpus" (test-split text of data) or "repeat" (landmark's sentences)
+  int64_t generated_tokens() const { return max_new_tokens > 0 ? max_new_tokens : (adapter == "passkey" ? 10 : 48); }
 };
 
 struct DivergenceSpec {
@@ -112,7 +137,7 @@ struct DebugSpec {
 };
 
 struct JobSpec {
-  std::string kind = "train";  // train | transfer | attention | generation-bench
+  std::string kind = "train";  // train | transfer | attention | generation-bench | eval
   uint64_t seed = 0;
   int64_t threads = 0;          // 0: hardware concurrency
   std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -132,11 +157,19 @@ struct JobSpec {
   DivergenceSpec divergence;
   BenchSpec bench;
   DebugSpec debug;
+  std::map<std::string, TaskSpec> tasks;  // kind = "eval"
 };
 
 // Parses and checks a spec; unknown keys, wrong types and out-of-range values throw SpecError naming the key.
 // `repo_root` resolves the default data paths.
 JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root);
 JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
+
+// job.json's `tasks` (contract/task_spec.cpp): each task's keys checked against what its adapter reads; a key
+// that would change nothing for that adapter is refused by name.
+// Relative paths are resolved against `repo_root` (the committed task files under data/tasks/).
+std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind, const std::string& repo_root);
+// Passkey prompts (and their generated tokens) that would not fit in a model of `context` tokens.
+std::vector<SpecError> task_context_problems(const JobSpec& spec, int64_t context);
 
 }  // namespace fwlab

@@ -47,6 +47,22 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
 
 namespace {
 
+// Identity of an eval job's task files (a task file edited is a new job), relative paths the source tree's as the
+// job spec resolves them.
+std::string tasks_identity(const nlohmann::json& tasks, const std::string& repo_root) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& [name, task] : tasks.items())
+    for (const char* key : {"path", "fewshot_path"})
+      if (task.is_object() && task.contains(key) && task[key].is_string()) {
+        const fs::path p = task[key].get<std::string>();
+        const auto full = p.is_absolute() ? p : fs::path(repo_root) / p;
+        if (fs::is_regular_file(full, ec)) files.push_back(full);
+      }
+  std::sort(files.begin(), files.end());
+  return files_identity("tasks", files);
+}
+
 // A grid beyond this is a mistake (an axis written with far too many values), not an experiment to expand.
 constexpr size_t kMaxCellsPerStage = 100'000;
 
@@ -173,8 +189,12 @@ std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
 
 // A cell's settings: the defaults, the stage's, each coordinate's (a preset's keys, or the axis key), the extra
 // cell's, then the job keys given with --set.
+// [defaults.tasks] are the tasks of the file's eval stages (kind = "eval"): the training stages do not get them.
 Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
   Settings all = ex.defaults;
+  const auto kind = stage.settings.count("kind") ? stage.settings.at("kind").value : all.count("kind") ? all.at("kind").value : nlohmann::json();
+  if (kind != "eval")
+    for (auto it = all.begin(); it != all.end();) it = it->first.rfind("tasks.", 0) == 0 ? all.erase(it) : std::next(it);
   for (const auto& [k, v] : stage.settings) all[k] = v;
   for (const auto& item : coords.items()) {
     const std::string& name = item.key();
@@ -190,6 +210,9 @@ Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann:
   if (extra)
     for (const auto& [k, v] : extra->settings) all[k] = v;
   for (const auto& [k, v] : ex.job_sets) all[k] = v;  // the command line's job keys hold over the whole file
+  if (kind == "eval")  // an eval stage scores the checkpoint as it is: the grid's model keys only match it to its parent
+    for (auto it = all.begin(); it != all.end();)
+      it = it->first.rfind("model.", 0) == 0 && !stage.settings.count(it->first) ? all.erase(it) : std::next(it);
   return all;
 }
 
@@ -267,6 +290,7 @@ struct Planner {
     const auto data_key = data.dump();
     if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
     canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
+    if (canonical.contains("tasks")) canonical["fwlab_identity"]["tasks"] = tasks_identity(canonical["tasks"], repo_root);
     if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
       // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
       canonical["fwlab_identity"]["init_checkpoint"] = source_identity(job.spec["init_checkpoint"].get<std::string>());
@@ -321,7 +345,10 @@ std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vecto
       continue;  // plan_jobs reported it
     }
     const int64_t vocab = job.model.is_object() ? job.model.value("vocab", int64_t{0}) : 0;
-    for (const auto& problem : input_problems(spec, own_source, vocab)) {
+    auto problems = input_problems(spec, own_source, vocab);
+    if (job.model.is_object() && job.model.contains("context") && job.model["context"].is_number_integer())
+      for (auto& p : task_context_problems(spec, job.model["context"].get<int64_t>())) problems.push_back(std::move(p));
+    for (const auto& problem : problems) {
       const auto* at = setting_for(job.settings, problem.field());
       const auto stage = std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == job.stage; });
       const auto where = at ? at->pos.str() : stage != ex.stages.end() ? stage->pos.str() : ex.file + ":1:1";

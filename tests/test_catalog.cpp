@@ -129,6 +129,23 @@ TEST_CASE("catalog: transfer at the smoke profile (conversions as columns, the w
                   "AND json_extract(config, '$.model.lora_rank') = 8") == 4);
 }
 
+TEST_CASE("catalog: conversion_eval at the smoke profile (eval stages: tasks as columns, average, % of the teacher row)", "[catalog]") {
+  test::TempDir dir("conversion_eval");
+  const auto md = run_smoke(dir, {"conversion_eval",
+                                  {"| stage | rule | LAMBADA-Brown acc | cloze acc_norm | passkey acc | average | % of softmax teacher |",
+                                   "| transfer → LoRA + KL | gated_delta |", "| softmax teacher |  |"},
+                                  {"passkey_eval_swap_add", "passkey_eval_swap_gated_delta", "passkey_eval_lora_add", "passkey_eval_lora_gated_delta",
+                                   "passkey_eval_lora_kl_add", "passkey_eval_lora_kl_gated_delta", "passkey_eval_teacher"}});
+  const auto teacher = md.substr(md.find("| softmax teacher |"));
+  CHECK_THAT(teacher.substr(0, teacher.find('\n')), Catch::EndsWith("| 100.0 |"));
+  Db db(dir.file("fwlab.db"));
+  // Every eval job scored every document of its tasks, and the KL stage trained with the teacher's distribution.
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'lambada.acc'") == 7);
+  CHECK(count(db, "SELECT COUNT(*) FROM events WHERE type = 'task' AND json_extract(body, '$.name') = 'cloze' "
+                  "AND json_extract(body, '$.documents') = 8") == 7);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE stage = 'lora_kl' AND json_extract(config, '$.transfer.kl_weight') = 1.0") == 2);
+}
+
 TEST_CASE("catalog: t2r_attention at the smoke profile (the teacher against itself is at distance 0)", "[catalog]") {
   test::TempDir dir("t2r_attn");
   run_smoke(dir, {"t2r_attention",

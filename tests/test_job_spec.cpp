@@ -31,7 +31,7 @@ TEST_CASE("job spec: defaults and resolved paths", "[spec]") {
 }
 
 TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
-  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench");
+  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench, eval");
   CHECK(spec_error(R"({"kind": "transfer"})") ==
         "init_checkpoint: kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
   CHECK(spec_error(R"({"transfer": {"mse_weight": 0}})") == "transfer.mse_weight: must be positive, got 0");

@@ -9,6 +9,7 @@
 
 #include "contract/feature_map_table.h"
 #include "contract/rule_table.h"
+#include "models/distill.h"
 #include "models/feature_maps/feature_map.h"
 #include "models/gpt.h"
 #include "models/mixers.h"
@@ -246,4 +247,40 @@ TEST_CASE("every rule and feature map of the tables: registered, and the formula
         CHECK(state_size(*cfg).elements_at(3) == carried);
       }
     }
+}
+
+// Distillation's KL(teacher || student) (models/distill.h): its value against sums written out per position and
+// token, its gradient against central finite differences, in float64.
+TEST_CASE("distillation: KL value against an explicit sum and its gradient against finite differences", "[model]") {
+  torch::manual_seed(3);
+  const auto student = (torch::randn({2, 3, 5}, torch::kDouble) * 2).requires_grad_(true);
+  const auto teacher = torch::randn({2, 3, 5}, torch::kDouble) * 2;
+  for (double tau : {1.0, 2.5}) {
+    INFO(tau);
+    double expected = 0;
+    const auto s = student.detach().reshape({6, 5}), t = teacher.reshape({6, 5});
+    for (int64_t r = 0; r < 6; ++r) {
+      double zs = 0, zt = 0;
+      for (int64_t v = 0; v < 5; ++v) zs += std::exp(s[r][v].item<double>() / tau), zt += std::exp(t[r][v].item<double>() / tau);
+      for (int64_t v = 0; v < 5; ++v) {
+        const double pt = std::exp(t[r][v].item<double>() / tau) / zt, ps = std::exp(s[r][v].item<double>() / tau) / zs;
+        expected += pt * std::log(pt / ps);
+      }
+    }
+    expected = expected / 6 * tau * tau;
+    auto kl = kl_distillation(student, teacher, tau);
+    CHECK(kl.item<double>() == Approx(expected).epsilon(1e-12));
+    CHECK(expected > 0.1);
+    const auto grad = torch::autograd::grad({kl}, {student})[0];
+    const double h = 1e-6;
+    double worst = 0;
+    for (int64_t i = 0; i < student.numel(); ++i) {
+      auto plus = student.detach().clone(), minus = student.detach().clone();
+      plus.view(-1)[i] += h, minus.view(-1)[i] -= h;
+      const double fd = (kl_distillation(plus, teacher, tau).item<double>() - kl_distillation(minus, teacher, tau).item<double>()) / (2 * h);
+      worst = std::max(worst, std::abs(fd - grad.view(-1)[i].item<double>()));
+    }
+    CHECK(worst < 1e-8);
+    CHECK(kl_distillation(teacher, teacher, tau).item<double>() == Approx(0).margin(1e-14));
+  }
 }

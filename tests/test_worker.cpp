@@ -642,6 +642,25 @@ TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher;
   CHECK(finetune.of_type("conversion").at(0)["created"].empty());  // the same mixers: everything carried over
   CHECK(finetune.of_type("conversion").at(0)["rescaled"].empty());  // W_v was rescaled once, when the layer was swapped in
 
+  Job distilled;  // the same fine-tuning plus KL(teacher || student); the teacher is found up the chain (pretrain)
+  auto kd = ft;
+  kd["transfer"] = {{"kl_weight", 2.0}, {"kl_temperature", 2.0}};
+  distilled.write(kd);
+  auto d = distilled.run();
+  INFO(d.output);
+  REQUIRE(d.exit_code == 0);
+  CHECK(distilled.of_type("start").at(0)["transfer"]["kl_weight"] == 2.0);
+  const auto first_loss = [](const Job& j) {
+    for (auto& e : j.of_type("metric"))
+      if (e["key"] == "train_loss") return e["value"].get<double>();
+    return -1.0;
+  };
+  CHECK(first_loss(distilled) > first_loss(finetune) + 1e-3);  // CE + 2 KL at the same first batch and weights
+  Job idle;  // a temperature without a KL weight would change nothing
+  kd["transfer"] = {{"kl_temperature", 2.0}};
+  idle.write(kd);
+  CHECK_THAT(idle.run("validate").output, Catch::Contains("transfer.kl_temperature: is set but transfer.kl_weight is 0"));
+
   Job orphan;  // no teacher
   spec.erase("init_checkpoint");
   orphan.write(spec);

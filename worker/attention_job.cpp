@@ -14,6 +14,7 @@
 #include "models/attention_analysis.h"
 #include "models/hf_checkpoint.h"
 #include "worker/dataset.h"
+#include "worker/teacher_chain.h"
 #include "worker/trainer.h"
 
 namespace fwlab {
@@ -22,20 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// attention.teacher, or the nearest softmax-only model up the chain of source checkpoints: init_checkpoint, then
-// the init_checkpoint of the job.json beside it (a sweep's job directory), and so on.
+// attention.teacher, or the nearest softmax-only model up the chain of source checkpoints.
 std::string find_teacher(const JobSpec& spec) {
-  if (!spec.attention.teacher.empty()) return spec.attention.teacher;
-  std::string path = spec.init_checkpoint;
-  for (int depth = 0; depth < 64 && !path.empty(); ++depth) {
-    if (const auto model = checkpoint_model(path); model && softmax_only(model_config_from_json(*model))) return path;
-    std::ifstream job(fs::path(path).parent_path() / "job.json");
-    if (is_hf_source(path) || !job) break;
-    const auto j = nlohmann::json::parse(job, nullptr, false);
-    path = j.is_object() && j.contains("init_checkpoint") && j["init_checkpoint"].is_string() ? j["init_checkpoint"].get<std::string>() : "";
-  }
-  throw SpecError("attention.teacher", fmt::format("no softmax-only model up the source chain of {} (each checkpoint's "
-                                                   "job.json names the next): set attention.teacher", spec.init_checkpoint));
+  return spec.attention.teacher.empty() ? nearest_softmax_model(spec.init_checkpoint, "attention.teacher") : spec.attention.teacher;
 }
 
 double mean_of(const std::vector<double>& sums, int64_t queries) {

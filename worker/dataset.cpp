@@ -34,10 +34,6 @@ std::vector<fs::path> corpus_files(const DataSpec& spec) {
   return {fs::path(spec.path)};
 }
 
-TextSplits load_text(const DataSpec& spec) {
-  return spec.source == "brown" ? load_brown(spec.path) : spec.source == "wikitext103" ? load_wikitext(spec.path) : load_enwik8(spec.path);
-}
-
 // The text tokenized with `tok` through the token cache; `files` (the tokenizer's) and `cache_name` enter its key,
 // and the name is also the cache directory's middle part, so it must be a plain file name.
 LmCorpus cached_corpus(const DataSpec& spec, const Tokenizer& tok, std::vector<fs::path> files, const std::string& cache_name) {
@@ -98,6 +94,18 @@ LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
   const auto encoder = spec.bpe_dir + "/encoder.json", merges = spec.bpe_dir + "/vocab.bpe";
   const Gpt2Bpe tok(encoder, merges);
   return cached_corpus(spec, tok, {encoder, merges}, tok.name());
+}
+
+TextSplits load_text(const DataSpec& spec) {
+  if (spec.source != "brown" && spec.source != "wikitext103" && spec.source != "enwik8")
+    throw DataError(fmt::format("data.source '{}' holds no text", spec.source));
+  return spec.source == "brown" ? load_brown(spec.path) : spec.source == "wikitext103" ? load_wikitext(spec.path) : load_enwik8(spec.path);
+}
+
+std::unique_ptr<Tokenizer> data_tokenizer(const DataSpec& spec) {
+  if (spec.hf_tokenizer()) return load_hf_tokenizer(spec.hf_tokenizer_dir());
+  if (spec.tokenizer == "byte") return std::make_unique<ByteTokenizer>();
+  return std::make_unique<Gpt2Bpe>(spec.bpe_dir + "/encoder.json", spec.bpe_dir + "/vocab.bpe");
 }
 
 std::vector<int32_t> sample_windows(const TokenStream& tokens, int64_t batch, int64_t len, uint64_t seed) {

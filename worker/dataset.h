@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "contract/job_spec.h"
+#include "worker/corpus.h"
 #include "worker/token_stream.h"
+#include "worker/tokenizer.h"
 
 namespace fwlab {
 
@@ -21,6 +24,12 @@ struct LmCorpus {
 
 // Loads the spec's source and tokenises it (throws DataError naming the file at fault).
 LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab);
+
+// The corpus's text splits (brown, wikitext103, enwik8; throws DataError for other sources).
+TextSplits load_text(const DataSpec& spec);
+
+// The tokenizer data.tokenizer names (byte, gpt2 with data.bpe_dir, hf:DIR).
+std::unique_ptr<Tokenizer> data_tokenizer(const DataSpec& spec);
 
 // splitmix64 of (seed, a, b): independent streams for step a, micro-batch b, ...
 uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0);

@@ -28,6 +28,7 @@ class HfJsonTokenizer : public Tokenizer {
   HfJsonTokenizer(const std::string& tokenizer_json, const std::string& config_json, std::string name);
 
   std::vector<int32_t> encode(std::string_view text) const override { return encode(text, true); }
+  std::vector<int32_t> encode_plain(std::string_view text) const override { return encode(text, false); }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   // The ByteLevel decoder's bytes (ids the vocabulary lacks are skipped, as tokenizers does); not forced to
   // valid UTF-8, so that pieces of a text decode to pieces of its bytes.

@@ -115,6 +115,7 @@ int run(const std::string& job_dir) {
   try {
     if (spec.kind == "generation-bench") return run_generation_bench(spec, job_dir, log);
     if (spec.kind == "attention") return run_attention_analysis(spec, job_dir, log);
+    if (spec.kind == "eval") return run_eval(spec, job_dir, log);
     return run_training(spec, job_dir, log);
   } catch (const SpecError& e) {  // found only once files were read (source checkpoint, corpus vocabulary)
     return fail("bad_spec", fmt::format("{}: {}", spec_path(job_dir), e.what()), kExitBadSpec);

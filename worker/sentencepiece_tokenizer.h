@@ -19,6 +19,7 @@ class SentencePieceTokenizer : public Tokenizer {
   SentencePieceTokenizer(const std::string& model_file, const std::string& config_json, std::string name);
 
   std::vector<int32_t> encode(std::string_view text) const override { return encode(text, true); }
+  std::vector<int32_t> encode_plain(std::string_view text) const override { return encode(text, false); }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return model_->piece_size(); }

@@ -15,6 +15,8 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Without the special tokens a post-processor adds (BOS / EOS): pieces of one prompt encoded apart.
+  virtual std::vector<int32_t> encode_plain(std::string_view text) const { return encode(text); }
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual std::string name() const = 0;

@@ -25,11 +25,13 @@
 #include "models/convert.h"
 #include "models/hf_checkpoint.h"
 #include "models/trainable.h"
+#include "models/distill.h"
 #include "models/transfer.h"
 #include "worker/corpus.h"
 #include "worker/dataset.h"
 #include "worker/loss_spike.h"
 #include "worker/optimizer.h"
+#include "worker/teacher_chain.h"
 #include "worker/precision.h"
 #include "worker/progress.h"
 
@@ -274,8 +276,8 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   return conv.model;
 }
 
-// Attention transfer's teacher (the source checkpoint, frozen, on the job's device) and the layers it teaches;
-// empty for other kinds.
+// The teacher: attention transfer's (the source checkpoint; `layers` are the ones it teaches), or a distillation
+// teacher (transfer.kl_weight > 0), frozen on the job's device; empty otherwise.
 struct Teacher {
   GPT model{nullptr};
   std::vector<size_t> layers;
@@ -283,11 +285,17 @@ struct Teacher {
 
 Teacher load_teacher(const JobSpec& spec, const GPT& student, torch::Device device) {
   Teacher t;
-  if (spec.kind != "transfer") return t;
-  t.model = load_source_model(spec.init_checkpoint);
+  const bool transfer = spec.kind == "transfer";
+  if (!transfer && spec.transfer.kl_weight == 0) return t;
+  const auto path = transfer ? spec.init_checkpoint
+                             : !spec.transfer.teacher.empty() ? spec.transfer.teacher : nearest_softmax_model(spec.init_checkpoint, "transfer.teacher");
+  t.model = load_source_model(path);
   t.model->to(device);
   t.model->eval();
   for (auto& p : t.model->parameters()) p.set_requires_grad(false);
+  if (t.model->config().vocab != student->config().vocab)
+    throw SpecError("transfer.teacher", fmt::format("{} has a vocabulary of {}, the student {}", path, t.model->config().vocab, student->config().vocab));
+  if (!transfer) return t;
   t.layers = transferred_layers(student, t.model);
   if (t.layers.empty()) throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
   return t;
@@ -307,15 +315,33 @@ std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& 
   }
 }
 
-// One micro-batch's loss before the accumulation average: the LM loss, or attention transfer's weighted per-layer
-// MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the weighted LM loss.
+// The language-model loss with the distillation term: CE (weight `ce_weight`) + kl_weight x KL(teacher || student),
+// from one forward pass of the student.
+torch::Tensor distilled_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
+                             double ce_weight) {
+  const auto logits = model->forward(x);
+  torch::Tensor teacher_logits;
+  {
+    torch::NoGradGuard no_grad;
+    teacher_logits = teacher.model->forward(x);
+  }
+  auto loss = spec.transfer.kl_weight * kl_distillation(logits, teacher_logits, spec.transfer.kl_temperature);
+  return ce_weight > 0 ? loss + ce_weight * lm_loss(logits, y) : loss;
+}
+
+// One micro-batch's loss before the accumulation average: the LM loss (plus distillation), or attention transfer's
+// weighted per-layer MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the
+// weighted LM loss and distillation.
 torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
                          std::vector<double>& layer_mse) {
   const bool lm = !spec.data.generated();
+  const bool kl = spec.transfer.kl_weight > 0;
   if (!teacher.model) return model_loss(model, x, y, lm);
+  if (teacher.layers.empty()) return distilled_loss(spec, model, teacher, x, y, 1.0);  // fine-tuning with a teacher
   const auto mse = transfer_mse(model, teacher.model, x, teacher.layers);
   auto loss = spec.transfer.mse_weight * torch::stack(mse).sum();
   for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
+  if (kl) return loss + distilled_loss(spec, model, teacher, x, y, spec.transfer.ce_weight);
   if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * model_loss(model, x, y, lm);
   return loss;
 }
@@ -437,7 +463,8 @@ StartEvent TrainingRun::start() const {
   for (const auto& p : model_->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
   e.details["trainable"] = {{"which", trainable_.first}, {"tensors", trainable_.second.size()}, {"parameters", trainable_elements}};
   if (teacher_.model)
-    e.details["transfer"] = {{"layers", teacher_.layers}, {"mse_weight", spec_.transfer.mse_weight}, {"ce_weight", spec_.transfer.ce_weight}};
+    e.details["transfer"] = {{"layers", teacher_.layers}, {"mse_weight", spec_.transfer.mse_weight}, {"ce_weight", spec_.transfer.ce_weight},
+                             {"kl_weight", spec_.transfer.kl_weight}, {"kl_temperature", spec_.transfer.kl_temperature}};
   e.details["resumed_from_step"] = resuming_ ? nlohmann::json(st_.step) : nlohmann::json(nullptr);
   if (!generated_)
     e.details["data"] = {{"source", spec_.data.source}, {"tokenizer", corpus_.tokenizer}, {"train_tokens", corpus_.train.size()},

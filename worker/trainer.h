@@ -20,6 +20,7 @@ GPT build_model(const JobSpec& spec, EventLog* log);
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // kind = "attention"
+int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log);                // kind = "eval" (eval_job.cpp)
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
