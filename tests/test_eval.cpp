@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -228,4 +229,40 @@ TEST_CASE("eval: a passkey prompt has the length asked for and its key at the st
   CHECK(passkey_correct(" 31337. Remember", 31337));
   CHECK_FALSE(passkey_correct(" 3133 7", 31337));
   CHECK_FALSE(passkey_correct("no digits", 31337));
+}
+
+TEST_CASE("eval: recall extraction and passkey run through the step forms and record every document", "[eval]") {
+  test::TempDir tmp("eval-gen");
+  const auto model = tmp.path() / "model";
+  write_model(model, 256);
+  test::spit(tmp.file("swde.jsonl"), R"({"text": "Title: The Cat. Director: Anna Berg. Year: 1999. A film about a cat.", "key": "Director", "value": "Anna Berg"}
+{"text": "Name: Blue Lake Park. City: Springfield. Opened in 1950.", "key": "City", "value": "springfield"}
+{"text": "Model: X. Price: 5 dollars.", "key": "Price", "value": "5"}
+)");
+  const nlohmann::json tasks = {{"swde", {{"adapter", "recall"}, {"path", tmp.file("swde.jsonl")}, {"context_length", 64}, {"max_new_tokens", 5}}},
+                                {"passkey", {{"lengths", {200}}, {"depths", {0, 100}}, {"trials", 2}, {"max_new_tokens", 4}, {"filler", "repeat"}}}};
+  const auto job = tmp.path() / "job";
+  const auto r = run_worker(job, eval_job(model, tasks));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto recall = records_by_line(job / "tasks" / "swde.jsonl");
+  REQUIRE(recall.size() == 2);  // the one-character value is dropped, as the reference harness drops it
+  for (const auto& [line, rec] : recall) {
+    auto out = rec["output"].get<std::string>(), value = rec["value"].get<std::string>();
+    CHECK(out.find('\n') == std::string::npos);  // generation stops at a newline
+    for (auto* s : {&out, &value}) std::transform(s->begin(), s->end(), s->begin(), ::tolower);
+    CHECK(rec["contains"] == (out.find(value) != std::string::npos));
+  }
+  std::ifstream in(job / "tasks" / "passkey.jsonl");
+  int prompts = 0;
+  for (std::string line; std::getline(in, line); ++prompts) {
+    const auto rec = nlohmann::json::parse(line);
+    CHECK(rec["key"].get<int64_t>() >= 1);
+    CHECK(rec["key"].get<int64_t>() <= 50000);
+    CHECK(rec["length"] == 200);
+  }
+  CHECK(prompts == 4);
+  const auto metrics = task_metrics(job / "events.jsonl");
+  CHECK(metrics.at("passkey").contains("acc.L200.d100"));
+  CHECK(metrics.at("swde")["docs"] == 2.0);
 }

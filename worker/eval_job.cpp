@@ -42,7 +42,8 @@ void write_records(const std::string& job_dir, const std::string& name, const st
   fs::create_directories(fs::path(job_dir) / "tasks");
   const auto path = fs::path(job_dir) / "tasks" / (name + ".jsonl");
   std::ofstream out(path.string() + ".tmp");
-  for (const auto& r : records) out << r.dump() << '\n';
+  // Generated text may end inside a UTF-8 sequence (a byte-level token): written with U+FFFD there.
+  for (const auto& r : records) out << r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out.close();
   fs::rename(path.string() + ".tmp", path);  // a reader never sees half a file
 }

@@ -1,0 +1,58 @@
+// Batched greedy generation for evaluation tasks (worker/greedy_until.h): prompts of different lengths share a
+// batch, each row at its own place in its prompt; the texts must equal each prompt generated alone
+// (models/generate.h), for a KV cache and for recurrent states, with and without a stop string.
+#include <catch2/catch.hpp>
+
+#include "models/generate.h"
+#include "tests/test_util.h"
+#include "worker/greedy_until.h"
+
+using namespace fwlab;
+
+namespace {
+
+// Returns logits for a byte vocabulary: the tests decode generated ids as bytes.
+GPT byte_model(const MixerSpec& mixer) {
+  auto cfg = test::small_config(mixer);
+  cfg.vocab = 256;
+  torch::manual_seed(5);
+  GPT model(cfg);
+  model->eval();
+  return model;
+}
+
+std::string alone(GPT& model, const ByteTokenizer& tok, const std::vector<int64_t>& prompt, int64_t n) {
+  SamplingOptions o;
+  o.greedy = true;
+  o.tokens = n;
+  const auto ids = generate(model, prompt, o).tokens;
+  return tok.decode({ids.begin(), ids.end()});
+}
+
+}  // namespace
+
+TEST_CASE("greedy_until: a batch of prompts of different lengths gives each prompt's own greedy text", "[generate]") {
+  const ByteTokenizer tok;
+  MixerSpec softmax;
+  for (const auto& mixer : {softmax, test::fw("decay", "identity", "none", 4), test::fw("delta", "relu", "attn", 4)}) {
+    INFO(mixer.kind << " " << mixer.rule);
+    auto model = byte_model(mixer);
+    std::vector<std::vector<int64_t>> prompts;
+    for (const std::string text : {"abc", "the quick brown", "hello", "a much longer prompt of bytes", "xy"})
+      prompts.emplace_back(text.begin(), text.end());
+    const auto texts = greedy_until(model, tok, prompts, {7, "", 2});
+    REQUIRE(texts.size() == prompts.size());
+    std::set<std::string> distinct;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto expected = alone(model, tok, prompts[i], 7);
+      CHECK(texts[i] == expected);
+      distinct.insert(expected);
+    }
+    CHECK(distinct.size() > 1);  // the prompts lead to different texts: rows cannot be swapped unnoticed
+    // A stop string ends a row's generation and cuts its text before it.
+    const auto full = alone(model, tok, prompts[1], 7);
+    const std::string stop(1, full[3]);
+    const auto cut = greedy_until(model, tok, prompts, {7, stop, 4});
+    CHECK(cut[1] == full.substr(0, full.find(stop)));
+  }
+}
