@@ -2,15 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "analysis/gnuplot.h"
 
 namespace fwlab {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -57,19 +52,6 @@ std::string heatmap_script(const ResultSet& results, const JobRecord& j, const H
   return script;
 }
 
-Figure draw(const std::string& script, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
-  const auto gp = fs::path(out_dir) / (name + ".gp");
-  std::ofstream(gp) << script;
-  const auto log = name + ".gnuplot.log";
-  const int rc = run_in(fs::absolute(out_dir).string(), gnuplot, gp.filename().string(), log);
-  std::ifstream lf(fs::path(out_dir) / log);
-  const std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
-  fs::remove(fs::path(out_dir) / log);
-  if (rc == 127) throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
-  if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
-  return Figure{name, {}};
-}
-
 }  // namespace
 
 std::vector<Figure> passkey_heatmaps(const ResultSet& results, const TableSpec& spec, const std::string& out_dir, const std::string& gnuplot) {
@@ -83,7 +65,8 @@ std::vector<Figure> passkey_heatmaps(const ResultSet& results, const TableSpec& 
       for (const auto& [axis, value] : j.planned.coords.items()) cell += (cell.empty() ? "" : ", ") + spec.label(value_text(value));
       const auto name = safe_name(fmt::format("passkey_{}{}{}", j.stage(), cell.empty() ? "" : "_" + cell, h.task == "passkey" ? "" : "_" + h.task));
       const auto title = fmt::format("{}: {}{}", h.task, spec.label(j.stage()), cell.empty() ? "" : " — " + cell);
-      out.push_back(draw(heatmap_script(results, j, h, title, name), name, out_dir, gnuplot));
+      write_and_run(heatmap_script(results, j, h, title, name), name, out_dir, gnuplot);
+      out.push_back(Figure{name, {}});
     }
   }
   return out;

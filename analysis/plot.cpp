@@ -75,6 +75,24 @@ int run_in(const std::string& dir, const std::string& program, const std::string
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
+  const auto gp = fs::path(out_dir) / (name + ".gp");
+  {
+    std::ofstream f(gp);
+    f << script;
+    if (!f) throw PlotError(fmt::format("cannot write {}", gp.string()));
+  }
+  const auto log = fs::path(out_dir) / (name + ".gnuplot.log");
+  // The script names its outputs relative to its own directory, so the figure files sit beside it.
+  const int rc = run_in(fs::absolute(out_dir).string(), gnuplot, gp.filename().string(), log.filename().string());
+  std::ifstream lf(log);
+  std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+  fs::remove(log);
+  if (rc == 127)
+    throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
+  if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
+}
+
 namespace {
 
 // One line (or set of points) of a figure.
@@ -203,21 +221,7 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
   script += "set encoding utf8\nset grid\nset key below left Left reverse box maxrows 6\nset xlabel offset 0, 0.3\nset border lw 1.2\n" + data;
   script += frame(fmt::format("pngcairo size {},600 enhanced font 'DejaVu Sans,10'", width), name + ".png");
   script += frame(fmt::format("svg size {},600 enhanced font 'DejaVu Sans,10' dynamic", width), name + ".svg");
-  const auto gp = fs::path(out_dir) / (name + ".gp");
-  {
-    std::ofstream f(gp);
-    f << script;
-    if (!f) throw PlotError(fmt::format("cannot write {}", gp.string()));
-  }
-  const auto log = fs::path(out_dir) / (name + ".gnuplot.log");
-  // The script names its outputs relative to its own directory, so the figure files sit beside it.
-  const int rc = run_in(fs::absolute(out_dir).string(), gnuplot, gp.filename().string(), log.filename().string());
-  std::ifstream lf(log);
-  std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
-  fs::remove(log);
-  if (rc == 127)
-    throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
-  if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
+  write_and_run(script, name, out_dir, gnuplot);
   Figure fig{name, {}};
   for (const auto& p : panels)
     for (const auto& se : p.series) fig.series.push_back(se.title);
