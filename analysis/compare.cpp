@@ -84,17 +84,23 @@ std::optional<double> spearman(const std::vector<double>& a, const std::vector<d
 Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   Comparison c;
   c.title = fmt::format("{} against {}", t.title, pub.source);
-  c.caption = fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", pub.metric.units(), pub.higher_is_better ? "higher" : "lower",
+  const auto units = pub.metric_columns.empty() ? pub.metric.units() : std::string("each column's metric");
+  c.caption = fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", units, pub.higher_is_better ? "higher" : "lower",
                           pub.note.empty() ? "" : fmt::format(". {}", pub.note));
   c.row_headers = t.row_headers;
   constexpr size_t kAbsent = static_cast<size_t>(-1);
   std::vector<size_t> columns;  // per published column: the table's value column of the compared metric (or absent)
-  for (const auto& key : pub.columns) {
+  std::vector<std::string> unmeasured;
+  for (size_t j = 0; j < pub.columns.size(); ++j) {
+    const auto& key = pub.columns[j];
+    const auto& metric = pub.metric_columns.empty() ? pub.metric.name : pub.metric_columns[j].name;
     columns.push_back(kAbsent);
     for (size_t i = 0; i < t.column_keys.size() && columns.back() == kAbsent; ++i)
-      if (t.column_metrics[i] == pub.metric.name && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
-    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key);
+      if (t.column_metrics[i] == metric && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
+    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key.empty() ? metric : key);
+    if (columns.back() == kAbsent && !pub.metric_columns.empty()) unmeasured.push_back(metric);
   }
+  if (!unmeasured.empty()) c.caption += fmt::format(" Not measured in this table: {}.", fmt::join(unmeasured, ", "));
   std::vector<Pair> cells;
   std::vector<std::string> rows_seen;
   std::map<std::string, int> label_uses;  // rows whose labels coincide (two "Gated" rows told apart by m) get their key
@@ -108,14 +114,16 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
     std::vector<std::string> texts;
     for (size_t j = 0; j < pub.columns.size(); ++j) {
       const CellValue* mine = ours && columns[j] != kAbsent ? &(*ours)[columns[j]] : nullptr;
-      const auto name = pub.columns[j].empty() ? fmt::format("{}", fmt::join(labels, ", ")) : fmt::format("{}, {}", fmt::join(labels, ", "), c.column_headers[j]);
+      const auto name = pub.columns[j].empty() && pub.metric_columns.empty() ? fmt::format("{}", fmt::join(labels, ", ")) : fmt::format("{}, {}", fmt::join(labels, ", "), c.column_headers[j]);
       cells.push_back({c.row_labels.size() - 1, j, name, mine, it->second[j]});
       texts.push_back(fmt::format("{} / {}", mine ? mine->text : "–", published_text(it->second[j])));
     }
     c.cells.push_back(texts);
   };
-  for (size_t r = 0; r < t.cells.size(); ++r)
-    if (!t.row_keys[r].empty()) add_row(t.row_labels[r], t.row_keys[r], &t.cells[r]);
+  for (size_t r = 0; r < t.cells.size(); ++r) {  // a reference row (row key "") is found by its label
+    const auto& key = t.row_keys[r].empty() && !t.row_labels[r].empty() ? t.row_labels[r][0] : t.row_keys[r];
+    if (!key.empty()) add_row(t.row_labels[r], key, &t.cells[r]);
+  }
   for (const auto& [key, values] : pub.rows)  // published rows the regenerated table does not have (not run)
     if (std::find(rows_seen.begin(), rows_seen.end(), key) == rows_seen.end()) {
       std::vector<std::string> labels(t.row_headers.size(), "");

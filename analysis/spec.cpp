@@ -270,18 +270,26 @@ PublishedCell published_cell(const Reader& r, const nlohmann::json& v, const std
   r.fail(key, "must be a number, \"*\" (diverged), \"N/A\" or \"\" (not reported)");
 }
 
-}  // namespace
+// published.columns: the keys of the table's columns the published values stand in ({""} without column axes).
+std::vector<std::string> published_columns(const Reader& r, const nlohmann::json& p, const TableSpec& table,
+                                           const std::vector<std::string>& column_keys) {
+  if (table.columns.empty()) {
+    if (p.contains("columns")) r.fail("published.columns", "the table has no column axes: give each row one value");
+    return {""};
+  }
+  if (!p.contains("columns")) r.fail("published", fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
+  const auto columns = r.names(p["columns"], "published.columns");
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const auto& c = columns[i];
+    if (std::find(column_keys.begin(), column_keys.end(), c) == column_keys.end())
+      r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
+    if (std::count(columns.begin(), columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
+  }
+  return columns;
+}
 
-std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpec& table) {
-  const auto& p = ex.published;
-  if (p.empty()) return std::nullopt;
-  Reader r(ex);
-  r.known_keys(p, "published", {"source", "note", "metric", "better", "columns", "rows"});
-  PublishedSpec spec;
-  if (!p.contains("source")) r.fail("published", "needs a source (the paper and its table)");
-  spec.source = r.text(p["source"], "published.source");
-  if (p.contains("note")) spec.note = r.text(p["note"], "published.note");
-
+// published.metric (or the table's first measured metric): the one metric the published columns stand beside.
+void published_metric(const Reader& r, const nlohmann::json& p, const TableSpec& table, PublishedSpec& spec) {
   std::vector<std::string> metric_names;
   for (const auto& m : table.metrics) metric_names.push_back(m.name);
   const auto chosen = p.contains("metric") ? r.text(p["metric"], "published.metric") : "";
@@ -292,36 +300,58 @@ std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpe
     r.fail(chosen.empty() ? "published" : "published.metric",
            chosen.empty() ? "the table has no measured metric to compare" : fmt::format("'{}' is not a metric of the table{}", chosen, did_you_mean(chosen, metric_names)));
   spec.metric = *it;
+  if (spec.higher_is_better != spec.metric.higher_is_better)
+    r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name, spec.metric.higher_is_better ? "higher" : "lower"));
+}
+
+// published.metrics: one published column per metric, for a table whose columns are its metrics (evaluation
+// tasks). Every metric shares the paper's direction; a metric the table does not measure is kept (see spec.h).
+void published_metric_columns(const Reader& r, const nlohmann::json& p, const TableSpec& table, PublishedSpec& spec) {
+  if (!table.columns.empty()) r.fail("published.metrics", "needs a table whose columns are its metrics (columns = [])");
+  for (const char* other : {"metric", "columns"})
+    if (p.contains(other)) r.fail(fmt::format("published.{}", other), "give either metrics (one per column) or metric and columns");
+  if (!p["metrics"].is_array() || p["metrics"].empty()) r.fail("published.metrics", "must be a list of the table's metrics, one per published column");
+  for (size_t i = 0; i < p["metrics"].size(); ++i) {
+    const auto key = fmt::format("published.metrics[{}]", i);
+    const auto m = r.metric(p["metrics"][i], key);
+    if (m.higher_is_better != spec.higher_is_better) r.fail(key, fmt::format("{} is better {}", m.name, m.higher_is_better ? "higher" : "lower"));
+    spec.metric_columns.push_back(m);
+  }
+  spec.metric = spec.metric_columns.front();
+  spec.columns.assign(spec.metric_columns.size(), "");
+}
+
+}  // namespace
+
+std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpec& table) {
+  const auto& p = ex.published;
+  if (p.empty()) return std::nullopt;
+  Reader r(ex);
+  r.known_keys(p, "published", {"source", "note", "metric", "metrics", "better", "columns", "rows"});
+  PublishedSpec spec;
+  if (!p.contains("source")) r.fail("published", "needs a source (the paper and its table)");
+  spec.source = r.text(p["source"], "published.source");
+  if (p.contains("note")) spec.note = r.text(p["note"], "published.note");
   if (!p.contains("better")) r.fail("published", "needs better = \"lower\" or \"higher\" (the metric's direction in the paper)");
   const auto better = r.text(p["better"], "published.better");
   if (better != "lower" && better != "higher") r.fail("published.better", fmt::format("must be \"lower\" or \"higher\", got \"{}\"", better));
   spec.higher_is_better = better == "higher";
-  if (spec.higher_is_better != spec.metric.higher_is_better)
-    r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name, spec.metric.higher_is_better ? "higher" : "lower"));
+  if (p.contains("metrics")) published_metric_columns(r, p, table, spec);
+  else published_metric(r, p, table, spec);
 
   // Keys of the grid as the file wrote it: a row or column that a --set or profile subset left out is set aside.
   Experiment written = ex;
   for (auto& axis : written.axes)
     if (const auto it = ex.written_axes.find(axis.name); it != ex.written_axes.end()) axis.values = it->second;
-  const auto column_keys = table_keys(written, table, table.columns), row_keys = table_keys(written, table, table.rows);
-  const auto kept_columns = table_keys(ex, table, table.columns), kept_rows = table_keys(ex, table, table.rows);
+  auto row_keys = table_keys(written, table, table.rows), kept_rows = table_keys(ex, table, table.rows);
+  for (const auto& ref : table.references)  // a reference row (the teacher) stands beside the paper's by its label
+    if (ref.row) row_keys.push_back(ref.label), kept_rows.push_back(ref.label);
+  const auto kept_columns = table_keys(ex, table, table.columns);
   auto kept = [](const std::vector<std::string>& keys, const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
-  std::vector<std::string> columns;
-  if (table.columns.empty()) {
-    if (p.contains("columns")) r.fail("published.columns", "the table has no column axes: give each row one value");
-    columns = {""};
-  } else {
-    if (!p.contains("columns")) r.fail("published", fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
-    columns = r.names(p["columns"], "published.columns");
-    for (size_t i = 0; i < columns.size(); ++i) {
-      const auto& c = columns[i];
-      if (!kept(column_keys, c))
-        r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
-      if (std::count(columns.begin(), columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
-    }
-  }
-  for (const auto& c : columns)
-    if (c.empty() || kept(kept_columns, c)) spec.columns.push_back(c);
+  const auto columns = spec.metric_columns.empty() ? published_columns(r, p, table, table_keys(written, table, table.columns)) : spec.columns;
+  if (spec.metric_columns.empty())
+    for (const auto& c : columns)
+      if (c.empty() || kept(kept_columns, c)) spec.columns.push_back(c);
   if (!p.contains("rows") || !p["rows"].is_object() || p["rows"].empty())
     r.fail(p.contains("rows") ? "published.rows" : "published", "needs rows: a table of row key = [values, one per column]");
   for (const auto& [row, values] : p["rows"].items()) {

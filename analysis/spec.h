@@ -58,6 +58,10 @@ struct PublishedSpec {
   Metric metric;                      // the table's metric the numbers stand beside
   bool higher_is_better = false;      // the paper's direction ("better" key), the same as the metric's
   std::vector<std::string> columns;   // column keys: the column axes' values joined by ", " ({""}: no column axes)
+  // metrics = [...] instead: a table whose columns are its metrics (evaluation tasks) beside a paper's task
+  // columns, one metric per published column. A metric this table does not measure (a profile with other tasks)
+  // stays a column of "–" cells and is named in the comparison's caption.
+  std::vector<Metric> metric_columns;
   std::map<std::string, std::vector<PublishedCell>> rows;  // row key (row axes' values joined by ", ") -> cells
 };
 

@@ -18,6 +18,17 @@ namespace fwlab {
 // Softmax and local attention, and the sliding window of a fast-weight layer.
 torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window);
 
+// softmax(q kᵀ/√d, causal, windowed) v with `drop` on the probabilities, q, k, v [B, H, T, hd].
+// blocked_causal_attention computes it `block` queries at a time, each block against the keys up to its last
+// query only: no score, softmax or dropout draw is spent above the diagonal, where the full product spends half
+// its work (libtorch 1.13 has no fused CPU attention; at T = 512 the T x T scores, mask, softmax and dropout
+// dominate a training step). attention_reference is its plain twin; tests/test_mixers.cpp binds them.
+// Sequences of at most `block` tokens take the reference path unchanged.
+torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  int64_t window, Dropout& drop);
+torch::Tensor blocked_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       int64_t window, Dropout& drop, int64_t block = 64);
+
 // The query, key and value heads of a layer: q [B, H, T, hd]; k, v [B, H_kv, T, hd] (grouped-query attention:
 // query head h reads key/value head h / (H / H_kv)). Rotary positions are already applied to q and k.
 struct QkvHeads {

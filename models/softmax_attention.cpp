@@ -27,7 +27,7 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& x) {
   if (h.q.is_cuda()) return resid_drop(output(fused_cuda(h)));
 #endif
   auto k = repeat_kv(h.k, groups()), v = repeat_kv(h.v, groups());
-  return resid_drop(output(torch::matmul(attn_drop(softmax_weights(h.q, k, window_)), v)));
+  return resid_drop(output(blocked_causal_attention(h.q, k, v, window_, attn_drop)));
 }
 
 #if TORCH_VERSION_MAJOR >= 2

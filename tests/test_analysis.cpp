@@ -380,3 +380,40 @@ decay = ["N/A", 12.0]
   CHECK(none.exit_code == 2);
   CHECK_THAT(none.output, Catch::Contains("--compare: the file has no [published] section"));
 }
+
+TEST_CASE("table --compare: a paper's task columns beside a table whose columns are its metrics", "[analysis]") {
+  // Columns are metrics (evaluation tasks as columns); m reduces to its best value. test_bpc is not a column of
+  // this table: it stays a column of "–" and the caption names it.
+  auto grid = with(with(kGrid, "columns = [\"m\"]\nmetric = \"test_ppl\"", "columns = []\nmetrics = [\"test_ppl\", \"valid_ppl\"]"),
+                   "reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"mean\", m = \"best\" }");
+  const std::string published = R"(
+[published]
+source = "Made up 2026, Table 9"
+better = "lower"
+metrics = ["test_ppl", "test_bpc"]
+[published.rows]
+add = [9.0, 3.0]
+)";
+  Fixture fx(grid + published);
+  const auto r = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // add: best m is 4 (ppl 10 + 1 - 1 = 10 at seed 0, 10.5 at seed 1): 10.25 ± 0.35.
+  CHECK_THAT(r.output, Catch::Contains("| rule | test_ppl | test_bpc |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | – / 3 |\n"));
+  CHECK_THAT(r.output, Catch::Contains("Not measured in this table: test_bpc."));
+  struct Bad {
+    std::string from, to, message;
+  };
+  for (const auto& bad : std::vector<Bad>{
+           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_accuracy\"]", "published.metrics[1]: test_accuracy is better higher"},
+           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_ppx\"]", "unknown metric 'test_ppx'"},
+           {"better = \"lower\"", "better = \"lower\"\ncolumns = [\"4\"]", "published.columns: give either metrics (one per column) or metric and columns"},
+       }) {
+    const auto text = with(grid + published, bad.from, bad.to);
+    test::spit(fx.file, text);
+    const auto e = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
+    INFO(e.output);
+    CHECK(e.exit_code == 2);
+    CHECK_THAT(e.output, Catch::Contains(line_of(text, bad.to.substr(bad.to.rfind('\n') + 1))) && Catch::Contains(bad.message));
+  }
+}
