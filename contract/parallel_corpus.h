@@ -1,0 +1,27 @@
+// A parallel corpus as translation users have it: line-aligned plain-text files per split and language,
+// DIR/train.de and DIR/train.en, DIR/valid.*, DIR/test.* (fairseq's and the WMT / IWSLT preparation scripts'
+// layout), for any language pair. The harness checks the files before a sweep; the worker reads them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "contract/corpus_files.h"
+
+namespace fwlab {
+
+struct ParallelSplit {
+  std::vector<std::string> source, target;  // line i of one is the translation of line i of the other
+};
+
+// DIR/SPLIT.SOURCE and DIR/SPLIT.TARGET, checked: both files exist and hold lines, the same number of them,
+// every line valid UTF-8 (the text's own, a byte-order mark and a CR before the newline removed) and no
+// segment empty on one side. Throws DataError "FILE:LINE: what" (the file, and the line where it goes wrong).
+ParallelSplit read_parallel(const std::string& dir, const std::string& split, const std::string& source,
+                            const std::string& target);
+
+// The byte offset of the first invalid UTF-8 sequence in `text` (overlong forms, surrogates and code points
+// past U+10FFFF included), or std::string::npos.
+size_t invalid_utf8_at(const std::string& text);
+
+}  // namespace fwlab

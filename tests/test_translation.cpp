@@ -1,0 +1,276 @@
+// Machine translation's torch-free parts: corpus BLEU both ways against an independent Python implementation
+// (tests/python/bleu_ref.py, written from Papineni et al. 2002 and sacreBLEU's documented defaults, not from
+// fwlab's code); the parallel corpus and its checks; the FreeDict extraction; the joint SentencePiece vocabulary.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "contract/bleu.h"
+#include "contract/parallel_corpus.h"
+#include "worker/joint_vocabulary.h"
+#include "worker/sentencepiece_model.h"
+#include "tests/test_support.h"
+
+using namespace fwlab;
+
+namespace {
+
+const std::string kBleuRef = "/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/bleu_ref.py";
+
+std::string lines(const std::vector<std::string>& segments) {
+  std::string out;
+  for (const auto& s : segments) out += s + "\n";
+  return out;
+}
+
+nlohmann::json reference_bleu(const test::TempDir& dir, const std::string& mode, const std::vector<std::string>& hyps,
+                              const std::vector<std::string>& refs) {
+  test::spit(dir.file("hyp"), lines(hyps));
+  test::spit(dir.file("ref"), lines(refs));
+  const auto r = test::run_command(fmt::format("{} {} {} {}", kBleuRef, mode, dir.file("hyp"), dir.file("ref")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.output);
+}
+
+void check_equal(const BleuScore& mine, const nlohmann::json& ref) {
+  INFO(ref.dump());
+  CHECK(mine.bleu == Approx(ref["bleu"].get<double>()).margin(1e-9));
+  CHECK(mine.brevity_penalty == Approx(ref["bp"].get<double>()).margin(1e-12));
+  CHECK(mine.sys_len == ref["sys_len"].get<int64_t>());
+  CHECK(mine.ref_len == ref["ref_len"].get<int64_t>());
+  for (size_t n = 0; n < 4; ++n) {
+    CHECK(mine.matches[n] == ref["counts"][n].get<int64_t>());
+    CHECK(mine.totals[n] == ref["totals"][n].get<int64_t>());
+    CHECK(mine.precisions[n] == Approx(ref["precisions"][n].get<double>()).margin(1e-9));
+  }
+}
+
+// Segments from a vocabulary that exercises 13a: punctuation, numbers with separators, hyphens after digits,
+// entities, quotes, a multi-byte word.
+std::vector<std::string> random_segments(std::mt19937& rng, size_t count, double skip) {
+  static const std::vector<std::string> words = {"the", "cat", "sat", "on", "mat", "a", "dog", "Haus", "Straße", "grün",
+                                                 "3.5", "1,000", "10-15", "well-known", "U.S.", "end.", "hello,", "(see", "it)",
+                                                 "&amp;", "&quot;hi&quot;", "x/y", "e-mail", "$5", "100%", "it's", "?", "!"};
+  std::uniform_int_distribution<size_t> pick(0, words.size() - 1), length(0, 12);
+  std::bernoulli_distribution drop(skip);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    std::string s;
+    const auto n = drop(rng) ? 0 : length(rng);
+    for (size_t j = 0; j < n; ++j) s += (j ? " " : "") + words[pick(rng)];
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("BLEU: tokenized and sacreBLEU-13a corpus BLEU equal an independent implementation", "[translation]") {
+  test::TempDir dir("bleu");
+  std::mt19937 rng(7);
+  for (int corpus = 0; corpus < 6; ++corpus) {
+    DYNAMIC_SECTION("random corpus " << corpus) {
+      auto refs = random_segments(rng, 40, 0.0);
+      // Hypotheses: a reference with words dropped or swapped, or unrelated (some empty).
+      auto hyps = random_segments(rng, 40, 0.2);
+      for (size_t i = 0; i < refs.size(); i += 2) {  // the reference's first words, fewer in the early corpora
+        std::istringstream words(refs[i]);
+        std::string word, kept;
+        for (int w = 0; w < corpus + 3 && words >> word; ++w) kept += (w ? " " : "") + word;
+        hyps[i] = kept;
+      }
+      check_equal(tokenized_bleu(hyps, refs), reference_bleu(dir, "tok", hyps, refs));
+      check_equal(sacre_bleu(hyps, refs), reference_bleu(dir, "sacre", hyps, refs));
+    }
+  }
+  struct Case {
+    const char* name;
+    std::vector<std::string> hyps, refs;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"an empty hypothesis in the corpus", {"", "the cat sat on the mat"}, {"a dog", "the cat sat on the mat"}},
+           {"every hypothesis empty", {"", ""}, {"a dog", "the cat"}},
+           {"a hypothesis longer than the reference", {"the cat sat on the red mat today , yes"}, {"the cat sat on the mat"}},
+           {"no 4-gram match", {"the cat sat down on a mat"}, {"the cat sat on the mat"}},
+           {"clipped counts", {"the the the the"}, {"the cat"}},
+           {"shorter than 4 tokens", {"the cat"}, {"the cat sat"}},
+       }) {
+    DYNAMIC_SECTION(c.name) {
+      const auto tok = tokenized_bleu(c.hyps, c.refs), sacre = sacre_bleu(c.hyps, c.refs);
+      check_equal(tok, reference_bleu(dir, "tok", c.hyps, c.refs));
+      check_equal(sacre, reference_bleu(dir, "sacre", c.hyps, c.refs));
+      CHECK(sacre.signature == reference_bleu(dir, "sacre", c.hyps, c.refs)["signature"].get<std::string>());
+    }
+  }
+  // Cases whose value is known without either implementation.
+  CHECK(tokenized_bleu({"the cat sat on the mat"}, {"the cat sat on the mat"}).bleu == Approx(100.0));
+  CHECK(tokenized_bleu({"the cat sat down on a mat"}, {"the cat sat on the mat"}).bleu == 0.0);  // no 4-gram match
+  CHECK(tokenized_bleu({"the cat sat on the red mat today , yes"}, {"the cat sat on the mat"}).brevity_penalty == 1.0);
+  CHECK(tokenized_bleu({"", ""}, {"a dog", "the cat"}).bleu == 0.0);
+  CHECK_THROWS_WITH(tokenized_bleu({"a"}, {"a", "b"}), "BLEU: 1 hypotheses for 2 references");
+}
+
+TEST_CASE("BLEU: the 13a tokenizer splits as an independent implementation does", "[translation]") {
+  test::TempDir dir("tok13a");
+  std::mt19937 rng(11);
+  auto segments = random_segments(rng, 200, 0.05);
+  for (const std::string extra : {"He said: \"Yes.\"", "3.5 1,000 .5 5. a.b", "10-15 x-y 2--3", "&amp;lt; &lt;b&gt;", "U.S.A. e.g., i.e.",
+                                  "Straße, grün. Ünïcödé!", "  spaced   out  ", "a<skipped>b"})
+    segments.push_back(extra);
+  test::spit(dir.file("in"), lines(segments));
+  const auto r = test::run_command(fmt::format("{} tokenize13a < {}", kBleuRef, dir.file("in")));
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> expected;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) expected.push_back(line);
+  REQUIRE(expected.size() == segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) {
+    INFO(segments[i]);
+    CHECK(tokenize_13a(segments[i]) == expected[i]);
+  }
+  CHECK(tokenize_13a("He said: \"Yes.\"") == "He said : \" Yes . \"");  // by hand from the four rules
+  CHECK(tokenize_13a("1,000.5 and 10-15") == "1,000.5 and 10 - 15");
+}
+
+TEST_CASE("parallel corpus: line-aligned files read; bad files refused by file and line", "[translation]") {
+  test::TempDir dir("parallel");
+  const auto write = [&](const std::string& name, const std::string& text) { test::spit(dir.file(name), text); };
+  write("train.de", "\xEF\xBB\xBFGuten Morgen\r\nDanke schön\r\n");
+  write("train.en", "Good morning\nThank you\n");
+  const auto ok = read_parallel(dir.path().string(), "train", "de", "en");
+  CHECK(ok.source == std::vector<std::string>{"Guten Morgen", "Danke schön"});
+  CHECK(ok.target == std::vector<std::string>{"Good morning", "Thank you"});
+
+  struct Bad {
+    std::string de, en, message;
+  };
+  const auto de = dir.file("valid.de"), en = dir.file("valid.en");
+  for (const auto& bad : std::vector<Bad>{
+           {"a\nb\nc\n", "x\ny\n", fmt::format("{}:3: {} has 3 lines and {} has 2: parallel files are line-aligned", de, de, en)},
+           {"a\n", "x\ny\n", fmt::format("{}:2: {} has 1 lines and {} has 2", en, de, en)},
+           {"a\n \nc\n", "x\ny\nz\n", fmt::format("{}:2: an empty segment (its other side is not empty)", de)},
+           {"a\nb\n", "x\n\n", fmt::format("{}:2: an empty segment (its other side is not empty)", en)},
+           {"a\nb\xC3\n", "x\ny\n", fmt::format("{}:2: not valid UTF-8 (byte 2 of the line)", de)},
+           {"a\nb\n", "x\n\xED\xA0\x80y\n", fmt::format("{}:2: not valid UTF-8 (byte 1 of the line)", en)},  // a surrogate
+           {"", "x\n", fmt::format("{}: the file holds no segments", de)},
+       }) {
+    write("valid.de", bad.de);
+    write("valid.en", bad.en);
+    CHECK_THROWS_WITH(read_parallel(dir.path().string(), "valid", "de", "en"), Catch::StartsWith(bad.message));
+  }
+  CHECK_THROWS_WITH(read_parallel(dir.path().string(), "test", "de", "en"), Catch::Contains("test.de: cannot read the file"));
+}
+
+TEST_CASE("parallel corpus: the UTF-8 check finds the same first bad byte as Python's strict decoder", "[translation]") {
+  test::TempDir dir("utf8");
+  std::mt19937 rng(5);
+  // Random strings from bytes that make every kind of sequence: ASCII, continuations, 2-4 byte leads, invalid leads.
+  const std::vector<unsigned char> bytes = {'a', 'b', 'c', 'd', ' ', 0x80, 0x8F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF};
+  std::uniform_int_distribution<size_t> pick(0, bytes.size() - 1), length(1, 6);
+  std::vector<std::string> samples;
+  for (int i = 0; i < 400; ++i) {
+    std::string s;
+    for (size_t n = length(rng); n > 0; --n) s += static_cast<char>(bytes[pick(rng)]);
+    samples.push_back(s);
+  }
+  std::string hex;
+  for (const auto& s : samples) {
+    for (const unsigned char c : s) hex += fmt::format("{:02x}", c);
+    hex += "\n";
+  }
+  test::spit(dir.file("samples"), hex);
+  const auto r = test::run_command(fmt::format(
+      "/usr/bin/python3 -c \"import sys\nfor l in open(sys.argv[1]):\n b = bytes.fromhex(l.strip())\n try: b.decode('utf-8'); print(-1)\n "
+      "except UnicodeDecodeError as e: print(e.start)\" {}",
+      dir.file("samples")));
+  REQUIRE(r.exit_code == 0);
+  std::istringstream in(r.output);
+  size_t valid = 0;
+  for (const auto& s : samples) {
+    long expected = 0;
+    in >> expected;
+    const auto mine = invalid_utf8_at(s);
+    std::string sample_hex;
+    for (const unsigned char c : s) sample_hex += fmt::format("{:02x}", c);
+    INFO("bytes " << sample_hex);
+    CHECK((mine == std::string::npos ? -1L : static_cast<long>(mine)) == expected);
+    valid += expected == -1;
+  }
+  CHECK(valid > 20);  // the samples hold valid strings too, not only broken ones
+}
+
+TEST_CASE("FreeDict corpus: every distinct example pair once, split by its German side, the same bytes on a second run", "[translation]") {
+  test::TempDir dir("freedict");
+  // A dictd database in miniature: a header, entries, examples (one repeated under two headwords, one German line
+  // with two translations), lines that only look like examples.
+  std::string dict = "00-database-info\nGerman - English Ding/FreeDict dictionary\n\n";
+  for (int i = 0; i < 60; ++i)
+    dict += fmt::format("Wort{} /v/ <n>\n word{} <n>\n      \"das Wort {}\"  - the word {}\n      \"sehr  gut\"  - very good\n", i, i, i, i);
+  dict += "Fall <n>\n case <n>\n      \"für den Fall\"  - in case\n      \"für den Fall\"  - in the event\n   \"nicht eingerückt genug\" - no\n";
+  test::spit(dir.file("dict"), dict);
+  REQUIRE(test::run_command(fmt::format("gzip -c {} > {}", dir.file("dict"), dir.file("dict.dz"))).exit_code == 0);
+  const auto script = fmt::format("python3 {}/scripts/freedict_corpus.py {} ", FWLAB_SOURCE_DIR, dir.file("dict.dz"));
+  REQUIRE(test::run_command(script + dir.file("a")).exit_code == 0);
+  REQUIRE(test::run_command(script + dir.file("b")).exit_code == 0);
+  std::map<std::string, std::string> pairs, split_of;
+  for (const std::string split : {"train", "valid", "test"}) {
+    const auto path = [&](const char* dir_name, const char* lang) { return fmt::format("{}/{}.{}", dir.file(dir_name), split, lang); };
+    CHECK(test::slurp(path("a", "de")) == test::slurp(path("b", "de")));
+    CHECK(test::slurp(path("a", "en")) == test::slurp(path("b", "en")));
+    std::istringstream de(test::slurp(path("a", "de"))), en(test::slurp(path("a", "en")));
+    for (std::string d, e; std::getline(de, d) && std::getline(en, e);) {
+      CHECK(pairs.count(d + "\t" + e) == 0);
+      pairs[d + "\t" + e] = split;
+      if (split_of.count(d)) CHECK(split_of[d] == split);  // a German line never straddles two splits
+      split_of[d] = split;
+    }
+  }
+  CHECK(pairs.size() == 60 + 1 + 2);  // "das Wort i", "sehr gut" once (whitespace collapsed), "für den Fall" twice
+  CHECK(pairs.count("sehr gut\tvery good") == 1);
+  CHECK(pairs.count("für den Fall\tin the event") == 1);
+}
+
+TEST_CASE("joint vocabulary: one SentencePiece BPE model from both sides, cached beside the corpus, read as spm_encode reads it", "[translation]") {
+  test::TempDir dir("vocab");
+  std::string de, en;
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"das Haus ist groß", "the house is big"}, {"der Hund schläft", "the dog sleeps"},
+                                                                   {"ich lese ein Buch", "I am reading a book"}, {"die Straße ist nass", "the street is wet"}};
+  for (int i = 0; i < 50; ++i)
+    for (const auto& [d, e] : pairs) de += fmt::format("{} {}\n", d, i), en += fmt::format("{} {}\n", e, i);
+  test::spit(dir.file("train.de"), de);
+  test::spit(dir.file("train.en"), en);
+  const auto path = joint_vocabulary(dir.path().string(), "de", "en", 120);
+  CHECK(path == dir.file("spm_joint_de-en_bpe120.model"));
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(std::filesystem::exists(dir.file("spm_joint_de-en_bpe120.vocab")));
+  const auto written = std::filesystem::last_write_time(path);
+  CHECK(joint_vocabulary(dir.path().string(), "de", "en", 120) == path);  // cached: not learnt again
+  CHECK(std::filesystem::last_write_time(path) == written);
+
+  SentencePieceModel model(path.c_str());
+  CHECK(model.piece_size() == 120);
+  CHECK(model.bos_id() == 2);
+  CHECK(model.eos_id() == 3);
+  CHECK(model.is_unknown(1));
+  // Both languages' words are in the one vocabulary: the ids equal Debian's spm_encode with the same model.
+  for (const std::string text : {"die Straße ist groß 7", "the dog is reading 42"}) {
+    test::spit(dir.file("line"), text + "\n");
+    const auto r = test::run_command(fmt::format("spm_encode --model={} --output_format=id < {}", path, dir.file("line")));
+    REQUIRE(r.exit_code == 0);
+    const auto ids = model.encode(text.data(), text.size());
+    std::string mine;
+    for (size_t i = 0; i < ids.size(); ++i) mine += (i ? " " : "") + std::to_string(ids[i]);
+    CHECK(mine + "\n" == r.output);
+    const auto back = model.decode(ids);
+    CHECK(std::string(back.begin(), back.end()) == text);
+  }
+  CHECK_THROWS_WITH(joint_vocabulary(dir.path().string(), "de", "en", 100000),
+                    Catch::StartsWith(dir.path().string() + ": cannot learn a joint vocabulary of 100000 pieces from train.de and train.en: "));
+  CHECK(!std::filesystem::exists(dir.file("spm_joint_de-en_bpe100000.model")));
+}
