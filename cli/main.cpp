@@ -105,12 +105,13 @@ int reporting_errors(const std::function<int()>& command) {
 // Everything the command line can set, beside the sweep's own options.
 struct Args {
   std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot", table_format = "md", doctor_worker;
+  std::string hypotheses, references, bleu_format = "text";
   bool wait = false, compare = false;
   SiteOptions site;
 };
 
 struct Subcommands {
-  CLI::App *sweep, *sync, *status, *query, *show, *diff, *table, *report, *plot, *doctor, *site, *serve, *export_;
+  CLI::App *sweep, *sync, *status, *query, *show, *diff, *table, *report, *plot, *doctor, *site, *serve, *export_, *bleu;
 };
 
 // The commands that ask the database about jobs: query, show, diff.
@@ -133,6 +134,15 @@ void add_job_questions(CLI::App& app, Args& a, Common& common, Subcommands& s) {
   s.diff->add_option("JOB", a.job, "job id or a unique prefix")->required();
   s.diff->add_option("OTHER", a.other_job, "job id or a unique prefix")->required();
   add_db(s.diff, common);
+}
+
+// A command on files alone: bleu.
+void add_scoring(CLI::App& app, Args& a, Subcommands& s) {
+  s.bleu = app.add_subcommand("bleu", "corpus BLEU of translations against references, one segment a line: sacreBLEU's (13a, "
+                                      "with its signature) and the papers' tokenized BLEU");
+  s.bleu->add_option("HYP", a.hypotheses, "the translations")->required();
+  s.bleu->add_option("REF", a.references, "the references, line-aligned with HYP")->required();
+  s.bleu->add_option("--format", a.bleu_format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
 }
 
 // The commands that read an experiment file and the database: table, report, plot.
@@ -198,6 +208,7 @@ int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& 
   if (*s.status) return cmd_status(a.file, a.profile, common);
   if (*s.query) return cmd_query(a.sql, a.format, common);
   if (*s.diff) return cmd_diff(a.job, a.other_job, common);
+  if (*s.bleu) return cmd_bleu(a.hypotheses, a.references, a.bleu_format);
   if (*s.table) return cmd_table(a.file, a.profile, a.table_format, a.compare, a.out, common);
   if (*s.report) return cmd_report(a.file, a.profile, a.out, common);
   if (*s.plot) return cmd_plot(a.file, a.profile, a.out, a.gnuplot, common);
@@ -221,6 +232,7 @@ int main(int argc, char** argv) {
   Subcommands subs{};
   add_run_commands(app, args, sa, common, subs);
   add_job_questions(app, args, common, subs);
+  add_scoring(app, args, subs);
   add_analysis(app, args, common, subs);
   add_pages(app, args, common, subs);
   if (unknown_subcommand(app, argc, argv)) return 2;

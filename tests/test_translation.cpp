@@ -274,3 +274,32 @@ TEST_CASE("joint vocabulary: one SentencePiece BPE model from both sides, cached
                     Catch::StartsWith(dir.path().string() + ": cannot learn a joint vocabulary of 100000 pieces from train.de and train.en: "));
   CHECK(!std::filesystem::exists(dir.file("spm_joint_de-en_bpe100000.model")));
 }
+
+TEST_CASE("fwlab bleu: both scores of two files as the independent implementation gives them; bad files exit 2 by name and line", "[translation]") {
+  test::TempDir dir("bleu_cli");
+  std::mt19937 rng(3);
+  const auto refs = random_segments(rng, 30, 0.0), hyps = random_segments(rng, 30, 0.1);
+  const auto expected_sacre = reference_bleu(dir, "sacre", hyps, refs), expected_tok = reference_bleu(dir, "tok", hyps, refs);
+  const auto r = test::run_command(fmt::format("{} bleu {} {} --format json", FWLAB_BIN, dir.file("hyp"), dir.file("ref")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto got = nlohmann::json::parse(r.output);
+  CHECK(got["sacrebleu"]["bleu"].get<double>() == Approx(expected_sacre["bleu"].get<double>()).margin(1e-9));
+  CHECK(got["sacrebleu"]["signature"] == expected_sacre["signature"]);
+  CHECK(got["tokenized"]["bleu"].get<double>() == Approx(expected_tok["bleu"].get<double>()).margin(1e-9));
+  CHECK(got["tokenized"]["sys_len"] == expected_tok["sys_len"]);
+  const auto text = test::run_command(fmt::format("{} bleu {} {}", FWLAB_BIN, dir.file("hyp"), dir.file("ref")));
+  CHECK_THAT(text.output, Catch::StartsWith(fmt::format("BLEU (sacreBLEU, 13a) = {:.2f} ", expected_sacre["bleu"].get<double>())) &&
+                              Catch::Contains(fmt::format("tokenized BLEU (whitespace tokens, fairseq) = {:.2f} ", expected_tok["bleu"].get<double>())));
+
+  test::spit(dir.file("short"), "a\nb\n");
+  test::spit(dir.file("bad"), "fine\nbro\xC3ken\n");
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {fmt::format("{} {}", dir.file("short"), dir.file("ref")), fmt::format("{} has 2 lines and {} has 30", dir.file("short"), dir.file("ref"))},
+           {fmt::format("{} {}", dir.file("bad"), dir.file("short")), fmt::format("{}:2: not valid UTF-8 (byte 4 of the line)", dir.file("bad"))},
+           {fmt::format("{} {}", dir.file("missing"), dir.file("ref")), fmt::format("{}: cannot read the file", dir.file("missing"))}}) {
+    const auto e = test::run_command(fmt::format("{} bleu {}", FWLAB_BIN, args));
+    CHECK(e.exit_code == 2);
+    CHECK_THAT(e.output, Catch::Contains(message));
+  }
+}
