@@ -3,7 +3,6 @@
 // papers' tokenized BLEU.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -14,18 +13,13 @@ namespace fwlab::cli {
 
 namespace {
 
-// The lines of `path`; an empty line is an empty translation, not an error. A trailing CR is dropped.
+// The lines of `path`; an empty line is an empty translation, not an error.
 std::vector<std::string> segments(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ArgumentError(fmt::format("{}: cannot read the file", path));
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (const auto bad = invalid_utf8_at(line); bad != std::string::npos)
-      throw ArgumentError(fmt::format("{}:{}: not valid UTF-8 (byte {} of the line)", path, out.size() + 1, bad + 1));
-    out.push_back(std::move(line));
+  try {
+    return read_utf8_lines(path);
+  } catch (const DataError& e) {
+    throw ArgumentError(e.what());
   }
-  return out;
 }
 
 std::string summary(const char* what, const BleuScore& s) {

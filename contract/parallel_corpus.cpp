@@ -25,12 +25,9 @@ size_t invalid_utf8_at(const std::string& text) {
   return std::string::npos;
 }
 
-namespace {
-
-// The lines of one side, each checked for UTF-8 (a trailing CR and a leading byte-order mark are not text).
-std::vector<std::string> read_side(const std::string& path) {
+std::vector<std::string> read_utf8_lines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot read the file (a parallel corpus has SPLIT.LANG files, one segment a line)", path));
+  if (!in) throw DataError(fmt::format("{}: cannot read the file", path));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -39,6 +36,14 @@ std::vector<std::string> read_side(const std::string& path) {
       throw DataError(fmt::format("{}:{}: not valid UTF-8 (byte {} of the line)", path, lines.size() + 1, bad + 1));
     lines.push_back(std::move(line));
   }
+  return lines;
+}
+
+namespace {
+
+// One side of a split: its lines, at least one.
+std::vector<std::string> read_side(const std::string& path) {
+  auto lines = read_utf8_lines(path);
   if (lines.empty()) throw DataError(fmt::format("{}: the file holds no segments", path));
   return lines;
 }

@@ -20,6 +20,10 @@ struct ParallelSplit {
 ParallelSplit read_parallel(const std::string& dir, const std::string& split, const std::string& source,
                             const std::string& target);
 
+// The lines of a UTF-8 text file, a trailing CR and a leading byte-order mark removed, empty lines kept. Throws
+// DataError "FILE: cannot read the file" or "FILE:LINE: not valid UTF-8 (byte B of the line)".
+std::vector<std::string> read_utf8_lines(const std::string& path);
+
 // The byte offset of the first invalid UTF-8 sequence in `text` (overlong forms, surrogates and code points
 // past U+10FFFF included), or std::string::npos.
 size_t invalid_utf8_at(const std::string& text);
