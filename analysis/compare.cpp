@@ -65,6 +65,26 @@ void add_mark_lines(const std::vector<Pair>& cells, PublishedCell::Kind paper_ki
                             ours_only.empty() ? "" : fmt::format("; fwlab only: {}", fmt::join(ours_only, "; "))));
 }
 
+constexpr size_t kAbsent = static_cast<size_t>(-1);
+
+// Per published column: the table's value column of the compared metric (or kAbsent); fills the comparison's
+// column headers and names, in its caption, the metric columns this table does not measure.
+std::vector<size_t> match_columns(const Table& t, const PublishedSpec& pub, Comparison& c) {
+  std::vector<size_t> columns;
+  std::vector<std::string> unmeasured;
+  for (size_t j = 0; j < pub.columns.size(); ++j) {
+    const auto& key = pub.columns[j];
+    const auto& metric = pub.metric_columns.empty() ? pub.metric.name : pub.metric_columns[j].name;
+    columns.push_back(kAbsent);
+    for (size_t i = 0; i < t.column_keys.size() && columns.back() == kAbsent; ++i)
+      if (t.column_metrics[i] == metric && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
+    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key.empty() ? metric : key);
+    if (columns.back() == kAbsent && !pub.metric_columns.empty()) unmeasured.push_back(metric);
+  }
+  if (!unmeasured.empty()) c.caption += fmt::format(" Not measured in this table: {}.", fmt::join(unmeasured, ", "));
+  return columns;
+}
+
 }  // namespace
 
 std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b) {
@@ -88,19 +108,7 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   c.caption = fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", units, pub.higher_is_better ? "higher" : "lower",
                           pub.note.empty() ? "" : fmt::format(". {}", pub.note));
   c.row_headers = t.row_headers;
-  constexpr size_t kAbsent = static_cast<size_t>(-1);
-  std::vector<size_t> columns;  // per published column: the table's value column of the compared metric (or absent)
-  std::vector<std::string> unmeasured;
-  for (size_t j = 0; j < pub.columns.size(); ++j) {
-    const auto& key = pub.columns[j];
-    const auto& metric = pub.metric_columns.empty() ? pub.metric.name : pub.metric_columns[j].name;
-    columns.push_back(kAbsent);
-    for (size_t i = 0; i < t.column_keys.size() && columns.back() == kAbsent; ++i)
-      if (t.column_metrics[i] == metric && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
-    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key.empty() ? metric : key);
-    if (columns.back() == kAbsent && !pub.metric_columns.empty()) unmeasured.push_back(metric);
-  }
-  if (!unmeasured.empty()) c.caption += fmt::format(" Not measured in this table: {}.", fmt::join(unmeasured, ", "));
+  const auto columns = match_columns(t, pub, c);
   std::vector<Pair> cells;
   std::vector<std::string> rows_seen;
   std::map<std::string, int> label_uses;  // rows whose labels coincide (two "Gated" rows told apart by m) get their key
