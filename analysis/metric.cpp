@@ -18,7 +18,8 @@ const std::set<std::string> kEvalFields = {"loss", "ppl", "bpc", "accuracy"};
 // Metric keys of the worker's record (worker/README.md "The record").
 const std::set<std::string> kSeriesKeys = {"train_loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "peak_rss_bytes",
                                            "state_max_abs", "gen_ms_per_token", "gen_ms_per_token_min",
-                                           "gen_ms_per_token_max", "gen_state_bytes", "gen_peak_rss_bytes"};
+                                           "gen_ms_per_token_max", "gen_state_bytes", "gen_peak_rss_bytes",
+                                           "bleu", "sacrebleu"};  // translation jobs: test BLEU, tokenized and 13a
 
 // Metric keys with per-layer (and per-head) variants: "attn_distance", "attn_distance.l2", "attn_distance.l2.h0";
 // transfer_mse only per layer ("transfer_mse.2").
@@ -86,7 +87,7 @@ Metric parse_metric(const std::string& name) {
     m.at_step = std::stoll(step);
   }
   if (!known_series_key(m.key)) fail();
-  m.higher_is_better = m.key == "tokens_per_s";
+  m.higher_is_better = m.key == "tokens_per_s" || m.key == "bleu" || m.key == "sacrebleu";
   m.is_count = m.key.find("bytes") != std::string::npos;
   return m;
 }

@@ -12,6 +12,7 @@
 #include "contract/safetensors_header.h"
 #include "contract/corpus_files.h"
 #include "contract/eval_task.h"
+#include "contract/parallel_corpus.h"
 
 namespace fwlab {
 
@@ -37,6 +38,20 @@ std::string dir_problem(const std::string& dir) {
   if (!fs::exists(dir, ec)) return fmt::format("{} does not exist", dir);
   if (!fs::is_directory(dir, ec)) return fmt::format("{} is not a directory", dir);
   return "";
+}
+
+// Each split read as the worker reads it (contract/parallel_corpus.h: line counts, empty sides, UTF-8, by file
+// and line), and the vocabulary file when the job names one.
+void parallel_problems(const DataSpec& d, std::vector<SpecError>& out) {
+  for (const char* split : {"train", "valid", "test"}) {
+    try {
+      read_parallel(d.path, split, d.src, d.tgt);
+    } catch (const DataError& e) {
+      out.emplace_back("data.path", e.what());
+    }
+  }
+  if (!d.vocab.empty())
+    if (auto problem = file_problem(d.vocab_path()); !problem.empty()) out.emplace_back("data.vocab", problem);
 }
 
 void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecError>& out) {
@@ -65,6 +80,8 @@ void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecErr
     }
   } else if (d.source == "wikitext103") {
     for (const char* name : {"wiki.train.raw", "wiki.valid.raw", "wiki.test.raw"}) add(file_problem(fs::path(d.path) / name));
+  } else if (d.source == "parallel") {
+    parallel_problems(d, out);
   } else if (d.source == "tokens") {
     // nanoGPT's names (train.bin, val.bin); valid.bin is read too, and test.bin is optional.
     const fs::path dir(d.path);

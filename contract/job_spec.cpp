@@ -16,7 +16,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   JobSpec s;
   Reader r(j, "");
   r.get("kind", s.kind);
-  one_of(s.kind, {"train", "transfer", "attention", "generation-bench", "eval"}, "kind");
+  one_of(s.kind, {"train", "transfer", "attention", "generation-bench", "eval", "translate"}, "kind");
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
@@ -32,7 +32,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
 
   auto d = r.sub("data");
   d.get("source", s.data.source);
-  one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar", "retrieval"}, "data.source");
+  one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar", "retrieval", "parallel"}, "data.source");
   d.get("path", s.data.path);
   d.get("tokenizer", s.data.tokenizer);
   if (s.data.hf_tokenizer())  // the directory's files are checked with the other inputs (contract/inputs.h)
@@ -54,8 +54,12 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   rt.get("pairs", s.data.retrieval.pairs);
   rt.get("queries", s.data.retrieval.queries);
   rt.reject_unknown();
+  read_parallel_data(d, s.data);
   d.reject_unknown();
   if (s.data.path.empty() && s.data.source == "brown") s.data.path = repo_root + "/data/brown";
+  // A relative data path is the fwlab source tree's (data/freedict-de-en, a user's data/wikitext-103-raw), as task
+  // files are: the same corpus whichever directory the sweep or the worker runs in.
+  if (!s.data.path.empty() && std::filesystem::path(s.data.path).is_relative()) s.data.path = repo_root + "/" + s.data.path;
   if (s.data.bpe_dir.empty()) s.data.bpe_dir = repo_root + "/data/gpt2-bpe";
   require(!s.data.path.empty() || s.data.generated(), "data.path", fmt::format("is required for source '{}'", s.data.source));
   if (s.data.generated()) {
@@ -202,12 +206,15 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   g.get("wrong_kernel", s.debug.wrong_kernel);
   one_of(s.debug.wrong_kernel, {"", "decay_fused_cpu", "decay_chunks_cuda"}, "debug.wrong_kernel");
   g.reject_unknown();
+  read_translate_spec(r, s);
   r.reject_unknown();
 
   // The model configuration is checked here too (unless it depends on a source checkpoint read at run time).
   if (s.init_checkpoint.empty()) {
     try {
       auto cfg = model_config_from_json(s.model);
+      check_translate_model(s, cfg);
+      if (s.kind == "translate") return s;  // sentences longer than the context are the worker's to drop (translate_job.cpp)
       if (s.data.source == "mqar")
         require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
       else if (s.data.source == "retrieval")

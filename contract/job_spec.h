@@ -29,6 +29,13 @@ struct DataSpec {
   std::string token_dtype = "uint16";  // tokens: uint16 (nanoGPT) or uint32 (vocabularies over 65,535)
   MqarSpec mqar;
   RetrievalSpec retrieval;
+  // parallel (kind = "translate"; contract/parallel_corpus.h): DIR/{train,valid,test}.{src,tgt} under `path`, and
+  // the joint vocabulary: an existing SentencePiece model `vocab` (relative: to `path`), or one of vocab_size
+  // pieces learned on the training split and cached beside it (worker/joint_vocabulary.h).
+  std::string src, tgt;
+  std::string vocab;
+  int64_t vocab_size = 0;
+  std::string vocab_path() const;  // `vocab` resolved against `path` (contract/translate_spec.cpp)
 
   bool generated() const { return source == "mqar" || source == "retrieval"; }
   bool hf_tokenizer() const { return tokenizer.rfind("hf:", 0) == 0; }
@@ -136,8 +143,24 @@ struct DebugSpec {
   std::string wrong_kernel;
 };
 
+// kind = "translate" (worker/translate_job.cpp): an encoder-decoder trained on a parallel corpus with label
+// smoothing, then the last average_last checkpoints averaged and the test split decoded; BLEU two ways
+// (contract/bleu.h). The papers' recipe (T2R): label smoothing 0.1, the last 5 averaged, beam 5, length penalty 0.6.
+struct TranslateSpec {
+  double label_smoothing = 0.1;
+  int64_t average_last = 1;      // checkpoints averaged at the end (one every eval.every steps); 1: the last alone
+  int64_t batch_tokens = 4096;   // training batch: sentence pairs up to this many source + target tokens
+  int64_t beam = 5;              // 1: greedy
+  double len_penalty = 1.0;      // alpha (fairseq's default 1)
+  std::string penalty = "fairseq";  // fairseq: logprob / len^alpha; gnmt: logprob / ((5 + len) / 6)^alpha
+  double max_len_a = 1.2;        // outputs of at most a * source length + b tokens (fairseq's --max-len-a/b, as
+  int64_t max_len_b = 10;        // its translation examples set them), and never past the model's context
+  int64_t decode_batch = 32;     // test sentences decoded together
+  int64_t test_limit = 0;        // the first N test sentences (0: all)
+};
+
 struct JobSpec {
-  std::string kind = "train";  // train | transfer | attention | generation-bench | eval
+  std::string kind = "train";  // train | transfer | attention | generation-bench | eval | translate
   uint64_t seed = 0;
   int64_t threads = 0;          // 0: hardware concurrency
   std::string device = "cpu";   // cpu | cuda | cuda:N
@@ -158,6 +181,7 @@ struct JobSpec {
   BenchSpec bench;
   DebugSpec debug;
   std::map<std::string, TaskSpec> tasks;  // kind = "eval"
+  TranslateSpec translate;                // kind = "translate"
 };
 
 // Parses and checks a spec; unknown keys, wrong types and out-of-range values throw SpecError naming the key.
@@ -169,6 +193,16 @@ JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
 // that would change nothing for that adapter is refused by name.
 // Relative paths are resolved against `repo_root` (the committed task files under data/tasks/).
 std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind, const std::string& repo_root);
+// The parallel corpus's data keys and the `translate` object (contract/translate_spec.cpp): read by
+// parse_job_spec, checked against the job's kind and data source.
+namespace spec_reader {
+class Reader;
+}
+void read_parallel_data(spec_reader::Reader& data, DataSpec& out);
+void read_translate_spec(spec_reader::Reader& job, JobSpec& spec);
+// A translation job's model: an encoder-decoder, its vocabulary at least vocab_size (ConfigError naming the key).
+void check_translate_model(const JobSpec& spec, const ModelConfig& cfg);
+
 // Passkey prompts (and their generated tokens) that would not fit in a model of `context` tokens.
 std::vector<SpecError> task_context_problems(const JobSpec& spec, int64_t context);
 

@@ -145,8 +145,9 @@ void validate(const ModelConfig& cfg) {
   require_at_most(cfg.context, int64_t{1} << 24, "context");
   require_at_most(cfg.d_ff, int64_t{1} << 20, "d_ff");
   if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
-  require_one_of(cfg.activation, {"gelu_tanh", "gelu", "silu"}, "activation");
+  require_one_of(cfg.activation, {"gelu_tanh", "gelu", "silu", "relu"}, "activation");
   validate_block(cfg);
+  validate_encoder_decoder(cfg);
   if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0)) throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
   if (cfg.lora_rank < 0) throw ConfigError("lora_rank", fmt::format("must be >= 0 (0: no LoRA), got {}", cfg.lora_rank));
   require_at_most(cfg.lora_rank, cfg.d_model, "lora_rank");
@@ -187,7 +188,7 @@ void validate_rope(const ModelConfig& cfg) {
 
 void validate_block(const ModelConfig& cfg) {
   require_one_of(cfg.block_norm, {"layernorm", "rmsnorm"}, "block_norm");
-  require_one_of(cfg.positions, {"learned", "rope"}, "positions");
+  require_one_of(cfg.positions, {"learned", "rope", "sinusoidal"}, "positions");
   require_one_of(cfg.mlp, {"plain", "gated"}, "mlp");
   if (cfg.n_kv_heads < 0 || cfg.n_kv_heads > cfg.n_heads)
     throw ConfigError("n_kv_heads", fmt::format("must be in [0, n_heads = {}] (0: n_heads), got {}", cfg.n_heads, cfg.n_kv_heads));
@@ -314,6 +315,7 @@ nlohmann::json to_json(const ModelConfig& c) {
   if (c.ln_eps != defaults.ln_eps) j["ln_eps"] = c.ln_eps;
   if (c.lora_rank > 0) j["lora_rank"] = c.lora_rank, j["lora_alpha"] = c.lora_alpha;
   write_block_keys(c, j);
+  write_encoder_decoder_keys(c, j);
   return j;
 }
 
@@ -334,7 +336,7 @@ std::vector<int64_t> layer_list(const nlohmann::json& v) {
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   std::set<std::string> known = {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
                                  "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "keep_softmax_layers",
-                                 "attention_every"};
+                                 "attention_every", "encoder_layers", "cross"};
   known.insert(block_keys().begin(), block_keys().end());
   reject_unknown(j, known, "");
   ModelConfig c;
@@ -368,6 +370,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   opt("rope_low_freq_factor", c.rope.low_freq_factor);
   opt("rope_high_freq_factor", c.rope.high_freq_factor);
   opt("rope_original_context", c.rope.original_context);
+  read_encoder_decoder_keys(j, c);
   if (j.contains("layers")) {
     if (j.contains("keep_softmax_layers")) throw ConfigError("keep_softmax_layers", "applies to a 'mixer' plan, not to an explicit 'layers' list");
     if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
@@ -397,6 +400,7 @@ void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target)
   same("vocab", src.vocab, target.vocab);
   same("d_model", src.d_model, target.d_model);
   same("n_layers", src.n_layers, target.n_layers);
+  same("encoder_layers", src.encoder_layers, target.encoder_layers);  // the cross attention may change: it is a mixer
   same("n_heads", src.n_heads, target.n_heads);
   same("head_dim", src.head_dim, target.head_dim);
   same("context", src.context, target.context);

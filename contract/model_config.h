@@ -82,7 +82,14 @@ struct ModelConfig {
   int64_t lora_rank = 0;
   double lora_alpha = 0.0;
   std::vector<MixerSpec> layers;  // one per layer, bottom first
+  // Encoder-decoder (translation, models/seq2seq.h; contract/encoder_decoder.cpp): encoder_layers > 0 puts a
+  // bidirectional softmax encoder of that many layers under the decoder, and cross attention `cross` in every
+  // decoder layer; n_layers and layers are then the decoder's. The papers' fairseq transformer: post-LN, shared
+  // source / target / output embeddings scaled by sqrt(d_model), sinusoidal positions, ReLU MLP.
+  int64_t encoder_layers = 0;
+  MixerSpec cross;  // softmax, or fast_weight with rule add and norm attn (T2R's fast-weight read, m = m_cross)
 
+  bool encoder_decoder() const { return encoder_layers > 0; }
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   bool rope_positions() const { return positions == "rope"; }
@@ -124,6 +131,12 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
 void validate(const ModelConfig& cfg);
 void validate_block(const ModelConfig& cfg);  // the block's parts beyond the mixers (norm, positions, MLP, heads)
 void validate_mixer(const MixerSpec& spec, const ModelConfig& cfg, const std::string& field_prefix);
+// The encoder-decoder's keys (contract/encoder_decoder.cpp): what validate(), the JSON round trip and the
+// parameter count add for a model with encoder_layers > 0.
+void validate_encoder_decoder(const ModelConfig& cfg);
+void read_encoder_decoder_keys(const nlohmann::json& j, ModelConfig& cfg);
+void write_encoder_decoder_keys(const ModelConfig& cfg, nlohmann::json& j);
+int64_t encoder_decoder_parameters(const ModelConfig& cfg);  // encoder layers and cross attention
 
 // JSON round trip. from_json accepts either an explicit "layers" list or a "mixer" object plus the plan keys
 // "keep_softmax_every" / "attention_every"; unknown keys are errors. The result is validated.
@@ -148,5 +161,8 @@ struct StateSize {
 };
 StateSize mixer_state_size(const MixerSpec& spec, const ModelConfig& cfg);
 StateSize state_size(const ModelConfig& cfg);
+// What the decoder's cross attention holds per sentence (contract/encoder_decoder.cpp): a fast-weight read's S and
+// z (fixed), or nothing counted here for softmax, whose cache is the encoder's keys and values (per source token).
+StateSize cross_state_size(const ModelConfig& cfg);
 
 }  // namespace fwlab

@@ -51,15 +51,28 @@ bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" 
 
 int64_t count_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model, norm = c.block_norm == "rmsnorm" ? d : 2 * d;
-  int64_t n = c.vocab * d + norm;  // wte, final norm
-  if (!c.rope_positions()) n += c.context * d;  // wpe
+  int64_t n = c.vocab * d + (c.encoder_decoder() ? 0 : norm);  // wte, final norm (post-LN has none)
+  if (c.positions == "learned") n += c.context * d;  // wpe
   if (!c.tied_head) n += c.vocab * d;           // lm_head
   const int64_t r = c.lora_rank, inner = c.n_heads * c.head_dim, kv_inner = c.kv_heads() * c.head_dim;
   for (const auto& layer : c.layers) {
     n += 2 * norm + mlp_parameters(c) + mixer_parameters(layer, c);
     if (r > 0 && has_attention_projections(layer)) n += 3 * r * d + r * (inner + 2 * kv_inner) + r * (inner + d);  // q, k, v; o
   }
-  return n;
+  return n + encoder_decoder_parameters(c);
+}
+
+int64_t encoder_decoder_parameters(const ModelConfig& c) {
+  if (!c.encoder_decoder()) return 0;
+  const int64_t norm = 2 * c.d_model;
+  const int64_t encoder_layer = attention_projection_parameters(c) + mlp_parameters(c) + 2 * norm;
+  const int64_t cross = mixer_parameters(c.cross, c) + norm;  // with its own LayerNorm in every decoder layer
+  return c.encoder_layers * encoder_layer + c.n_layers * cross;
+}
+
+StateSize cross_state_size(const ModelConfig& c) {
+  if (!c.encoder_decoder() || c.cross.kind != "fast_weight") return {};
+  return {c.n_layers * c.n_heads * c.cross.m * (c.head_dim + 1), 0};  // S [m, hd] and z [m] per head and layer
 }
 
 StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
@@ -77,7 +90,7 @@ StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
 }
 
 StateSize state_size(const ModelConfig& c) {
-  StateSize total;
+  StateSize total = cross_state_size(c);
   for (const auto& layer : c.layers) {
     auto s = mixer_state_size(layer, c);
     total.fixed += s.fixed;

@@ -36,7 +36,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"seq_len", "train.seq_len"},         {"eval_every", "eval.every"},
       {"data", "data.source"},              {"tokenizer", "data.tokenizer"},
       {"seed", "seed"},                     {"kind", "kind"},
-      {"seq_lens", "bench.seq_lens"},
+      {"seq_lens", "bench.seq_lens"},       {"cross", "model.cross"},
   };
   return aliases;
 }
@@ -44,7 +44,8 @@ const std::map<std::string, std::string>& key_aliases() {
 namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
-const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug", "tasks"};
+const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug", "tasks",
+                                             "translate"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "kernel_check", "init_checkpoint"};
 // The sections a --set or profile key may start with (the rest of a --set key is a job key).
 const std::set<std::string> kFileSections = {"defaults", "stage", "grid", "preset", "experiment", "table", "executor"};

@@ -33,9 +33,19 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
   if (source == "retrieval") return "retrieval-schlag2021";
   std::string path = data.value("path", "");
   if (path.empty() && source == "brown") path = repo_root + "/data/brown";
+  if (!path.empty() && fs::path(path).is_relative()) path = repo_root + "/" + path;  // as parse_job_spec resolves it
   std::vector<fs::path> files;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) {
+  if (source == "parallel") {
+    // The split files of the pair and a named vocabulary: not the whole directory, where translation jobs cache
+    // the joint vocabularies they learn (a new cache file is not new data).
+    for (const char* split : {"train", "valid", "test"})
+      for (const char* side : {"src", "tgt"}) files.push_back(fs::path(path) / (std::string(split) + "." + data.value(side, "")));
+    if (data.contains("vocab")) {
+      const fs::path vocab = data["vocab"].get<std::string>();
+      files.push_back(vocab.is_absolute() ? vocab : fs::path(path) / vocab);
+    }
+  } else if (fs::is_directory(path, ec)) {
     for (const auto& e : fs::directory_iterator(path, ec))
       if (e.is_regular_file() && e.path().filename().string()[0] != '.') files.push_back(e.path());
   } else if (fs::is_regular_file(path, ec)) {  // never a FIFO or device: reading it would not end

@@ -91,25 +91,33 @@ NamedTensors load_tensors(const std::string& path, safetensors::Header* header_o
   return out;
 }
 
-NamedTensors model_tensors(const GPT& model) {
+NamedTensors module_tensors(const torch::nn::Module& model) {
   NamedTensors out;
-  for (const auto& p : model->named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : model->named_buffers()) out.emplace_back(b.key(), b.value());
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
   return out;
 }
 
-void save_model(const std::string& path, const GPT& model, std::map<std::string, std::string> metadata) {
-  metadata[kModelConfigKey] = to_json(model->config()).dump();
+NamedTensors model_tensors(const GPT& model) { return module_tensors(*model); }
+
+void save_module(const std::string& path, const torch::nn::Module& model, const ModelConfig& cfg, std::map<std::string, std::string> metadata) {
+  metadata[kModelConfigKey] = to_json(cfg).dump();
   metadata["format"] = "pt";
-  save_tensors(path, model_tensors(model), metadata);
+  save_tensors(path, module_tensors(model), metadata);
 }
 
-void load_into(GPT& model, const NamedTensors& tensors, const std::string& source) {
+void save_model(const std::string& path, const GPT& model, std::map<std::string, std::string> metadata) {
+  save_module(path, *model, model->config(), std::move(metadata));
+}
+
+void load_into(GPT& model, const NamedTensors& tensors, const std::string& source) { load_into(*model, tensors, source); }
+
+void load_into(torch::nn::Module& model, const NamedTensors& tensors, const std::string& source) {
   std::unordered_map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, t] : tensors) by_name[name] = &t;
   torch::NoGradGuard guard;
   size_t used = 0;
-  for (auto& [name, target] : model_tensors(model)) {
+  for (auto& [name, target] : module_tensors(model)) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw safetensors::FormatError(fmt::format("{}: missing tensor '{}'", source, name));
     const auto& t = *it->second;
@@ -123,7 +131,7 @@ void load_into(GPT& model, const NamedTensors& tensors, const std::string& sourc
     ++used;
   }
   if (used != tensors.size()) {
-    auto expected = model_tensors(model);
+    auto expected = module_tensors(model);
     for (const auto& [name, t] : tensors) {
       bool known = std::any_of(expected.begin(), expected.end(), [&](const auto& e) { return e.first == name; });
       if (!known) throw safetensors::FormatError(fmt::format("{}: unexpected tensor '{}' (not part of the model)", source, name));
@@ -131,9 +139,7 @@ void load_into(GPT& model, const NamedTensors& tensors, const std::string& sourc
   }
 }
 
-GPT load_model(const std::string& path) {
-  safetensors::Header header;
-  auto tensors = load_tensors(path, &header);
+ModelConfig checkpoint_model_config(const std::string& path, const safetensors::Header& header) {
   auto it = header.metadata.find(kModelConfigKey);
   if (it == header.metadata.end())
     throw safetensors::FormatError(fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
@@ -143,21 +149,32 @@ GPT load_model(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
     throw safetensors::FormatError(fmt::format("{}: __metadata__.{} is not valid JSON: {}", path, kModelConfigKey, e.what()));
   }
-  ModelConfig cfg;
   try {
-    cfg = model_config_from_json(j);
+    return model_config_from_json(j);
   } catch (const ConfigError& e) {
     throw safetensors::FormatError(fmt::format("{}: model configuration: {}", path, e.what()));
   }
-  GPT model(cfg);
+}
+
+void load_module(torch::nn::Module& model, const NamedTensors& tensors, const std::string& path) {
   // The model takes the file's floating dtype, the one most of its tensors hold: a tensor whose header declares
   // another dtype is then reported by name (load_into) rather than converting the whole model to it.
   std::map<torch::ScalarType, size_t> floating;
   for (const auto& [name, t] : tensors)
     if (t.is_floating_point()) ++floating[t.scalar_type()];
   if (!floating.empty())
-    model->to(std::max_element(floating.begin(), floating.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first);
+    model.to(std::max_element(floating.begin(), floating.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first);
   load_into(model, tensors, path);
+}
+
+GPT load_model(const std::string& path) {
+  safetensors::Header header;
+  auto tensors = load_tensors(path, &header);
+  const auto cfg = checkpoint_model_config(path, header);
+  if (cfg.encoder_decoder())
+    throw safetensors::FormatError(fmt::format("{}: an encoder-decoder checkpoint: a translation job reads it, not a language-model job", path));
+  GPT model(cfg);
+  load_module(*model, tensors, path);
   return model;
 }
 

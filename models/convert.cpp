@@ -22,6 +22,34 @@ std::string ConversionReport::to_string() const {
   return out;
 }
 
+void copy_shared_tensors(const torch::nn::Module& source, torch::nn::Module& target, ConversionReport& report) {
+  std::unordered_map<std::string, torch::Tensor> from;
+  for (auto& [name, t] : module_tensors(source)) from.emplace(name, t);
+  torch::NoGradGuard guard;
+  for (auto& [name, t] : module_tensors(target)) {
+    auto it = from.find(name);
+    if (it != from.end() && it->second.sizes() == t.sizes()) {
+      t.copy_(it->second);
+      report.copied.push_back(name);
+    } else {
+      report.created.push_back(name);
+    }
+  }
+}
+
+void rescale_copied_values(FastWeight& layer, const std::string& prefix, ConversionReport& report) {
+  if (!layer.value_rescale().defined()) return;
+  const bool copied = std::find(report.copied.begin(), report.copied.end(), prefix + "weight") != report.copied.end();
+  if (!copied) return;  // a fresh W_v was already rescaled at construction
+  layer.apply_value_rescale();
+  const auto why = layer.rule->rescale_reason();
+  for (const char* param : {"weight", "bias"}) {
+    auto name = prefix + param;
+    if (std::erase(report.copied, name) == 0) continue;  // no bias (qkv_bias = false)
+    report.rescaled.push_back(fmt::format("{} (value rows {})", name, why));
+  }
+}
+
 Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed) {
   check_only_mixers_change(source->config(), target);
 
@@ -29,39 +57,14 @@ Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t 
   Conversion result{GPT(target), {}};
   const auto& ref = source->wte->weight;
   result.model->to(ref.device(), ref.scalar_type());
-
-  std::unordered_map<std::string, torch::Tensor> from;
-  for (auto& [name, t] : model_tensors(source)) from.emplace(name, t);
-  {
-    torch::NoGradGuard guard;
-    for (auto& [name, t] : model_tensors(result.model)) {
-      auto it = from.find(name);
-      if (it != from.end() && it->second.sizes() == t.sizes()) {
-        t.copy_(it->second);
-        result.report.copied.push_back(name);
-      } else {
-        result.report.created.push_back(name);
-      }
-    }
-  }
+  copy_shared_tensors(*source, *result.model, result.report);
   // Copied value projections are rescaled where the target rule asks for it (Mao 2022), in swapped layers only: a
   // layer that already had this mixer in the source (a finetune continuing a transfer or another finetune) was
   // rescaled when it was created.
   for (size_t i = 0; i < result.model->blocks().size(); ++i) {
     auto fw = std::dynamic_pointer_cast<FastWeight>(result.model->blocks()[i]->mixer);
-    if (!fw || !fw->value_rescale().defined()) continue;
-    if (i < source->config().layers.size() && source->config().layers[i] == target.layers[i]) continue;
-    const auto prefix = fmt::format("blocks.{}.mixer.qkv.", i);
-    const bool copied = std::find(result.report.copied.begin(), result.report.copied.end(), prefix + "weight") !=
-                        result.report.copied.end();
-    if (!copied) continue;  // a fresh W_v was already rescaled at construction
-    fw->apply_value_rescale();
-    const auto why = fw->rule->rescale_reason();
-    for (const char* param : {"weight", "bias"}) {
-      auto name = prefix + param;
-      if (std::erase(result.report.copied, name) == 0) continue;  // no bias (qkv_bias = false)
-      result.report.rescaled.push_back(fmt::format("{} (value rows {})", name, why));
-    }
+    if (!fw || (i < source->config().layers.size() && source->config().layers[i] == target.layers[i])) continue;
+    rescale_copied_values(*fw, fmt::format("blocks.{}.mixer.qkv.", i), result.report);
   }
   return result;
 }

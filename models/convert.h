@@ -21,6 +21,14 @@ struct Conversion {
   ConversionReport report;
 };
 
+class FastWeight;
+
+// Every tensor of `target` whose name and shape `source` has is copied from it; the rest are reported as created.
+void copy_shared_tensors(const torch::nn::Module& source, torch::nn::Module& target, ConversionReport& report);
+// A swapped-in fast-weight layer whose value projection was copied is rescaled as its rule asks (Mao 2022);
+// `prefix` names its qkv tensors ("blocks.3.mixer.qkv.") in the report.
+void rescale_copied_values(FastWeight& layer, const std::string& prefix, ConversionReport& report);
+
 // `target` must have the source's sizes (vocab, d_model, heads, ...); only the mixers may differ. The new
 // model is created on the source's device and dtype; `seed` drives the initialisation of new tensors.
 Conversion convert_model(const GPT& source, const ModelConfig& target, uint64_t seed);

@@ -30,6 +30,7 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg) : activation_(cfg.ac
 
 torch::Tensor Block::activation(const torch::Tensor& x) const {
   if (activation_ == "silu") return torch::silu(x);
+  if (activation_ == "relu") return torch::relu(x);
   return torch::gelu(x, activation_ == "gelu" ? "none" : "tanh");  // gelu_tanh: GPT-2's gelu_new
 }
 
@@ -56,6 +57,8 @@ torch::Tensor Block::step(const torch::Tensor& x, MixerState& state) {
 
 GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
+  if (cfg_.encoder_decoder())
+    throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq.h), not a GPT");
   wte = register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.d_model));
   if (!cfg.rope_positions()) wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
   if (!SkipInitialisation::active()) {

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 profile=${1:-quick}
 shift || true
 names=("$@")
-catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer llama_conversion conversion_eval sru_attention mqar capacity)
+catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer llama_conversion conversion_eval sru_attention mqar capacity
+         t2r_table2 t2r_mt_speed)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }
@@ -72,7 +73,10 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     compare=–
     [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
     links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) |"
-    if [ "$jobs" = 0 ] && [ -n "$old_row" ]; then
+    # Experiments not run by this call keep their row: the commit that made them, not this one.
+    ran_now=no
+    for n in "${names[@]}"; do [ "$n" = "$name" ] && ran_now=yes; done
+    if { [ "$jobs" = 0 ] || [ "$ran_now" = no ]; } && [ -n "$old_row" ]; then
       # An old row: its last three cells are jobs, worker time and the commit that made them.
       IFS='|' read -r old_jobs old_time old_commit < <(awk -F'|' '{print $(NF-3) "|" $(NF-2) "|" $(NF-1)}' <<<"$old_row")
       echo "$links$old_jobs|$old_time| $(echo "${old_commit:-$previous_commit}" | xargs) |"

@@ -103,6 +103,34 @@ TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows wi
   CHECK(bytes("gated_delta", 256) == bytes("delta", 256));  // the same state: S of head_dim x m per head
 }
 
+TEST_CASE("catalog: t2r_table2 at the smoke profile (translation: BLEU of every decoder, the teacher as the reference)", "[catalog]") {
+  test::TempDir dir("t2r_mt");
+  run_smoke(dir, {"t2r_table2", {"| model | Random init | Pretrain |", "| T2R (32 / 4) |", "Reference: softmax transformer (teacher): "}, {}});
+  Db db(dir.file("fwlab.db"), true);
+  // Every job decoded the 20 test sentences and recorded both BLEU scores.
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'bleu'") == 7);
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'sacrebleu'") == 7);
+  const auto compare = test::run_command(fwlab_cmd(fmt::format("table {}/experiments/t2r_table2.toml --profile smoke --db {} --compare",
+                                                               FWLAB_SOURCE_DIR, dir.file("fwlab.db"))));
+  CHECK(compare.exit_code == 0);
+  CHECK_THAT(compare.output, Catch::Contains("/ 28.7 |"));  // T2R, pretrain: the paper's number beside fwlab's
+}
+
+TEST_CASE("catalog: t2r_mt_speed at the smoke profile: the softmax decoder's memory grows with the length, T2R's does not", "[catalog]") {
+  test::TempDir dir("t2r_speed");
+  run_smoke(dir, {"t2r_mt_speed", {"| Softmax (KV cache) |", "| T2R (32 / 4) |", "| ELU + 1 (64 / 64) |"}, {"generation"}});
+  Db db(dir.file("fwlab.db"), true);
+  const auto bytes = [&](const std::string& model, int64_t len) {
+    return count(db, fmt::format("SELECT CAST(m.value AS INTEGER) FROM metrics m JOIN cells c ON c.job_id = m.job_id WHERE c.experiment = "
+                                 "'t2r_mt_speed' AND json_extract(c.coords, '$.model') = '{}' AND m.key = 'gen_state_bytes' AND m.step = {}",
+                                 model, len));
+  };
+  CHECK(bytes("softmax", 32) > bytes("softmax", 8));
+  CHECK(bytes("t2r", 32) == bytes("t2r", 8));
+  CHECK(bytes("rfa", 32) == bytes("t2r", 32));  // the same feature sizes: 32 cross, 4 causal
+  CHECK(bytes("t2r", 32) < bytes("softmax", 32));
+}
+
 TEST_CASE("catalog: t2r_table1 at the smoke profile", "[catalog]") {
   test::TempDir dir("t2r");
   run_smoke(dir, {"t2r_table1",

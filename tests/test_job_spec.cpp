@@ -31,7 +31,7 @@ TEST_CASE("job spec: defaults and resolved paths", "[spec]") {
 }
 
 TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
-  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench, eval");
+  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench, eval, translate");
   CHECK(spec_error(R"({"kind": "transfer"})") ==
         "init_checkpoint: kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
   CHECK(spec_error(R"({"transfer": {"mse_weight": 0}})") == "transfer.mse_weight: must be positive, got 0");
@@ -46,7 +46,7 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
   CHECK(spec_error(R"({"optim": {"lr": -1}})") == "optim.lr: must be positive, got -1");
   CHECK(spec_error(R"({"optim": {"lrr": 1}})") == "optim.lrr: unknown key (did you mean 'lr'?)");
   CHECK(spec_error(R"({"train": {"steps": "many"}})") == "train.steps: must be an integer, got \"many\"");
-  CHECK(spec_error(R"({"data": {"source": "pile"}})") == "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar, retrieval");
+  CHECK(spec_error(R"({"data": {"source": "pile"}})") == "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar, retrieval, parallel");
   CHECK(spec_error(R"({"data": {"source": "enwik8"}})") == "data.path: is required for source 'enwik8'");
   CHECK(spec_error(R"({"data": {"source": "mqar", "mqar": {"pairs": 40, "seq_len": 64}}})") ==
         "data.mqar.seq_len: 64 is too short for 40 pairs and their queries (needs >= 159)");
@@ -179,4 +179,33 @@ TEST_CASE("typed events: what the worker writes, ingestion reads back", "[events
   CHECK(!std::get<EvalEvent>(odd->event).loss);
   CHECK(!reader.read("[1, 2]"));
   CHECK(!reader.read("{\"type\": \"metric\""));
+}
+
+TEST_CASE("job spec: translation keys are checked against the kind, the corpus and the model", "[spec]") {
+  const std::string parallel = R"("data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab_size": 100})";
+  const std::string model = R"("model": {"vocab": 100, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8)";
+  const auto translate = [&](const std::string& extra) { return spec_error("{\"kind\": \"translate\", " + parallel + ", " + model + "}" + extra + "}"); };
+  CHECK(translate("") == "");
+  CHECK(translate(R"(, "train": {"seq_len": 64})") ==
+        "train.seq_len: changes nothing in a translation job (translate.batch_tokens sets its batches)");
+  CHECK(translate(R"(, "translate": {"penalty": "wu"})") == "translate.penalty: 'wu' is not one of fairseq, gnmt");
+  CHECK(translate(R"(, "translate": {"beam": 0})") == "translate.beam: must be in [1, 1024] (1: greedy), got 0");
+  CHECK(spec_error(R"({"kind": "translate"})") ==
+        "data.source: kind 'translate' reads a parallel corpus (data.source = \"parallel\"), not 'brown'");
+  CHECK(spec_error(R"({"translate": {"beam": 2}})") == "translate: is read by kind 'translate' only; this job is kind 'train'");
+  CHECK(spec_error(R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "tgt": "en", "vocab_size": 100}})") ==
+        "data.src: a parallel corpus needs both languages: data.src and data.tgt name the file suffixes (train.de, train.en)");
+  CHECK(spec_error(R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab": "a.model", "vocab_size": 10}})") ==
+        "data.vocab_size: give one vocabulary: vocab (a SentencePiece model file) or vocab_size (a joint BPE learned on the training split)");
+  CHECK(spec_error(R"({"data": {"source": "brown", "src": "de"}})") == "data.src: is a parallel corpus's key; data.source is 'brown'");
+  CHECK(spec_error("{" + model + "}}") ==
+        "model.encoder_layers: an encoder-decoder is trained by kind 'translate' (and timed by 'generation-bench'), not 'train'");
+  CHECK(spec_error(R"({"model": {"cross": {"kind": "softmax"}}})").find("model.cross: changes nothing without an encoder") == 0);
+  CHECK(spec_error("{\"kind\": \"translate\", " + parallel + ", " + model + R"(, "positions": "learned"}})") ==
+        "model.positions: the encoder-decoder uses sinusoidal positions, not 'learned'");
+  CHECK(spec_error("{\"kind\": \"translate\", " + parallel + ", " + model +
+                   R"(, "cross": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 4}}})") ==
+        "model.cross.rule: cross attention sums the source (rule 'add'), got 'decay'");
+  CHECK(spec_error("{\"kind\": \"translate\", " + parallel + R"(, "model": {"vocab": 50, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8}})") ==
+        "model.vocab: 50 is smaller than data.vocab_size = 100");
 }

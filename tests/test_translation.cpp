@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -301,5 +303,124 @@ TEST_CASE("fwlab bleu: both scores of two files as the independent implementatio
     const auto e = test::run_command(fmt::format("{} bleu {}", FWLAB_BIN, args));
     CHECK(e.exit_code == 2);
     CHECK_THAT(e.output, Catch::Contains(message));
+  }
+}
+
+namespace {
+
+// A toy De -> En corpus of number words: every sentence is its own translation word by word, so that a tiny model
+// learns something in a few steps. Deterministic.
+void write_number_corpus(const test::TempDir& dir, int train, int valid, int test) {
+  const std::vector<std::pair<std::string, std::string>> words = {{"eins", "one"}, {"zwei", "two"}, {"drei", "three"}, {"vier", "four"},
+                                                                   {"fünf", "five"}, {"sechs", "six"}, {"sieben", "seven"}, {"acht", "eight"}};
+  std::mt19937 rng(7);
+  auto split = [&](const std::string& name, int n) {
+    std::string de, en;
+    for (int i = 0; i < n; ++i) {
+      const int len = 1 + static_cast<int>(rng() % 4);
+      for (int w = 0; w < len; ++w) {
+        const auto& [d, e] = words[rng() % words.size()];
+        de += (w ? " " : "") + d, en += (w ? " " : "") + e;
+      }
+      de += "\n", en += "\n";
+    }
+    test::spit(dir.file(name + ".de"), de);
+    test::spit(dir.file(name + ".en"), en);
+  };
+  split("train", train), split("valid", valid), split("test", test);
+}
+
+nlohmann::json tiny_translate_job(const std::string& corpus) {
+  return {{"kind", "translate"}, {"seed", 3}, {"threads", 1},
+          {"data", {{"source", "parallel"}, {"path", corpus}, {"src", "de"}, {"tgt", "en"}, {"vocab_size", 40}}},
+          {"model", {{"vocab", 40}, {"encoder_layers", 1}, {"n_layers", 1}, {"d_model", 32}, {"n_heads", 2}, {"head_dim", 16},
+                     {"d_ff", 64}, {"context", 32}, {"dropout", 0.0}, {"mixer", {{"kind", "fast_weight"}, {"rule", "add"},
+                     {"feature_map", "relu"}, {"norm", "attn"}, {"m", 4}}},
+                     {"cross", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}}},
+          {"optim", {{"lr", 3e-3}, {"warmup_steps", 5}}},
+          {"train", {{"steps", 60}, {"log_every", 10}}},
+          {"eval", {{"every", 20}}},
+          {"translate", {{"batch_tokens", 256}, {"average_last", 2}, {"beam", 3}, {"len_penalty", 0.6}}}};
+}
+
+std::vector<nlohmann::json> events_of(const std::string& job_dir, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(test::slurp(job_dir + "/events.jsonl"));
+  for (std::string line; std::getline(in, line);)
+    if (auto j = nlohmann::json::parse(line); j["type"] == type) out.push_back(j);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("translate job: trains a T2R encoder-decoder, averages its last checkpoints, decodes the test split and scores it",
+          "[translation]") {
+  test::TempDir dir("translate");
+  write_number_corpus(dir, 300, 20, 15);
+  const auto job = dir.file("job");
+  fs::create_directories(job);
+  test::spit(job + "/job.json", tiny_translate_job(dir.path().string()).dump());
+  const auto r = test::run_command(fmt::format("{} run {}", FWLAB_WORKER, job));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const auto evals = events_of(job, "eval");
+  REQUIRE(evals.size() == 3);
+  CHECK(evals.back()["step"] == 60);
+  CHECK(evals.back()["loss"].get<double>() < evals.front()["loss"].get<double>());
+  const auto average = events_of(job, "checkpoint_average");
+  REQUIRE(average.size() == 1);
+  CHECK(average[0]["checkpoints"] == nlohmann::json::array({job + "/checkpoints/step40.safetensors", job + "/checkpoints/step60.safetensors"}));
+  CHECK_FALSE(fs::exists(job + "/checkpoints/step20.safetensors"));  // only the last average_last are kept
+
+  // The hypotheses are the test split's, one per line, and the recorded BLEU is what `fwlab bleu` gives for them.
+  CHECK(test::slurp(job + "/translations/test.ref") == test::slurp(dir.file("test.en")));
+  const auto hyp = test::slurp(job + "/translations/test.hyp");
+  CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 15);
+  const auto scored = test::run_command(fmt::format("{} bleu {}/translations/test.hyp {}/translations/test.ref --format json", FWLAB_BIN, job, job));
+  REQUIRE(scored.exit_code == 0);
+  const auto expected = nlohmann::json::parse(scored.output);
+  std::map<std::string, double> recorded;
+  for (const auto& m : events_of(job, "metric")) recorded[m["key"]] = m["value"].get<double>();
+  CHECK(recorded.at("bleu") == Approx(expected["tokenized"]["bleu"].get<double>()));
+  CHECK(recorded.at("sacrebleu") == Approx(expected["sacrebleu"]["bleu"].get<double>()));
+  const auto translation = events_of(job, "translation");
+  REQUIRE(translation.size() == 1);
+  CHECK(translation[0]["sentences"] == 15);
+  CHECK(translation[0]["sacrebleu"]["signature"].get<std::string>().rfind("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2", 0) == 0);
+}
+
+TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the sweep before any job, by file and line", "[translation]") {
+  test::TempDir dir("translate_bad");
+  write_number_corpus(dir, 20, 5, 5);
+  const auto file = dir.file("mt.toml"), db = dir.file("fwlab.db");
+  const auto experiment = [&](const std::string& vocab) {
+    test::spit(file, fmt::format("[experiment]\nname = \"mt\"\n[defaults]\nkind = \"translate\"\n[defaults.data]\nsource = \"parallel\"\n"
+                                 "path = \"{}\"\nsrc = \"de\"\ntgt = \"en\"\n{}\n[defaults.model]\nvocab = 40\nencoder_layers = 1\nn_layers = 1\n"
+                                 "d_model = 32\nn_heads = 2\nhead_dim = 16\ncontext = 32\n[stage.s]\nmixer = \"softmax\"\nsteps = 2\n",
+                                 dir.path().string(), vocab));
+  };
+  const auto sweep = [&] { return test::run_command(fmt::format("{} sweep {} --db {} --runs {}", FWLAB_BIN, file, db, dir.file("runs"))); };
+  const auto valid_de = dir.file("valid.de"), test_en = dir.file("test.en");
+  const auto good_valid = test::slurp(valid_de), good_test = test::slurp(test_en);
+  struct Case {
+    std::function<void()> damage;
+    std::string vocab, message;
+  };
+  for (const auto& c : std::vector<Case>{
+           {[&] { test::spit(valid_de, good_valid + "noch eine Zeile\n"); }, "vocab_size = 40",
+            fmt::format("{}:6: {} has 6 lines and {} has 5", valid_de, valid_de, dir.file("valid.en"))},
+           {[&] { test::spit(test_en, ""); }, "vocab_size = 40", fmt::format("{}: the file holds no segments", test_en)},
+           {[&] { test::spit(test_en, "one\ntw\xFFo\nthree\nfour\nfive\n"); }, "vocab_size = 40", fmt::format("{}:2: not valid UTF-8 (byte 3 of the line)", test_en)},
+           {[] {}, "vocab = \"joint.model\"", fmt::format("data.vocab: {} does not exist", dir.file("joint.model"))},
+       }) {
+    test::spit(valid_de, good_valid), test::spit(test_en, good_test);
+    c.damage();
+    experiment(c.vocab);
+    const auto r = sweep();
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.message));
+    CHECK_FALSE(fs::exists(dir.file("runs")));  // no job started
   }
 }

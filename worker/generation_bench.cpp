@@ -6,12 +6,26 @@
 #include <algorithm>
 #include <chrono>
 
+#include "contract/inputs.h"
 #include "models/generate.h"
 #include "worker/trainer.h"
 
 namespace fwlab {
 
+namespace {
+
+// The job builds an encoder-decoder: from its model keys, or from its source checkpoint's configuration.
+bool encoder_decoder_job(const JobSpec& spec) {
+  if (spec.model.contains("encoder_layers")) return spec.model["encoder_layers"] != 0;
+  if (spec.init_checkpoint.empty()) return false;
+  const auto source = checkpoint_model(spec.init_checkpoint);
+  return source && source->value("encoder_layers", 0) > 0;
+}
+
+}  // namespace
+
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
+  if (encoder_decoder_job(spec)) return run_translation_bench(spec, job_dir, log);
   const torch::Device device(spec.device);
   GPT model = build_model(spec, &log);
   model->to(device);

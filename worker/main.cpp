@@ -21,6 +21,7 @@
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/hf_checkpoint.h"
+#include "models/seq2seq_io.h"
 #include "worker/generate_text.h"
 #include "worker/trainer.h"
 
@@ -116,6 +117,7 @@ int run(const std::string& job_dir) {
     if (spec.kind == "generation-bench") return run_generation_bench(spec, job_dir, log);
     if (spec.kind == "attention") return run_attention_analysis(spec, job_dir, log);
     if (spec.kind == "eval") return run_eval(spec, job_dir, log);
+    if (spec.kind == "translate") return run_translate(spec, job_dir, log);
     return run_training(spec, job_dir, log);
   } catch (const SpecError& e) {  // found only once files were read (source checkpoint, corpus vocabulary)
     return fail("bad_spec", fmt::format("{}: {}", spec_path(job_dir), e.what()), kExitBadSpec);
@@ -159,6 +161,18 @@ int merge_lora_file(const std::string& in, const std::string& out) {
     return kExitBadSpec;
   }
   fmt::print("merged the rank-{} LoRA adapters of {} into {}\n", rank, in, out);
+  return 0;
+}
+
+// fwlab-worker average: fairseq's average_checkpoints.py (models/seq2seq_io.h), for any fwlab checkpoints of one model.
+int average_files(const std::vector<std::string>& in, const std::string& out) {
+  try {
+    average_checkpoints(in, out);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fwlab-worker average: {}\n", e.what());
+    return kExitBadSpec;
+  }
+  fmt::print("averaged {} checkpoints into {}\n", in.size(), out);
   return 0;
 }
 
@@ -211,6 +225,11 @@ int main(int argc, char** argv) {
   auto* merge_cmd = app.add_subcommand("merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
   merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")->required()->check(CLI::ExistingFile);
   merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
+  std::vector<std::string> average_in;
+  std::string average_out;
+  auto* average_cmd = app.add_subcommand("average", "the elementwise mean of checkpoints of one model (fairseq's checkpoint averaging)");
+  average_cmd->add_option("OUT", average_out, "where to write the average")->required();
+  average_cmd->add_option("CHECKPOINTS", average_in, "the checkpoints to average")->required()->check(CLI::ExistingFile);
   std::string export_in, export_out;
   auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint as a Hugging Face directory (config.json + model.safetensors) of "
                                                      "its architecture: GPT-2, Llama, Mistral or Qwen2; every layer must be softmax");
@@ -233,6 +252,7 @@ int main(int argc, char** argv) {
   if (*validate_cmd) return validate(job_dir);
   if (*doctor_cmd) return run_doctor(doctor);
   if (*merge_cmd) return merge_lora_file(merge_in, merge_out);
+  if (*average_cmd) return average_files(average_in, average_out);
   if (*export_cmd) return export_hf_dir(export_in, export_out);
   if (*gen_cmd) {
     at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range

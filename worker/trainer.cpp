@@ -247,6 +247,7 @@ TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
 }  // namespace
 
 void request_stop() { g_stop = true; }
+bool stop_requested() { return g_stop; }
 
 
 int64_t peak_rss_bytes() {
@@ -346,27 +347,30 @@ torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, cons
   return loss;
 }
 
-StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, int64_t element_size) {
   std::ifstream job_file(fs::path(job_dir) / "job.json");
   const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  const auto size = model->state_size();
-  const int64_t elem = model->wte->weight.element_size();
+  const auto size = state_size(cfg);
   StartEvent e;
   e.host = host;
-  e.params = model->num_parameters();
+  e.params = params;
   e.details = {{"kind", spec.kind},
                {"spec", job_json},  // job.json as run; `model` below is the resolved model configuration
-               {"model", to_json(model->config())},
+               {"model", to_json(cfg)},
                {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
-                               {"elements_at_context", size.elements_at(model->config().context)},
-                               {"bytes_at_context", size.elements_at(model->config().context) * elem}}},
+                               {"elements_at_context", size.elements_at(cfg.context)},
+                               {"bytes_at_context", size.elements_at(cfg.context) * element_size}}},
                {"pid", static_cast<int64_t>(getpid())},
                {"threads", torch::get_num_threads()},
                {"device", spec.device},
                {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
   return e;
+}
+
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
+  return start_event(spec, job_dir, model->config(), model->num_parameters(), model->wte->weight.element_size());
 }
 
 namespace {

@@ -12,6 +12,7 @@ namespace fwlab {
 
 // Set from the SIGINT / SIGTERM handler; the loops stop at the next step boundary.
 void request_stop();
+bool stop_requested();
 
 // Builds the job's model: from its configuration (seeded), or converted from spec.init_checkpoint with
 // spec.model overriding the source configuration. With `log`, the conversion report is recorded.
@@ -24,6 +25,9 @@ int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log);   
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, int64_t element_size);
+int run_translate(const JobSpec& spec, const std::string& job_dir, EventLog& log);
+int run_translation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // generation-bench of an encoder-decoder  // kind = "translate" (translate_job.cpp)
 int64_t peak_rss_bytes();
 
 }  // namespace fwlab

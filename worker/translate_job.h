@@ -1,0 +1,19 @@
+// kind = "translate": pieces of the translation job shared by its files (worker/translate_job.cpp trains,
+// worker/translate_test.cpp decodes the test split and scores it).
+#pragma once
+
+#include <string>
+
+#include "contract/events.h"
+#include "contract/job_spec.h"
+#include "models/seq2seq.h"
+#include "worker/parallel_data.h"
+
+namespace fwlab {
+
+// Decodes data.test with spec.translate's search, writes JOB/translations/test.{hyp,ref}, records BLEU two ways
+// ("bleu": tokenized, "sacrebleu": 13a) at `step`, and a "translation" event with the settings, counts and speed.
+void translate_test(Seq2Seq& model, const SentencePieceModel& sp, const ParallelData& data, const JobSpec& spec,
+                    const std::string& job_dir, int64_t step, EventLog& log);
+
+}  // namespace fwlab
