@@ -156,6 +156,8 @@ std::string Metric::units() const {
   if (source == Source::Config) return field;
   if (source == Source::Task) return field == "ppl" ? key + " perplexity" : key + " accuracy (%)";
   if (key == "tokens_per_s") return "training tokens per second";
+  if (key == "bleu") return "test BLEU (tokenized, fairseq's scorer)";
+  if (key == "sacrebleu") return "test BLEU (sacreBLEU 13a)";
   if (key == "step_ms") return "ms per training step";
   if (key.rfind("gen_ms", 0) == 0) return "ms per generated token";
   if (key.find("bytes") != std::string::npos) return key == "gen_state_bytes" ? "state bytes" : "peak RSS bytes";

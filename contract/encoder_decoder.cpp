@@ -37,18 +37,27 @@ void validate_cross(const ModelConfig& c) {
   validate_mixer(s, c, "cross.");
 }
 
+void validate_encoder(const ModelConfig& c) {
+  const auto& s = c.encoder;
+  if (s.kind != "softmax" && s.kind != "srupp")
+    throw ConfigError("encoder.kind", fmt::format("the encoder's mixer is 'softmax' or 'srupp' (bidirectional SRU++), got '{}'", s.kind));
+  if (s.kind == "srupp" && c.d_model % 2 != 0)
+    throw ConfigError("d_model", fmt::format("a bidirectional SRU++ encoder gives each direction half the width: {} is odd", c.d_model));
+  validate_mixer(s, c, "encoder.");
+}
+
 }  // namespace
 
 void validate_encoder_decoder(const ModelConfig& c) {
   if (c.encoder_layers < 0 || c.encoder_layers > kMaxEncoderLayers)
     throw ConfigError("encoder_layers", fmt::format("must be in [0, {}] (0: a decoder-only model), got {}", kMaxEncoderLayers, c.encoder_layers));
   if (!c.encoder_decoder()) {
-    if (!(c.cross == MixerSpec{})) throw ConfigError("cross", "changes nothing without an encoder (encoder_layers > 0)");
     if (c.positions == "sinusoidal") throw ConfigError("positions", "sinusoidal positions are the encoder-decoder's (encoder_layers > 0)");
     return;
   }
   require_fairseq_block(c);
   validate_cross(c);
+  validate_encoder(c);
 }
 
 void read_encoder_decoder_keys(const nlohmann::json& j, ModelConfig& c) {
@@ -57,9 +66,10 @@ void read_encoder_decoder_keys(const nlohmann::json& j, ModelConfig& c) {
       throw ConfigError("encoder_layers", fmt::format("must be an integer, got {}", j["encoder_layers"].dump()));
     c.encoder_layers = j["encoder_layers"].get<int64_t>();
   }
-  if (j.contains("cross")) {
-    if (!c.encoder_decoder()) throw ConfigError("cross", "changes nothing without an encoder (encoder_layers > 0)");
-    c.cross = mixer_spec_from_json(j["cross"], "cross.");
+  for (const char* key : {"cross", "encoder"}) {
+    if (!j.contains(key)) continue;
+    if (!c.encoder_decoder()) throw ConfigError(key, "changes nothing without an encoder (encoder_layers > 0)");
+    (std::string(key) == "cross" ? c.cross : c.encoder) = mixer_spec_from_json(j[key], std::string(key) + ".");
   }
   if (!c.encoder_decoder()) return;
   // fairseq's transformer: its positions and activation unless the configuration names them.
@@ -71,6 +81,7 @@ void write_encoder_decoder_keys(const ModelConfig& c, nlohmann::json& j) {
   if (!c.encoder_decoder()) return;  // decoder-only configurations read back unchanged
   j["encoder_layers"] = c.encoder_layers;
   j["cross"] = to_json(c.cross);
+  if (!(c.encoder == MixerSpec{})) j["encoder"] = to_json(c.encoder);  // only when set: earlier configurations read back unchanged
 }
 
 }  // namespace fwlab

@@ -224,7 +224,8 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
         require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
                 fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
       const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
-                                            : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) + s.bench.tokens;
+                                            : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) +
+                                                  (cfg.encoder_decoder() ? 0 : s.bench.tokens);  // an encoder-decoder decodes L tokens
       require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
     } catch (const ConfigError& err) {
       if (err.field().rfind("model", 0) == 0) throw;

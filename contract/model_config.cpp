@@ -336,7 +336,7 @@ std::vector<int64_t> layer_list(const nlohmann::json& v) {
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   std::set<std::string> known = {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
                                  "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "keep_softmax_layers",
-                                 "attention_every", "encoder_layers", "cross"};
+                                 "attention_every", "encoder_layers", "cross", "encoder"};
   known.insert(block_keys().begin(), block_keys().end());
   reject_unknown(j, known, "");
   ModelConfig c;
@@ -401,6 +401,7 @@ void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target)
   same("d_model", src.d_model, target.d_model);
   same("n_layers", src.n_layers, target.n_layers);
   same("encoder_layers", src.encoder_layers, target.encoder_layers);  // the cross attention may change: it is a mixer
+  same("encoder", src.encoder.describe(), target.encoder.describe());  // conversion swaps the decoder's mixers only
   same("n_heads", src.n_heads, target.n_heads);
   same("head_dim", src.head_dim, target.head_dim);
   same("context", src.context, target.context);

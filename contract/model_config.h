@@ -87,7 +87,8 @@ struct ModelConfig {
   // decoder layer; n_layers and layers are then the decoder's. The papers' fairseq transformer: post-LN, shared
   // source / target / output embeddings scaled by sqrt(d_model), sinusoidal positions, ReLU MLP.
   int64_t encoder_layers = 0;
-  MixerSpec cross;  // softmax, or fast_weight with rule add and norm attn (T2R's fast-weight read, m = m_cross)
+  MixerSpec cross;    // softmax, or fast_weight with rule add and norm attn (T2R's fast-weight read, m = m_cross)
+  MixerSpec encoder;  // the encoder layers' mixer: softmax, or srupp (bidirectional SRU++, attention over the source)
 
   bool encoder_decoder() const { return encoder_layers > 0; }
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }

@@ -65,7 +65,8 @@ int64_t count_parameters(const ModelConfig& c) {
 int64_t encoder_decoder_parameters(const ModelConfig& c) {
   if (!c.encoder_decoder()) return 0;
   const int64_t norm = 2 * c.d_model;
-  const int64_t encoder_layer = attention_projection_parameters(c) + mlp_parameters(c) + 2 * norm;
+  const int64_t encoder_mixer = c.encoder.kind == "softmax" ? attention_projection_parameters(c) : mixer_parameters(c.encoder, c);
+  const int64_t encoder_layer = encoder_mixer + mlp_parameters(c) + 2 * norm;
   const int64_t cross = mixer_parameters(c.cross, c) + norm;  // with its own LayerNorm in every decoder layer
   return c.encoder_layers * encoder_layer + c.n_layers * cross;
 }

@@ -37,6 +37,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"data", "data.source"},              {"tokenizer", "data.tokenizer"},
       {"seed", "seed"},                     {"kind", "kind"},
       {"seq_lens", "bench.seq_lens"},       {"cross", "model.cross"},
+      {"encoder", "model.encoder"},         {"d_ff", "model.d_ff"},
   };
   return aliases;
 }

@@ -41,7 +41,8 @@ torch::Tensor feed_forward(torch::nn::Linear& fc, torch::nn::Linear& proj, const
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& cfg) : activation_(cfg.activation) {
-  attn = register_module("attn", PaddedAttention(MixerSpec{}, cfg));
+  if (cfg.encoder.kind == "srupp") sru = register_module("sru", BidirectionalSru(cfg.encoder, cfg));
+  else attn = register_module("attn", PaddedAttention(MixerSpec{}, cfg));
   ln1 = register_module("ln1", layer_norm(cfg));
   fc = register_module("fc", xavier_linear(cfg.d_model, cfg.ff_dim(), cfg.mlp_bias));
   proj = register_module("proj", xavier_linear(cfg.ff_dim(), cfg.d_model, cfg.mlp_bias));
@@ -50,7 +51,8 @@ EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& cfg) : activation_(cfg.act
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& pad) {
-  auto h = ln1(x + drop(attn(x, attn->remember(x, pad))));
+  // The SRU++ mixer applies its own residual dropout, as the decoder's mixers do.
+  auto h = ln1(x + (sru ? sru(x, pad) : drop(attn(x, attn->remember(x, pad)))));
   return ln2(h + drop(feed_forward(fc, proj, activation_, h)));
 }
 

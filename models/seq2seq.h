@@ -43,12 +43,36 @@ class PaddedAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PaddedAttention);
 
+// The SRU++ encoder mixer (cfg.encoder.kind == "srupp"; Lei 2021 with asappresearch/sru's bidirectional cells):
+// SRU++'s input transform with single-head attention over every non-pad source token, then the elementwise
+// recurrence run forward on the first half of the channels and backward on the second (each row reversed within
+// its own length, so right padding never reaches a real token). The cell's parameters are an Sru mixer's
+// (models/mixers.h), registered as `cell`.
+class BidirectionalSruImpl : public torch::nn::Module {
+ public:
+  BidirectionalSruImpl(const MixerSpec& spec, const ModelConfig& cfg);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pad);  // x [B, S, d], pad [B, S] -> [B, S, d]
+  void set_reference_kernels(bool on) { reference_ = on; }
+
+  std::shared_ptr<Mixer> cell;
+
+ private:
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& pad);
+  bool reference_ = false;
+};
+TORCH_MODULE(BidirectionalSru);
+
+// Each row of x [B, S, ...] reversed within its first lengths[b] positions, the rest left in place: applied twice,
+// the identity.
+torch::Tensor reverse_within_lengths(const torch::Tensor& x, const torch::Tensor& lengths);
+
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const ModelConfig& cfg);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& pad);
 
-  PaddedAttention attn{nullptr};
+  PaddedAttention attn{nullptr};  // cfg.encoder softmax
+  BidirectionalSru sru{nullptr};  // cfg.encoder srupp
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::Linear fc{nullptr}, proj{nullptr};
   Dropout drop{nullptr};

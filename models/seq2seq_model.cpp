@@ -98,6 +98,8 @@ torch::Tensor Seq2SeqImpl::step(const torch::Tensor& tokens, DecoderState& state
 }
 
 void Seq2SeqImpl::set_reference_kernels(bool on) {
+  for (auto& layer : encoder_)
+    if (layer->sru) layer->sru->set_reference_kernels(on);
   for (auto& layer : decoder_) layer->mixer->set_reference_kernels(on);
 }
 

@@ -9,7 +9,7 @@ profile=${1:-quick}
 shift || true
 names=("$@")
 catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer llama_conversion conversion_eval sru_attention mqar capacity
-         t2r_table2 t2r_mt_speed)
+         t2r_table2 t2r_mt_speed sru_iwslt)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }

@@ -116,6 +116,19 @@ TEST_CASE("catalog: t2r_table2 at the smoke profile (translation: BLEU of every 
   CHECK_THAT(compare.output, Catch::Contains("/ 28.7 |"));  // T2R, pretrain: the paper's number beside fwlab's
 }
 
+TEST_CASE("catalog: sru_iwslt at the smoke profile (an SRU++ encoder-decoder against a Transformer of matched size)", "[catalog]") {
+  test::TempDir dir("sru_iwslt");
+  run_smoke(dir, {"sru_iwslt", {"| model | BLEU (sacreBLEU) | parameters |", "| Transformer |", "| SRU++ |"}, {}});
+  Db db(dir.file("fwlab.db"), true);
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'sacrebleu'") == 2);
+  // The SRU++ model's parameters are within 10% of the Transformer's (its MLP is widened to match).
+  const auto params = [&](const std::string& model) {
+    return count(db, fmt::format("SELECT r.n_params FROM runs r JOIN cells c ON c.job_id = r.job_id WHERE c.experiment = 'sru_iwslt' AND "
+                                 "json_extract(c.coords, '$.model') = '{}'", model));
+  };
+  CHECK(std::abs(params("srupp") - params("transformer")) * 10 < params("transformer"));
+}
+
 TEST_CASE("catalog: t2r_mt_speed at the smoke profile: the softmax decoder's memory grows with the length, T2R's does not", "[catalog]") {
   test::TempDir dir("t2r_speed");
   run_smoke(dir, {"t2r_mt_speed", {"| Softmax (KV cache) |", "| T2R (32 / 4) |", "| ELU + 1 (64 / 64) |"}, {"generation"}});

@@ -17,11 +17,12 @@ using test::max_abs_diff;
 
 namespace {
 
-ModelConfig seq2seq_config(const MixerSpec& self, const MixerSpec& cross, int64_t vocab = 40) {
+ModelConfig seq2seq_config(const MixerSpec& self, const MixerSpec& cross, int64_t vocab = 40, const MixerSpec& encoder = MixerSpec{}) {
   auto cfg = test::small_config(self, 2, 8);
   cfg.vocab = vocab;
   cfg.encoder_layers = 2;
   cfg.cross = cross;
+  cfg.encoder = encoder;
   cfg.positions = "sinusoidal";
   cfg.activation = "relu";
   return cfg;
@@ -47,22 +48,36 @@ torch::Tensor step_logits(Seq2Seq& model, const torch::Tensor& src, const torch:
   return torch::stack(out, 1);
 }
 
-const std::vector<std::pair<const char*, std::pair<MixerSpec, MixerSpec>>>& model_kinds() {
-  static const std::vector<std::pair<const char*, std::pair<MixerSpec, MixerSpec>>> kinds = {
-      {"softmax", {softmax(), softmax()}},
-      {"T2R 4/8", {test::fw("add", "relu", "attn", 4), test::fw("add", "relu", "attn", 8)}},
-      {"delta self, softmax cross", {test::fw("delta", "dpfp", "attn", 16), softmax()}},
-      {"ELU", {test::fw("add", "elu1", "attn", 8), test::fw("add", "elu1", "attn", 8)}},
+MixerSpec srupp(bool attention = true) {
+  MixerSpec s;
+  s.kind = "srupp";
+  s.attention = attention;
+  return s;
+}
+
+struct ModelKind {
+  MixerSpec self, cross, encoder;
+};
+
+const std::vector<std::pair<const char*, ModelKind>>& model_kinds() {
+  static const std::vector<std::pair<const char*, ModelKind>> kinds = {
+      {"softmax", {softmax(), softmax(), softmax()}},
+      {"T2R 4/8", {test::fw("add", "relu", "attn", 4), test::fw("add", "relu", "attn", 8), softmax()}},
+      {"delta self, softmax cross", {test::fw("delta", "dpfp", "attn", 16), softmax(), softmax()}},
+      {"ELU", {test::fw("add", "elu1", "attn", 8), test::fw("add", "elu1", "attn", 8), softmax()}},
+      {"SRU++ encoder and decoder", {srupp(), softmax(), srupp()}},
   };
   return kinds;
 }
 
+ModelConfig kind_config(const ModelKind& k, int64_t vocab = 40) { return seq2seq_config(k.self, k.cross, vocab, k.encoder); }
+
 }  // namespace
 
 TEST_CASE("seq2seq: step decoding equals the parallel decoder, for every self mixer and cross kind", "[seq2seq]") {
-  for (const auto& [name, specs] : model_kinds()) {
+  for (const auto& [name, kind] : model_kinds()) {
     INFO(name);
-    auto model = tiny_model(seq2seq_config(specs.first, specs.second));
+    auto model = tiny_model(kind_config(kind));
     auto src = two_sources();
     auto prev = torch::tensor({{2, 14, 20, 9, 31, 4}, {2, 7, 7, 18, 5, 11}}, torch::kLong);
     auto parallel = model->forward(src, prev);
@@ -71,9 +86,9 @@ TEST_CASE("seq2seq: step decoding equals the parallel decoder, for every self mi
 }
 
 TEST_CASE("seq2seq: a padded source decodes as it does alone", "[seq2seq]") {
-  for (const auto& [name, specs] : model_kinds()) {
+  for (const auto& [name, kind] : model_kinds()) {
     INFO(name);
-    auto model = tiny_model(seq2seq_config(specs.first, specs.second));
+    auto model = tiny_model(kind_config(kind));
     auto prev = torch::tensor({{2, 14, 20, 9}, {2, 7, 7, 18}}, torch::kLong);
     auto batched = model->forward(two_sources(), prev);
     auto alone = model->forward(torch::tensor({{8, 6, 3}}, torch::kLong), prev.narrow(0, 1, 1));
@@ -201,9 +216,9 @@ Hypothesis exhaustive_best(Seq2Seq& model, const torch::Tensor& src, int64_t max
 
 TEST_CASE("seq2seq: beam search through the step form finds what an exhaustive search over the parallel form finds",
           "[seq2seq]") {
-  for (const auto& [name, specs] : model_kinds()) {
+  for (const auto& [name, kind] : model_kinds()) {
     INFO(name);
-    auto model = tiny_model(seq2seq_config(specs.first, specs.second, 7), 11);  // tokens 4, 5, 6 and EOS
+    auto model = tiny_model(kind_config(kind, 7), 11);  // tokens 4, 5, 6 and EOS
     auto src = torch::tensor({{5, 6, 4, 3}, {4, 4, 3, 0}}, torch::kLong);
     BeamOptions options;
     options.beam = 64, options.max_len = 3, options.len_penalty = 0.6;
@@ -244,4 +259,38 @@ TEST_CASE("label smoothing: cross entropy against 1 - eps on the reference and e
     CHECK(got.loss.item<double>() == Approx(loss).epsilon(1e-12));
     CHECK(got.nll.item<double>() == Approx(nll).epsilon(1e-12));
   }
+}
+
+TEST_CASE("seq2seq: reversing within lengths reverses the real tokens of each row and leaves its padding", "[seq2seq]") {
+  auto x = torch::tensor({{1, 2, 3, 4}, {5, 6, 0, 0}, {7, 0, 0, 0}}, torch::kLong);
+  auto lengths = torch::tensor({4, 2, 1}, torch::kLong);
+  auto r = reverse_within_lengths(x, lengths);
+  CHECK(torch::equal(r, torch::tensor({{4, 3, 2, 1}, {6, 5, 0, 0}, {7, 0, 0, 0}}, torch::kLong)));
+  CHECK(torch::equal(reverse_within_lengths(r, lengths), x));
+  auto wide = torch::arange(24, torch::kDouble).view({3, 4, 2});
+  CHECK(torch::equal(reverse_within_lengths(wide, lengths).select(2, 1), reverse_within_lengths(wide.select(2, 1), lengths)));
+}
+
+TEST_CASE("seq2seq: the bidirectional SRU encoder's first half reads the past, its second half the future, within the sentence",
+          "[seq2seq]") {
+  auto cfg = seq2seq_config(softmax(), softmax(), 40, srupp(/*attention=*/false));
+  torch::manual_seed(4);
+  BidirectionalSru sru(cfg.encoder, cfg);
+  sru->to(torch::kDouble);
+  sru->eval();
+  const int64_t d = cfg.d_model, half = d / 2;
+  auto x = torch::randn({1, 7, d}, torch::kDouble);
+  auto pad = torch::tensor({{false, false, false, false, false, true, true}});
+  auto y = sru(x, pad);
+  auto changed = x.clone();
+  changed[0][2] += 1.0;  // a real token in the middle
+  auto y2 = sru(changed, pad);
+  auto moved = [&](int64_t t, int64_t from, int64_t n) { return test::max_abs_diff(y[0][t].narrow(0, from, n), y2[0][t].narrow(0, from, n)) > 1e-9; };
+  for (int64_t t = 0; t < 2; ++t) CHECK_FALSE(moved(t, 0, half));  // forward: before the change
+  for (int64_t t = 2; t < 5; ++t) CHECK(moved(t, 0, half));
+  for (int64_t t = 0; t < 3; ++t) CHECK(moved(t, half, half));     // backward: up to the change
+  for (int64_t t = 3; t < 5; ++t) CHECK_FALSE(moved(t, half, half));
+  auto padding_changed = x.clone();
+  padding_changed[0][6] += 5.0;  // padding reaches no real token in either direction
+  CHECK(test::max_abs_diff(sru(padding_changed, pad).narrow(1, 0, 5), y.narrow(1, 0, 5)) == 0);
 }

@@ -256,6 +256,10 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;
 }
 
+void log_conversion(EventLog& log, const std::string& source, const ConversionReport& report) {
+  log.write({{"type", "conversion"}, {"source", source}, {"copied", report.copied}, {"created", report.created}, {"rescaled", report.rescaled}});
+}
+
 GPT build_model(const JobSpec& spec, EventLog* log) {
   torch::manual_seed(spec.seed);
   if (spec.init_checkpoint.empty()) return GPT(model_config_from_json(spec.model));
@@ -264,16 +268,8 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   if (log && is_hf_source(spec.init_checkpoint))  // every tensor of the directory and where it went
     log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-" + hf_config_json(source->config())["model_type"].get<std::string>()}, {"tensors", imported}});
   if (spec.model.empty()) return source;
-  ModelConfig target;
-  try {
-    target = resolve_model_config(&source->config(), spec.model);
-  } catch (const ConfigError& e) {
-    throw SpecError(e.field(), e.message());
-  }
-  auto conv = convert_model(source, target, spec.seed);
-  if (log)
-    log->write({{"type", "conversion"}, {"source", spec.init_checkpoint}, {"copied", conv.report.copied},
-                {"created", conv.report.created}, {"rescaled", conv.report.rescaled}});
+  auto conv = convert_model(source, resolve_model_config(&source->config(), spec.model), spec.seed);
+  if (log) log_conversion(*log, spec.init_checkpoint, conv.report);
   return conv.model;
 }
 

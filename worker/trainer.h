@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "models/convert.h"
 #include "models/gpt.h"
 #include "contract/events.h"
 #include "contract/job_spec.h"
@@ -17,6 +18,8 @@ bool stop_requested();
 // Builds the job's model: from its configuration (seeded), or converted from spec.init_checkpoint with
 // spec.model overriding the source configuration. With `log`, the conversion report is recorded.
 GPT build_model(const JobSpec& spec, EventLog* log);
+// The "conversion" event: what a swap-then-finetune copied, created and rescaled.
+void log_conversion(EventLog& log, const std::string& source, const ConversionReport& report);
 
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);

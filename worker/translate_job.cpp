@@ -26,15 +26,8 @@ Seq2Seq build_seq2seq(const JobSpec& spec, EventLog& log) {
   if (spec.init_checkpoint.empty()) return Seq2Seq(model_config_from_json(spec.model));
   auto source = load_seq2seq(spec.init_checkpoint);
   if (spec.model.empty()) return source;
-  ModelConfig target;
-  try {
-    target = resolve_model_config(&source->config(), spec.model);
-  } catch (const ConfigError& e) {
-    throw SpecError(e.field(), e.message());
-  }
-  auto conv = convert_seq2seq(source, target, spec.seed);
-  log.write({{"type", "conversion"}, {"source", spec.init_checkpoint}, {"copied", conv.report.copied},
-             {"created", conv.report.created}, {"rescaled", conv.report.rescaled}});
+  auto conv = convert_seq2seq(source, resolve_model_config(&source->config(), spec.model), spec.seed);
+  log_conversion(log, spec.init_checkpoint, conv.report);
   return conv.model;
 }
 
