@@ -19,8 +19,6 @@ namespace fwlab {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 Seq2Seq build_seq2seq(const JobSpec& spec, EventLog& log) {
   torch::manual_seed(spec.seed);
   if (spec.init_checkpoint.empty()) return Seq2Seq(model_config_from_json(spec.model));
@@ -30,6 +28,8 @@ Seq2Seq build_seq2seq(const JobSpec& spec, EventLog& log) {
   log_conversion(log, spec.init_checkpoint, conv.report);
   return conv.model;
 }
+
+namespace {
 
 // Mean negative log-likelihood per target token (EOS included) over `pairs`, no smoothing, no dropout.
 double validation_loss(Seq2Seq& model, const std::vector<TokenPair>& pairs, int64_t batch_tokens, torch::Device device) {

@@ -12,17 +12,11 @@
 
 #include "models/seq2seq_io.h"
 #include "worker/trainer.h"
+#include "worker/translate_job.h"
 
 namespace fwlab {
 
 namespace {
-
-Seq2Seq bench_model(const JobSpec& spec) {
-  torch::manual_seed(spec.seed);
-  if (spec.init_checkpoint.empty()) return Seq2Seq(model_config_from_json(spec.model));
-  auto source = load_seq2seq(spec.init_checkpoint);
-  return spec.model.empty() ? source : convert_seq2seq(source, resolve_model_config(&source->config(), spec.model), spec.seed).model;
-}
 
 // One decode of L tokens after encoding `src`: milliseconds per token and the attention memory at the end.
 std::pair<double, int64_t> decode_once(Seq2Seq& model, const torch::Tensor& src, int64_t L) {
@@ -39,7 +33,7 @@ std::pair<double, int64_t> decode_once(Seq2Seq& model, const torch::Tensor& src,
 
 int run_translation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
   const torch::Device device(spec.device);
-  auto model = bench_model(spec);
+  auto model = build_seq2seq(spec, log);
   model->to(device);
   model->eval();
   log.write(start_event(spec, job_dir, model->config(), count_parameters(model->config()), model->embed->weight.element_size()));
