@@ -1,5 +1,9 @@
-// φ(x) = [sin(W x̂), cos(W x̂)] / √(m/2), x̂ = x / |x|, W = σ·ω, ω ~ N(0, 1) redrawn each training forward, with a
-// learned log σ per head.
+// φ(x) = s·[sin(W x̂), cos(W x̂)], x̂ = x / |x|, W = σ·ω, ω ~ N(0, 1) redrawn each training forward, with a
+// learned log σ per head. The scale s sets where the attention normalization's floor bites: random features
+// make φ(q)·z an estimate that can be near zero or negative, and the floor (1e-2, models/rules/kernel_families.h)
+// then multiplies a read by up to 100 — a 2-feature causal RFA never trained. Peng et al.'s code (haopeng-uw/RFA,
+// utils: SCALE = 0.1 on φ, the sum clamped at EPS = 0.1) floors Σ_j Σ_i cos(·) at 10; s = √(1e-2 / 10) puts
+// fwlab's floor at the same place. Where the floor does not bite, s cancels between the read and its normaliser.
 #include "models/feature_maps/rfa.h"
 
 #include <cmath>
@@ -7,6 +11,8 @@
 namespace fwlab {
 
 namespace {
+
+const double kScale = std::sqrt(1e-3);
 
 class RfaMap : public FeatureMap {
  public:
@@ -21,7 +27,7 @@ class RfaMap : public FeatureMap {
   torch::Tensor forward(const torch::Tensor& x, bool) override {
     auto unit = x / x.norm(2, -1, true).clamp_min(1e-12);
     auto proj = project_heads(unit, omega_ * log_sigma_.exp().view({-1, 1, 1}));
-    return torch::cat({torch::sin(proj), torch::cos(proj)}, -1) / std::sqrt(static_cast<double>(omega_.size(1)));
+    return torch::cat({torch::sin(proj), torch::cos(proj)}, -1) * kScale;
   }
 
  private:
