@@ -147,12 +147,14 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
       const double paper = both[i]->paper.value - both[j]->paper.value, ours = both[i]->ours->mean - both[j]->ours->mean;
       if (paper == 0) continue;  // a tie in the paper orders nothing
       const bool agree = (paper > 0 && ours > 0) || (paper < 0 && ours < 0);
+      const bool noise = std::fabs(ours) <= both[i]->ours->sd + both[j]->ours->sd && (both[i]->ours->values > 1 || both[j]->ours->values > 1);
       for (auto* a : {&c.overall, both[i]->row == both[j]->row ? &c.within_rows : nullptr,
                       both[i]->column == both[j]->column ? &c.within_columns : nullptr})
-        if (a) a->pairs += 1, a->agree += agree ? 1 : 0;
+        if (a && noise) a->noise += 1;
+        else if (a) a->pairs += 1, a->agree += agree ? 1 : 0;
     }
   std::vector<double> ours, paper;
-  for (const auto* p : both) ours.push_back(p->ours->mean), paper.push_back(p->paper.value);
+  for (const auto* p : both) ours.push_back(p->ours->mean), paper.push_back(p->paper.value), c.spreads |= p->ours->values > 1;
   c.ranked = static_cast<int>(both.size());
   c.spearman = spearman(ours, paper);
 
@@ -187,8 +189,16 @@ std::string render_comparison(const Comparison& c) {
     line.insert(line.end(), c.cells[r].begin(), c.cells[r].end());
     out += fmt::format("| {} |\n", fmt::join(line, " | "));
   }
-  out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value): within rows {}, within columns {}, overall {}.\n",
-                     share(c.within_rows), share(c.within_columns), share(c.overall));
+  if (!c.spreads) {
+    out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value): within rows {}, within columns {}, overall {}.\n",
+                       share(c.within_rows), share(c.within_columns), share(c.overall));
+  } else {
+    out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value, and fwlab's mean ± sd intervals apart): "
+                       "within rows {}, within columns {}, overall {}.\n",
+                       share(c.within_rows), share(c.within_columns), share(c.overall));
+    out += fmt::format("Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor disagreeing): within rows {}, "
+                       "within columns {}, overall {}.\n", c.within_rows.noise, c.within_columns.noise, c.overall.noise);
+  }
   out += c.spearman ? fmt::format("Spearman rank correlation over the {} cells with both values: {:.2f}.\n", c.ranked, *c.spearman)
                     : fmt::format("Spearman rank correlation: not defined ({} cells with both values).\n", c.ranked);
   for (const auto& m : c.marks) out += fmt::format("\n{}.\n", m);

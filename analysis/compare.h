@@ -13,8 +13,12 @@
 
 namespace fwlab {
 
+// Pairs of cells the paper orders (different values) where fwlab has both values. Where fwlab's cells carry a
+// spread (several seeds), a pair counts only where the spread separates them: |mean_a - mean_b| > sd_a + sd_b
+// (their mean ± sd intervals do not overlap); the rest are `noise`, counted apart, agreeing or not.
 struct Agreement {
-  int agree = 0, pairs = 0;  // pairs of cells the paper orders (different values) where fwlab has both values
+  int agree = 0, pairs = 0;
+  int noise = 0;
 };
 
 struct Comparison {
@@ -24,6 +28,7 @@ struct Comparison {
   Agreement within_rows, within_columns, overall;
   std::optional<double> spearman;  // rank correlation over the cells where both have a value (3 or more)
   int ranked = 0;
+  bool spreads = false;               // some compared cell pools several runs (mean ± sd)
   std::vector<std::string> marks;     // how the divergence and N/A marks compare
   std::vector<std::string> largest;   // the cells whose ranks differ most
 };

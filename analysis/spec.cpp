@@ -157,6 +157,8 @@ TableSpec table_spec(const Experiment& ex) {
       spec.reduce[axis] = h;
     }
   }
+  // experiment.seeds: its seeds pool into mean ± sd unless the table says otherwise.
+  if (ex.seeds > 1 && axes.count("seed") && !used.count("seed") && !spec.reduce.count("seed")) spec.reduce["seed"] = "mean";
   // An axis that varies inside a cell must say how its runs combine: a silent choice would hide runs.
   for (const auto& a : ex.axes)
     if (axes.count(a.name) && !used.count(a.name) && !spec.reduce.count(a.name) && a.values.size() > 1)

@@ -82,6 +82,7 @@ std::string column_header(const TableSpec& spec, const std::vector<std::string>&
 const std::vector<std::pair<std::string, std::string>> kLegend = {
     {"*", "*: every run of the cell diverged"},
     {"(*", "(*k/n): k of the cell's n runs diverged; the value is over the others"},
+    {"†", "†: diverged after its best checkpoint: the value is that checkpoint's ((†k/n): k of n runs did)"},
     {"N/A", "N/A: the combination does not apply"},
     {"–", "–: not run yet"},
     {"…", "…: still running, or after a value: some runs of the cell are not done yet"},
@@ -125,11 +126,14 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
     if (!j->planned.applicable) continue;
     ++c.runs;
     c.job_ids.push_back(j->id());
-    if (j->diverged()) ++c.diverged;
+    // A run that diverged after validating keeps its best checkpoint's evaluation: a value, marked.
+    const auto v = metric.value(*j, results);
+    const bool after_best = j->diverged() && metric.source == Metric::Source::Eval && v;
+    if (after_best) ++c.after_best;
+    else if (j->diverged()) ++c.diverged;
     else if (j->failed()) ++c.failed;
     else if (!j->finished()) ++c.unfinished;
-    if (!j->finished() && !metric.from_config()) continue;
-    const auto v = metric.value(*j, results);
+    if (!j->finished() && !after_best && !metric.from_config()) continue;
     if (!v) continue;
     nlohmann::json key = nlohmann::json::object();
     for (const auto& [axis, how] : reduce)
@@ -178,6 +182,7 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
   if (metric.from_config()) return c;  // a property of the configuration: how its runs went does not change it
   if (c.values > 1) c.text += " ± " + format_number(c.sd, metric, digits);
   if (at_chance(c, metric, jobs)) c.text += " ≈ chance";
+  if (c.after_best > 0) c.text += c.runs == 1 ? " †" : fmt::format(" (†{}/{})", c.after_best, c.runs);
   if (c.diverged > 0) c.text += fmt::format(" (*{}/{})", c.diverged, c.runs);
   if (c.unfinished > 0) c.text += " …";
   if (c.failed > 0) c.text += " !";
@@ -285,12 +290,14 @@ void add_averages(Table& t, const TableSpec& spec) {
   if (!spec.percent_of.empty()) t.column_headers.push_back("% of " + spec.percent_of);
   for (size_t r = 0; r < t.cells.size(); ++r) {
     const auto text = [](std::optional<double> v, int digits) { return v ? fmt::format("{:.{}f}", *v, digits) : std::string("–"); };
-    CellValue avg{means[r] ? CellValue::Kind::Value : CellValue::Kind::Missing};
+    CellValue avg;
+    avg.kind = means[r] ? CellValue::Kind::Value : CellValue::Kind::Missing;
     avg.mean = means[r].value_or(0), avg.text = text(means[r], spec.digits);
     t.cells[r].push_back(avg);
     if (spec.percent_of.empty()) continue;
     const auto pct = means[r] && base && *base != 0 ? std::optional(100.0 * *means[r] / *base) : std::nullopt;
-    CellValue p{pct ? CellValue::Kind::Value : CellValue::Kind::Missing};
+    CellValue p;
+    p.kind = pct ? CellValue::Kind::Value : CellValue::Kind::Missing;
     p.mean = pct.value_or(0), p.text = text(pct, 1);
     t.cells[r].push_back(p);
   }
@@ -342,7 +349,7 @@ std::string tex_escape(const std::string& s) {
   static const std::vector<std::pair<std::string, std::string>> kMap = {
       {"\\", "\\textbackslash{}"}, {"&", "\\&"}, {"%", "\\%"}, {"$", "\\$"}, {"#", "\\#"}, {"_", "\\_"},
       {"{", "\\{"}, {"}", "\\}"}, {"~", "\\textasciitilde{}"}, {"^", "\\textasciicircum{}"},
-      {"±", "$\\pm$"}, {"≈", "$\\approx$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
+      {"±", "$\\pm$"}, {"†", "$\\dagger$"}, {"≈", "$\\approx$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
       {"·", "$\\cdot$"}, {"≤", "$\\le$"}};
   std::string out;
   for (size_t i = 0; i < s.size();) {

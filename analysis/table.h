@@ -20,6 +20,7 @@ struct CellValue {
   int values = 0;      // runs that gave the shown value (the best group when reducing with "best")
   int runs = 0;        // applicable jobs in the cell
   int diverged = 0, failed = 0, unfinished = 0;
+  int after_best = 0;  // diverged runs whose best checkpoint (validated before the divergence) gives the value
   std::string text;    // as printed
   std::vector<std::string> job_ids;  // the applicable jobs that fall into it (a page links the cell to them)
 };

@@ -388,6 +388,31 @@ ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
 
 }  // namespace
 
+namespace {
+
+// `seeds = N` (N > 1): the axis "seed" = [defaults.seed, ..., + N - 1], after the file's own axes.
+void add_seed_axis(const toml::node* seeds, Experiment& ex, const Parser& p) {
+  if (!seeds) return;
+  const auto n = seeds->value<int64_t>();
+  if (!seeds->is_integer() || *n < 1 || *n > 100) p.fail(*seeds, "experiment.seeds", "must be an integer from 1 to 100 (runs of each cell)");
+  ex.seeds = *n;
+  if (ex.seeds == 1) return;
+  Axis a;
+  a.name = a.key = "seed";
+  a.pos = p.pos(*seeds);
+  const auto base = ex.defaults.count("seed") && ex.defaults.at("seed").value.is_number_integer() ? ex.defaults.at("seed").value.get<int64_t>() : 0;
+  for (int64_t i = 0; i < ex.seeds; ++i) a.values.push_back(base + i);
+  // A grid axis "seed" beside it (`--set grid.seed=[2]`: one of the seeds again) may only pick among them.
+  const auto own = std::find_if(ex.axes.begin(), ex.axes.end(), [](const Axis& x) { return x.name == "seed"; });
+  if (own == ex.axes.end()) return ex.axes.push_back(std::move(a));
+  for (const auto& v : own->values)
+    if (std::find(a.values.begin(), a.values.end(), v) == a.values.end())
+      throw ExperimentError(fmt::format("{}: grid.seed: {} is not one of the seeds experiment.seeds = {} runs ({} to {}): give the seeds "
+                                        "there, or in the grid, not both", own->pos.str(), v.dump(), ex.seeds, base, base + ex.seeds - 1));
+}
+
+}  // namespace
+
 Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets) {
   Parser p(path);
   // Only a regular file: reading a FIFO or a device would hang or never end.
@@ -431,8 +456,9 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
   if (!meta) throw ExperimentError(fmt::format("{}:1:1: experiment: missing [experiment] section with a name", path));
   for (const auto& [k, v] : *meta) {
     const std::string key(k.str());
-    if (key != "name" && key != "description") p.fail(v, "experiment." + key, "unknown key" + did_you_mean(key, {"name", "description"}));
-    if (!v.is_string()) p.fail(v, "experiment." + key, "must be a string");
+    if (key != "name" && key != "description" && key != "seeds")
+      p.fail(v, "experiment." + key, "unknown key" + did_you_mean(key, {"name", "description", "seeds"}));
+    if (key != "seeds" && !v.is_string()) p.fail(v, "experiment." + key, "must be a string");
   }
   ex.name = meta->get("name") ? *meta->get("name")->value<std::string>() : "";
   // The name becomes a folder beside the results database: only a plain file name, never '.', '..' or a path.
@@ -534,6 +560,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     }
   }
 
+  add_seed_axis(meta->get("seeds"), ex, p);
   check_job_sets_against_grid(ex);
 
   auto* stages = doc["stage"].as_table();
@@ -562,6 +589,7 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
       for (const auto& name : s.axes)
         if (std::none_of(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == name; }))
           p.fail(*a, where + ".axes", fmt::format("'{}' is not an axis of the grid", name));
+      if (ex.seeds > 1 && !s.axes.empty() && std::count(s.axes.begin(), s.axes.end(), "seed") == 0) s.axes.push_back("seed");
     } else {
       for (const auto& x : ex.axes) s.axes.push_back(x.name);
     }
@@ -570,6 +598,9 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
       s.timeout_s = *to->value<double>();
     }
     p.flatten(t, "", where, s.settings, {"from", "axes", "timeout"});
+    if (ex.seeds > 1 && s.settings.count("seed") && std::count(s.axes.begin(), s.axes.end(), "seed"))
+      throw ExperimentError(fmt::format("{}: {}.seed: experiment.seeds = {} varies the seed of this stage; its own seed would "
+                                        "override every one of them", s.settings.at("seed").pos.str(), where, ex.seeds));
     unordered.push_back(std::move(s));
   }
   // Dependency order; a cycle is an error naming one of its stages.

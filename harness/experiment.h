@@ -73,6 +73,10 @@ struct ExecutorSpec {
 
 struct Experiment {
   std::string name, description, file;
+  // [experiment] seeds = N: every cell of the stages that vary with the grid runs N times, seeds defaults.seed,
+  // +1, ... (an axis "seed" added to the grid and to those stages; stages with axes = [] stay one shared run, as
+  // a teacher that conversions start from). Tables then show mean ± sd over them.
+  int64_t seeds = 1;
   Settings defaults;
   std::vector<Stage> stages;  // in dependency order (a stage after the one it starts from)
   std::vector<Axis> axes;

@@ -71,6 +71,15 @@ std::string line_of(const std::string& text, const std::string& needle) {
   return fmt::format("grid.toml:{}:", 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
 }
 
+// The head of a made-up paper's table for --compare, up to its add row.
+const std::string kPublishedHead = R"(
+[published]
+source = "Made up 2026, Table 9"
+better = "lower"
+columns = ["4", "16"]
+[published.rows]
+add = [9.0, 14.0])";
+
 std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
 // Test perplexity of a finished add / delta run: lr 1e-2 is better by 1, seed 1 worse by 0.5.
@@ -321,13 +330,7 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
 }
 
 TEST_CASE("table --compare: orderings, rank correlation and marks against a published table, computed by hand", "[analysis]") {
-  const std::string published = R"(
-[published]
-source = "Made up 2026, Table 9"
-better = "lower"
-columns = ["4", "16"]
-[published.rows]
-add = [9.0, 14.0]
+  const std::string published = kPublishedHead + R"(
 delta = ["*", 8.0]
 gated = [8.0, ""]
 decay = ["N/A", 12.0]
@@ -379,6 +382,41 @@ decay = ["N/A", 12.0]
   const auto none = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
   CHECK(none.exit_code == 2);
   CHECK_THAT(none.output, Catch::Contains("--compare: the file has no [published] section"));
+}
+
+TEST_CASE("table: a run that diverged after its best checkpoint shows that checkpoint's test value, marked; --compare "
+          "counts orderings inside fwlab's spread apart", "[analysis]") {
+  const std::string published = kPublishedHead + "\ndelta = [8.5, 8.0]\n";
+  Fixture fx(kGrid + published);
+  {  // delta at m = 4, lr 1e-2: both seeds diverged after validating; their best checkpoints scored 10.0 and 10.5 on test
+    Db db(fx.db_path);
+    const auto jobs = plan_jobs(load_experiment(fx.file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
+    auto ev = db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, 'test', 5, 'best', ?, ?)");
+    for (const auto& j : jobs)
+      if (j.coords["rule"] == "delta" && j.coords["m"] == 4 && j.coords["lr"].get<double>() > 5e-3) {
+        const double ppl = 10.0 + 0.5 * j.coords["seed"].get<double>();
+        ev.bind(1, j.id).bind(2, std::log(ppl)).bind(3, ppl).run();
+      }
+  }
+  const auto md = test::run_command(fwlab_cmd(fmt::format("table {} --db {}", fx.file, fx.db_path)));
+  INFO(md.output);
+  REQUIRE(md.exit_code == 0);
+  // 4 runs: 2 diverged after their best (the value, 10.25 ± 0.35 over lr 1e-2), 2 diverged before any test value.
+  CHECK_THAT(md.output, Catch::Contains("| delta | 10.25 ± 0.35 (†2/4) (*2/4) | 11.00 (*1/4) |"));
+  CHECK_THAT(md.output, Catch::Contains("†: diverged after its best checkpoint: the value is that checkpoint's"));
+  const auto tex = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --format tex", fx.file, fx.db_path)));
+  CHECK_THAT(tex.output, Catch::Contains("delta & 10.25 $\\pm$ 0.35 ($\\dagger$2/4) (*2/4) & 11.00 (*1/4)"));
+
+  // fwlab: add 10.25 ± 0.35 | 13.25 ± 0.35, delta 10.25 ± 0.35 | 11.00 (one run). Paper: add 9 | 14, delta 8.5 | 8.
+  // add4-delta4 (a column): the spreads overlap (|0| <= 0.35 + 0.35): within noise. Of the other five pairs,
+  // add4-add16 (row), add16-delta4, add16-delta16 (column) agree; add4-delta16 (10.25 < 11 against 9 > 8, apart
+  // by 0.75 > 0.35) and delta4-delta16 (row: 10.25 < 11 against 8.5 > 8) disagree.
+  const auto r = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("fwlab's mean ± sd intervals apart): within rows 1/2 (50%), within columns 1/1 (100%), overall 3/5 (60%)."));
+  CHECK_THAT(r.output, Catch::Contains("Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor "
+                                       "disagreeing): within rows 0, within columns 1, overall 1."));
 }
 
 TEST_CASE("table --compare: a paper's task columns beside a table whose columns are its metrics", "[analysis]") {

@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "contract/version.h"
 #include "harness/db.h"
 #include "harness/ingest.h"
+#include "harness/plan.h"
 #include "harness/scheduler.h"
 #include "tests/test_support.h"
 
@@ -128,6 +130,12 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
        "18:8: stage.finetune.kind: kind 'transfer' imitates softmax layers, but layer 0 of the model it starts from is gated/relu/none/m=8 (job key kind, stage finetune, cell rule=add variant=a)"},
       {with(with(kBase, "m = 4", "m = 4\nkind = \"attention\""), "mixer = \"softmax\"", "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
        "18:8: stage.finetune.kind: kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher) (job key kind, stage finetune, cell rule=add variant=a)"},
+      // experiment.seeds: a count, not beside a seed axis of the grid's own, nor under a stage's own seed.
+      {with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 0"), "3:9: experiment.seeds: must be an integer from 1 to 100 (runs of each cell)"},
+      {with(with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 2"), "variant = [\"a\", \"b\"]", "variant = [\"a\", \"b\"]\nseed = [1, 2]"),
+       "21:8: grid.seed: 2 is not one of the seeds experiment.seeds = 2 runs (0 to 1): give the seeds there, or in the grid, not both"},
+      {with(with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 2"), "m = 4", "m = 4\nseed = 7"),
+       "17:8: stage.finetune.seed: experiment.seeds = 2 varies the seed of this stage; its own seed would override every one of them"},
       // A value a profile replaced is reported at the profile's line.
       {kBase + "\n[profile.x]\n\"defaults.steps\" = \"five\"\n",
        "32:20: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)", "x"},
@@ -235,6 +243,34 @@ TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job 
   CHECK(count(db, "SELECT SUM(attempts) FROM jobs") == 8);  // nobody ran a job twice
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 8 * 10);
   CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE status = 'finished'") == 2);
+}
+
+TEST_CASE("experiment.seeds: every cell of the grid's stages N times from the shared teacher; seed 0 is the run without it", "[harness]") {
+  test::TempDir dir("seeds");
+  const auto file = dir.file("t.toml");
+  test::spit(file, with(kBase, "seed = 0", "seed = 4") + "\n[profile.three]\n\"experiment.seeds\" = 3\n");
+  const auto single = plan_jobs(load_experiment(file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
+  const auto three = plan_jobs(load_experiment(file, "three"), FWLAB_SOURCE_DIR, kFwlabVersion);
+  REQUIRE(single.size() == 5);  // pretrain + 4 finetune cells (one n/a)
+  REQUIRE(three.size() == 1 + 4 * 3);
+  CHECK(three[0].stage == "pretrain");
+  CHECK(three[0].id == single[0].id);  // axes = []: one teacher, as without seeds
+  std::map<int64_t, int> per_seed;
+  for (size_t i = 1; i < three.size(); ++i) {
+    const auto& j = three[i];
+    CHECK(j.depends_on == three[0].id);
+    CHECK(j.spec["seed"] == j.coords["seed"]);
+    ++per_seed[j.coords["seed"].get<int64_t>()];
+    // The first seed (defaults.seed) is the job the file makes without seeds: its finished results count.
+    const bool same = std::any_of(single.begin(), single.end(), [&](const PlannedJob& s) { return s.id == j.id; });
+    CHECK(same == (j.coords["seed"] == 4));
+  }
+  CHECK(per_seed == std::map<int64_t, int>{{4, 4}, {5, 4}, {6, 4}});
+  // One of the seeds again, alone: --set grid.seed=[5] picks its jobs, the same ones.
+  const auto fifth = plan_jobs(load_experiment(file, "three", {"grid.seed=[5]"}), FWLAB_SOURCE_DIR, kFwlabVersion);
+  REQUIRE(fifth.size() == 1 + 4);
+  for (size_t i = 1; i < fifth.size(); ++i)
+    CHECK(std::any_of(three.begin(), three.end(), [&](const PlannedJob& j) { return j.id == fifth[i].id && j.coords["seed"] == 5; }));
 }
 
 TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/test_support.h"
 #include "contract/events.h"
@@ -175,6 +176,71 @@ TEST_CASE("worker: every divergence cause is classified and recorded", "[worker]
       CHECK(job.status()["status"] == "diverged");
       CHECK(job.status()["cause"] == c.cause);
       CHECK(job.of_type("end").at(0)["status"] == "diverged");
+    }
+  }
+}
+
+TEST_CASE("worker: a threaded run is bit-reproducible on one machine: every loss of a second run is the same double", "[worker]") {
+  // Two threads: libtorch's intra-op parallelism and the fused kernels split work across them; the numbers must
+  // not depend on how the threads were scheduled. Dropout, data order and initialisation come from the seed.
+  auto spec = tiny_job();
+  spec["threads"] = 2;
+  spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "delta"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}};
+  const std::set<std::string> measured = {"tokens_per_s", "step_ms", "peak_rss_bytes"};  // timings, not results
+  const auto numbers = [&](const Job& job) {
+    std::vector<std::string> out;  // the record's own text of each value: equal text is an equal double
+    for (const auto& e : job.events())
+      if (e["type"] == "metric" && !measured.count(e["key"].get<std::string>())) out.push_back(fmt::format("{} {} {}", e["key"].get<std::string>(), e["step"].dump(), e["value"].dump()));
+      else if (e["type"] == "eval") out.push_back(fmt::format("{} {} {}", e["split"].get<std::string>(), e["step"].dump(), e["loss"].dump()));
+    return out;
+  };
+  Job a, b;
+  a.write(spec);
+  b.write(spec);
+  REQUIRE(a.run().exit_code == 0);
+  REQUIRE(b.run().exit_code == 0);
+  const auto first = numbers(a), second = numbers(b);
+  CHECK(first.size() >= 12);  // train losses every 4 steps, three validations and the test
+  CHECK(first == second);
+  // A different seed gives different numbers: the comparison above can fail.
+  Job c;
+  spec["seed"] = 6;
+  c.write(spec);
+  REQUIRE(c.run().exit_code == 0);
+  CHECK(numbers(c) != first);
+}
+
+TEST_CASE("worker: a run that diverges after validating scores its best checkpoint on test; one that diverges before does not", "[worker]") {
+  for (const int at : {3, 12}) {  // validation at steps 8, 16, 24: before any, and after the first
+    DYNAMIC_SECTION("NaN at step " << at) {
+      Job job;
+      auto spec = tiny_job();
+      spec["debug"] = {{"nan_param_at_step", at}, {"nan_param", "blocks.1.fc.weight"}};
+      job.write(spec);
+      auto r = job.run();
+      INFO(r.output);
+      CHECK(r.exit_code == 3);
+      std::vector<json> tests;
+      for (const auto& e : job.of_type("eval"))
+        if (e["split"] == "test") tests.push_back(e);
+      CHECK(job.status()["status"] == "diverged");
+      if (at == 3) {
+        CHECK(tests.empty());
+        CHECK(job.of_type("end").at(0)["after_best"].is_null());
+        continue;
+      }
+      REQUIRE(tests.size() == 1);
+      CHECK(tests[0]["checkpoint"] == "best");
+      CHECK(tests[0]["step"] == 8);
+      CHECK(std::isfinite(tests[0]["loss"].get<double>()));
+      CHECK(job.of_type("end").at(0)["after_best"] == 8);
+      // The test evaluation comes after the divergence is recorded, before the end.
+      const auto events = job.events();
+      const auto index = [&](const char* type) {
+        return std::find_if(events.begin(), events.end(), [&](const json& e) { return e["type"] == type && (std::string(type) != "eval" || e["split"] == "test"); }) - events.begin();
+      };
+      CHECK(index("divergence") < index("eval"));
+      CHECK(index("eval") < index("end"));
     }
   }
 }

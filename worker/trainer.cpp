@@ -488,7 +488,11 @@ int TrainingRun::diverge(const char* cause, double value, double lr, nlohmann::j
   DivergenceEvent e{st_.step, cause, json_number(value), st_.last_finite_loss, lr,
                     where.value("first_nonfinite_layer", nlohmann::json()), where.value("state_layer", nlohmann::json())};
   log_.write(e);
-  return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st_.step), nlohmann::json::object());
+  // Diverged after it learnt: its best checkpoint is still a result, so it is scored on test as a finished
+  // job's is (the table marks it diverged-after-best rather than showing only "*").
+  final_test();
+  return finish(JobStatus::diverged, kExitDiverged, cause, fmt::format("{} at step {}", cause, st_.step),
+                {{"after_best", st_.best_step >= 0 ? nlohmann::json(st_.best_step) : nlohmann::json(nullptr)}});
 }
 
 EvalResult TrainingRun::evaluate(const char* split) {
