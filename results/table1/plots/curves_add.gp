@@ -5,19 +5,49 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 10.26438593 10.26438593 10.26438593
-100 9.804606498 9.804606498 9.804606498
-150 9.519953396 9.519953396 9.519953396
+50 10.1079401 10.1079401 10.1079401
+100 9.669711683 9.669711683 9.669711683
+150 9.4533037 9.4533037 9.4533037
 EOD
 $p0s1 << EOD
-50 10.414381 10.414381 10.414381
-100 9.726630267 9.726630267 9.726630267
-150 9.402791286 9.402791286 9.402791286
+50 10.20243485 10.20243485 10.20243485
+100 9.676861614 9.676861614 9.676861614
+150 9.43431223 9.43431223 9.43431223
 EOD
 $p0s2 << EOD
-50 11.52560785 11.52560785 11.52560785
-100 11.01707773 11.01707773 11.01707773
-150 10.72821166 10.72821166 10.72821166
+50 10.27447368 10.27447368 10.27447368
+100 9.806965034 9.806965034 9.806965034
+150 9.592286074 9.592286074 9.592286074
+EOD
+$p0s3 << EOD
+50 10.38267399 10.38267399 10.38267399
+100 9.685586488 9.685586488 9.685586488
+150 9.43573267 9.43573267 9.43573267
+EOD
+$p0s4 << EOD
+50 10.39642385 10.39642385 10.39642385
+100 9.723738454 9.723738454 9.723738454
+150 9.465617073 9.465617073 9.465617073
+EOD
+$p0s5 << EOD
+50 10.47938711 10.47938711 10.47938711
+100 9.763979959 9.763979959 9.763979959
+150 9.489960524 9.489960524 9.489960524
+EOD
+$p0s6 << EOD
+50 11.47811273 11.47811273 11.47811273
+100 10.95013852 10.95013852 10.95013852
+150 10.58203672 10.58203672 10.58203672
+EOD
+$p0s7 << EOD
+50 11.53087639 11.53087639 11.53087639
+100 10.97062928 10.97062928 10.97062928
+150 10.66705202 10.66705202 10.66705202
+EOD
+$p0s8 << EOD
+50 11.44043677 11.44043677 11.44043677
+100 10.91752135 10.91752135 10.91752135
+150 10.64242116 10.64242116 10.64242116
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_add.png'
@@ -31,9 +61,15 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'φ ✗, seed=0', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'φ ✗, seed=1', \
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'φ ✗, seed=2'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_add.svg'
@@ -47,7 +83,13 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'φ ✗, seed=0', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'φ ✗, seed=1', \
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'φ ✗, seed=2'
 unset output

@@ -5,14 +5,34 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 8.395517437 8.395517437 8.395517437
-100 7.7066582 7.7066582 7.7066582
-150 7.454775908 7.454775908 7.454775908
+50 8.443359688 8.443359688 8.443359688
+100 7.729211234 7.729211234 7.729211234
+150 7.473178576 7.473178576 7.473178576
 EOD
 $p0s1 << EOD
-50 8.598568485 8.598568485 8.598568485
-100 7.812774434 7.812774434 7.812774434
-150 7.535411169 7.535411169 7.535411169
+50 8.42511025 8.42511025 8.42511025
+100 7.69795127 7.69795127 7.69795127
+150 7.468253628 7.468253628 7.468253628
+EOD
+$p0s2 << EOD
+50 8.345971344 8.345971344 8.345971344
+100 7.62005143 7.62005143 7.62005143
+150 7.425562211 7.425562211 7.425562211
+EOD
+$p0s3 << EOD
+50 8.507438812 8.507438812 8.507438812
+100 7.767516229 7.767516229 7.767516229
+150 7.535517619 7.535517619 7.535517619
+EOD
+$p0s4 << EOD
+50 8.459789227 8.459789227 8.459789227
+100 7.735522545 7.735522545 7.735522545
+150 7.518741999 7.518741999 7.518741999
+EOD
+$p0s5 << EOD
+50 8.315513982 8.315513982 8.315513982
+100 7.659373862 7.659373862 7.659373862
+150 7.469800134 7.469800134 7.469800134
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_decay.png'
@@ -26,8 +46,12 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Norm ✗, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'φ ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'φ ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'φ ✗, seed=2'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_decay.svg'
@@ -41,6 +65,10 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Norm ✗, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'φ ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'φ ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'φ ✗, seed=2'
 unset output

@@ -5,16 +5,40 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 11.49176955 11.49176955 11.49176955
-100 10.95375817 10.95375817 10.95375817
-150 10.68711797 10.68711797 10.68711797
+50 11.52257567 11.52257567 11.52257567
+100 11.02328381 11.02328381 11.02328381
+150 10.78651146 10.78651146 10.78651146
 EOD
 $p0s1 << EOD
-50 11.32467914 11.32467914 11.32467914
-100 10.23606066 10.23606066 10.23606066
-150 9.837690778 9.837690778 9.837690778
+50 11.5254227 11.5254227 11.5254227
+100 11.01817383 11.01817383 11.01817383
+150 10.82178148 10.82178148 10.82178148
 EOD
 $p0s2 << EOD
+50 11.4969598 11.4969598 11.4969598
+100 10.98331125 10.98331125 10.98331125
+150 10.68329383 10.68329383 10.68329383
+EOD
+$p0s3 << EOD
+50 11.22338886 11.22338886 11.22338886
+100 10.1182669 10.1182669 10.1182669
+150 9.531373639 9.531373639 9.531373639
+EOD
+$p0s4 << EOD
+50 11.07505464 11.07505464 11.07505464
+100 9.684891481 9.684891481 9.684891481
+150 9.220890198 9.220890198 9.220890198
+EOD
+$p0s5 << EOD
+50 11.15186072 11.15186072 11.15186072
+100 9.96855008 9.96855008 9.96855008
+150 9.475215682 9.475215682 9.475215682
+EOD
+$p0s6 << EOD
+EOD
+$p0s7 << EOD
+EOD
+$p0s8 << EOD
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_delta.png'
@@ -28,11 +52,21 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
-set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (nonfinite\_loss)'
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 7
+set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 7
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 8
+set label '× diverged' at 0, graph 0.9 left offset 0.5, 0 tc lt 8
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 9
+set label '× diverged' at 0, graph 0.85 left offset 0.5, 0 tc lt 9
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     keyentry w l dt 2 lw 2 lc 7 t 'φ ✗, seed=0 — diverged at step 0 (nonfinite\_loss)', \
+     keyentry w l dt 2 lw 2 lc 8 t 'φ ✗, seed=1 — diverged at step 0 (nonfinite\_loss)', \
+     keyentry w l dt 2 lw 2 lc 9 t 'φ ✗, seed=2 — diverged at step 0 (nonfinite\_loss)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_delta.svg'
@@ -46,9 +80,19 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 3
-set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 3
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     keyentry w l dt 2 lw 2 lc 3 t 'φ ✗ — diverged at step 0 (nonfinite\_loss)'
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 7
+set label '× diverged' at 0, graph 0.95 left offset 0.5, 0 tc lt 7
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 8
+set label '× diverged' at 0, graph 0.9 left offset 0.5, 0 tc lt 8
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2 lw 2 lc 9
+set label '× diverged' at 0, graph 0.85 left offset 0.5, 0 tc lt 9
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     keyentry w l dt 2 lw 2 lc 7 t 'φ ✗, seed=0 — diverged at step 0 (nonfinite\_loss)', \
+     keyentry w l dt 2 lw 2 lc 8 t 'φ ✗, seed=1 — diverged at step 0 (nonfinite\_loss)', \
+     keyentry w l dt 2 lw 2 lc 9 t 'φ ✗, seed=2 — diverged at step 0 (nonfinite\_loss)'
 unset output

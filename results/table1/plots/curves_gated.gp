@@ -5,19 +5,49 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 7.959707223 7.959707223 7.959707223
-100 7.435194012 7.435194012 7.435194012
-150 7.239535393 7.239535393 7.239535393
+50 7.888782838 7.888782838 7.888782838
+100 7.444516448 7.444516448 7.444516448
+150 7.245014311 7.245014311 7.245014311
 EOD
 $p0s1 << EOD
-50 8.068153079 8.068153079 8.068153079
-100 7.560394642 7.560394642 7.560394642
-150 7.332884676 7.332884676 7.332884676
+50 7.894849163 7.894849163 7.894849163
+100 7.476306931 7.476306931 7.476306931
+150 7.272829334 7.272829334 7.272829334
 EOD
 $p0s2 << EOD
-50 8.114282507 8.114282507 8.114282507
-100 7.59113751 7.59113751 7.59113751
-150 7.372520647 7.372520647 7.372520647
+50 8.003895425 8.003895425 8.003895425
+100 7.458325547 7.458325547 7.458325547
+150 7.268269858 7.268269858 7.268269858
+EOD
+$p0s3 << EOD
+50 8.024774442 8.024774442 8.024774442
+100 7.537424292 7.537424292 7.537424292
+150 7.319629559 7.319629559 7.319629559
+EOD
+$p0s4 << EOD
+50 8.092707499 8.092707499 8.092707499
+100 7.621850164 7.621850164 7.621850164
+150 7.431790294 7.431790294 7.431790294
+EOD
+$p0s5 << EOD
+50 8.079310054 8.079310054 8.079310054
+100 7.489672638 7.489672638 7.489672638
+150 7.32136524 7.32136524 7.32136524
+EOD
+$p0s6 << EOD
+50 8.181841393 8.181841393 8.181841393
+100 7.628318881 7.628318881 7.628318881
+150 7.407130653 7.407130653 7.407130653
+EOD
+$p0s7 << EOD
+50 8.111229586 8.111229586 8.111229586
+100 7.612037656 7.612037656 7.612037656
+150 7.414675472 7.414675472 7.414675472
+EOD
+$p0s8 << EOD
+50 8.081087384 8.081087384 8.081087384
+100 7.541733509 7.541733509 7.541733509
+150 7.390911704 7.390911704 7.390911704
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_gated.png'
@@ -31,9 +61,15 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'φ ✗, seed=0', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'φ ✗, seed=1', \
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'φ ✗, seed=2'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_gated.svg'
@@ -47,7 +83,13 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Baseline, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Baseline, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Baseline, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Norm ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Norm ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'Norm ✗, seed=2', \
+     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'φ ✗, seed=0', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'φ ✗, seed=1', \
+     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'φ ✗, seed=2'
 unset output

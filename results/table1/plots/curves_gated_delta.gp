@@ -5,14 +5,34 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-50 8.284149302 8.284149302 8.284149302
-100 7.874138657 7.874138657 7.874138657
-150 7.656842757 7.656842757 7.656842757
+50 8.242329928 8.242329928 8.242329928
+100 7.804026355 7.804026355 7.804026355
+150 7.607686735 7.607686735 7.607686735
 EOD
 $p0s1 << EOD
-50 8.071496858 8.071496858 8.071496858
-100 7.554594053 7.554594053 7.554594053
-150 7.327064878 7.327064878 7.327064878
+50 8.257957488 8.257957488 8.257957488
+100 7.783067434 7.783067434 7.783067434
+150 7.596165882 7.596165882 7.596165882
+EOD
+$p0s2 << EOD
+50 8.063596952 8.063596952 8.063596952
+100 7.63310678 7.63310678 7.63310678
+150 7.428571532 7.428571532 7.428571532
+EOD
+$p0s3 << EOD
+50 8.001382723 8.001382723 8.001382723
+100 7.516204331 7.516204331 7.516204331
+150 7.264180127 7.264180127 7.264180127
+EOD
+$p0s4 << EOD
+50 7.981259474 7.981259474 7.981259474
+100 7.506765533 7.506765533 7.506765533
+150 7.299918646 7.299918646 7.299918646
+EOD
+$p0s5 << EOD
+50 8.010873537 8.010873537 8.010873537
+100 7.468402771 7.468402771 7.468402771
+150 7.275626477 7.275626477 7.275626477
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_gated_delta.png'
@@ -26,8 +46,12 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Norm ✗, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'φ ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'φ ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'φ ✗, seed=2'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_gated_delta.svg'
@@ -41,6 +65,10 @@ unset logscale y
 set xtics autofreq
 set xrange [-3:*]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'φ ✗'
+plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'Norm ✗, seed=0', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'Norm ✗, seed=1', \
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Norm ✗, seed=2', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'φ ✗, seed=0', \
+     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'φ ✗, seed=1', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'φ ✗, seed=2'
 unset output

@@ -5,25 +5,25 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-0 7.68216959 7.68216959 7.68216959
+0 7.700911558 7.700911558 7.700911558
 EOD
 $p0s1 << EOD
-0 7.684684427 7.684684427 7.684684427
+0 7.70626545 7.70626545 7.70626545
 EOD
 $p0s2 << EOD
-16 7.492691353 7.492691353 7.492691353
-32 7.444022757 7.444022757 7.444022757
+16 7.505107995 7.496540768 7.513675222
+32 7.4576818 7.443084804 7.472278797
 EOD
 $p0s3 << EOD
-16 7.557575929 7.557575929 7.557575929
-32 7.553286314 7.553286314 7.553286314
+16 7.558605793 7.52810806 7.589103526
+32 7.530754451 7.462955048 7.598553854
 EOD
 $p0s4 << EOD
-16 7.569523717 7.569523717 7.569523717
-32 7.695276943 7.695276943 7.695276943
+16 7.547454258 7.531035436 7.563873079
+32 7.650612258 7.598303059 7.702921457
 EOD
 $p0s5 << EOD
-0 7.87730305 7.87730305 7.87730305
+0 7.910047338 7.910047338 7.910047338
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'vs_m.png'
@@ -37,12 +37,12 @@ unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 7.68216959 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
-     7.684684427 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper)', \
-     7.87730305 w l dt 3 lw 2 lc 6 t 'softmax teacher (before fine-tuning) (reference level)'
+plot 7.700911558 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
+     7.70626545 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper)', \
+     7.910047338 w l dt 3 lw 2 lc 6 t 'softmax teacher (before fine-tuning) (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_m.svg'
@@ -56,10 +56,10 @@ unset logscale y
 set xtics (16, 32)
 set xrange [11.42857143:44.8]
 set autoscale y
-plot 7.68216959 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
-     7.684684427 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper)', \
-     7.87730305 w l dt 3 lw 2 lc 6 t 'softmax teacher (before fine-tuning) (reference level)'
+plot 7.700911558 w l dt 3 lw 2 lc 1 t 'Softmax, fine-tuned the same steps (control) (no m: reference level)', \
+     7.70626545 w l dt 3 lw 2 lc 2 t 'Local attention (w = 32) (no m: reference level)', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'Gated', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'Decay', \
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'Gated delta (not in the paper)', \
+     7.910047338 w l dt 3 lw 2 lc 6 t 'softmax teacher (before fine-tuning) (reference level)'
 unset output
