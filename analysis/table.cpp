@@ -126,14 +126,15 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
     if (!j->planned.applicable) continue;
     ++c.runs;
     c.job_ids.push_back(j->id());
-    // A run that diverged after validating keeps its best checkpoint's evaluation: a value, marked.
-    const auto v = metric.value(*j, results);
+    // A run that diverged after validating keeps its best checkpoint's evaluation: a value, marked. Only finished
+    // and diverged runs (and settings) are looked up: a running job's partial record gives no value.
+    const bool looked_up = j->finished() || metric.from_config() || (j->diverged() && metric.source == Metric::Source::Eval);
+    const auto v = looked_up ? metric.value(*j, results) : std::nullopt;
     const bool after_best = j->diverged() && metric.source == Metric::Source::Eval && v;
     if (after_best) ++c.after_best;
     else if (j->diverged()) ++c.diverged;
     else if (j->failed()) ++c.failed;
     else if (!j->finished()) ++c.unfinished;
-    if (!j->finished() && !after_best && !metric.from_config()) continue;
     if (!v) continue;
     nlohmann::json key = nlohmann::json::object();
     for (const auto& [axis, how] : reduce)
