@@ -34,6 +34,7 @@ void validate_cross(const ModelConfig& c) {
   if (s.rule != "add") throw ConfigError("cross.rule", fmt::format("cross attention sums the source (rule 'add'), got '{}'", s.rule));
   if (s.norm != "attn") throw ConfigError("cross.norm", "cross attention divides by phi(q).z (norm 'attn', T2R)");
   if (s.swa_window > 0) throw ConfigError("cross.swa_window", "cross attention has no sliding window");
+  if (s.conv > 0) throw ConfigError("cross.conv", "cross attention reads the whole source: it has no short convolution");
   validate_mixer(s, c, "cross.");
 }
 

@@ -36,6 +36,8 @@ void require_at_most(int64_t value, int64_t limit, const std::string& field) {
 
 constexpr int64_t kMaxParameters = int64_t{1} << 40;
 constexpr int64_t kMaxLayers = int64_t{1} << 12;
+// A short convolution is a token shift of a few taps (4 in DeltaNet); more is a typo, not a design.
+constexpr int64_t kMaxConvTaps = 64;
 
 }  // namespace
 
@@ -44,7 +46,10 @@ std::string MixerSpec::describe() const {
     const auto* map_row = find_feature_map(feature_map);
     std::string map = map_row && map_row->uses_nu ? fmt::format("{}{}", feature_map, dpfp_nu) : feature_map;
     std::string keys = key_norm.empty() ? "" : "+" + key_norm + "keys";
-    return fmt::format("{}{}/{}/{}/m={}{}", rule, keys, map, norm, m, swa_window > 0 ? fmt::format("+swa{}", swa_window) : "");
+    std::string extras = swa_window > 0 ? fmt::format("+swa{}", swa_window) : "";
+    if (conv > 0) extras += fmt::format("+conv{}", conv);
+    if (beta_init > 0) extras += fmt::format("+beta{}", beta_init);
+    return fmt::format("{}{}/{}/{}/m={}{}", rule, keys, map, norm, m, extras);
   }
   if (kind == "local") return fmt::format("local/w={}", window);
   if (kind == "srupp") return attention ? "srupp+attn" : "srupp";
@@ -105,6 +110,12 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
   if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
   if (s.chunk > 0 && rule.default_chunk == 0)
     throw ConfigError(p + "chunk", fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
+  if (s.beta_init != 0.0) {
+    if (s.rule != "delta")
+      throw ConfigError(p + "beta_init", fmt::format("only the delta rule's write strength has a bias to initialise; rule '{}' has none", s.rule));
+    if (!(s.beta_init > 0.0 && s.beta_init < 1.0))
+      throw ConfigError(p + "beta_init", fmt::format("must lie strictly between 0 and 1 (it is σ(b_β)), got {}", s.beta_init));
+  }
   const auto& map = *find_feature_map(s.feature_map);
   if (map.check_size) map.check_size(s, LayerDims{cfg.d_model, cfg.n_heads, cfg.head_dim, s.m}, p);
 }
@@ -119,6 +130,12 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
     throw ConfigError(p + "swa_window", fmt::format("only fast_weight layers mix in a sliding window, not '{}'", s.kind));
   if (s.swa_window > cfg.context)
     throw ConfigError(p + "swa_window", fmt::format("{} is larger than the model's context of {}", s.swa_window, cfg.context));
+  if (s.conv < 0 || s.conv == 1 || s.conv > kMaxConvTaps)
+    throw ConfigError(p + "conv", fmt::format("must be 0 (none) or 2 to {} taps, got {}", kMaxConvTaps, s.conv));
+  if (s.conv > 0 && s.kind != "fast_weight")
+    throw ConfigError(p + "conv", fmt::format("only fast_weight layers have a short convolution, not '{}'", s.kind));
+  if (s.beta_init != 0.0 && s.kind != "fast_weight")
+    throw ConfigError(p + "beta_init", fmt::format("only a fast_weight layer's delta rule has a write strength, not '{}'", s.kind));
   require_at_most(s.window, int64_t{1} << 24, p + "window");
   require_at_most(s.attn_dim, int64_t{1} << 16, p + "attn_dim");
   if (s.kind == "srupp") {
@@ -189,7 +206,9 @@ void validate_rope(const ModelConfig& cfg) {
 void validate_block(const ModelConfig& cfg) {
   require_one_of(cfg.block_norm, {"layernorm", "rmsnorm"}, "block_norm");
   require_one_of(cfg.positions, {"learned", "rope", "sinusoidal"}, "positions");
-  require_one_of(cfg.mlp, {"plain", "gated"}, "mlp");
+  require_one_of(cfg.mlp, {"plain", "gated", "none"}, "mlp");
+  if (cfg.mlp == "none" && cfg.d_ff > 0)
+    throw ConfigError("d_ff", fmt::format("a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = {} would change nothing", cfg.d_ff));
   if (cfg.n_kv_heads < 0 || cfg.n_kv_heads > cfg.n_heads)
     throw ConfigError("n_kv_heads", fmt::format("must be in [0, n_heads = {}] (0: n_heads), got {}", cfg.n_heads, cfg.n_kv_heads));
   if (cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads != 0)
@@ -213,6 +232,8 @@ nlohmann::json to_json(const MixerSpec& s) {
     if (const auto* map = find_feature_map(s.feature_map); map && map->uses_nu) j["dpfp_nu"] = s.dpfp_nu;
     if (!s.key_norm.empty()) j["key_norm"] = s.key_norm;  // only when set: older configurations read back unchanged
     if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
+    if (s.conv > 0) j["conv"] = s.conv;                    // likewise
+    if (s.beta_init != 0.0) j["beta_init"] = s.beta_init;  // likewise
   } else if (s.kind == "local") {
     j["window"] = s.window;
   } else if (s.kind == "srupp") {
@@ -248,7 +269,7 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 }  // namespace
 
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
-  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window"}, p);
+  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window", "conv", "beta_init"}, p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
@@ -265,6 +286,8 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   opt("attn_dim", s.attn_dim);
   opt("chunk", s.chunk);
   opt("swa_window", s.swa_window);
+  opt("conv", s.conv);
+  opt("beta_init", s.beta_init);
   return s;
 }
 

@@ -37,6 +37,11 @@ struct MixerSpec {
   // fast_weight: softmax attention over the last swa_window tokens (the current one included), mixed half and
   // half with the fast-weight output (Liger's 0.5 SWA + 0.5 linear); 0: none (models/README.md).
   int64_t swa_window = 0;
+  // fast_weight: a depthwise causal convolution of this many taps, then SiLU, on the q, k and v projections
+  // before the feature map (DeltaNet's and Gated DeltaNet's ShortConvolution, Zoology's token shift); 0: none.
+  int64_t conv = 0;
+  // fast_weight, rule delta: the write strength β's initial value σ(b_β) (0: Mao's 0.007).
+  double beta_init = 0.0;
 
   bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
@@ -72,6 +77,7 @@ struct ModelConfig {
   std::string block_norm = "layernorm";  // layernorm | rmsnorm (no bias)
   std::string positions = "learned";     // learned (wpe) | rope (rotary, on q and k of attention projections)
   std::string mlp = "plain";             // plain: proj(act(fc x)) | gated: down(act(gate x) * up x) (SwiGLU with silu)
+                                         // | none: the mixer alone (Zoology's synthetic-task models)
   int64_t n_kv_heads = 0;                // grouped-query attention: key/value heads (0: n_heads)
   bool tied_head = true;                 // output projection = token embedding (GPT-2); false: its own lm_head
   bool qkv_bias = true, o_bias = true, mlp_bias = true;  // Llama: none; Qwen2: q, k, v only

@@ -20,6 +20,7 @@ int64_t attention_projection_parameters(const ModelConfig& c) {
 
 int64_t mlp_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model, ff = c.ff_dim();
+  if (c.mlp == "none") return 0;
   if (c.mlp == "gated") return 3 * d * ff + (c.mlp_bias ? 2 * ff + d : 0);
   return 2 * d * ff + (c.mlp_bias ? ff + d : 0);
 }
@@ -38,7 +39,8 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
     return n;
   }
   const LayerDims dims{d, H, hd, s.m};
-  return qkv_o + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
+  const int64_t conv = s.conv * (H * hd + 2 * c.kv_heads() * hd);  // one filter per q, k, v channel, no bias
+  return qkv_o + conv + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
 }
 
 }  // namespace
@@ -56,7 +58,7 @@ int64_t count_parameters(const ModelConfig& c) {
   if (!c.tied_head) n += c.vocab * d;           // lm_head
   const int64_t r = c.lora_rank, inner = c.n_heads * c.head_dim, kv_inner = c.kv_heads() * c.head_dim;
   for (const auto& layer : c.layers) {
-    n += 2 * norm + mlp_parameters(c) + mixer_parameters(layer, c);
+    n += (c.mlp == "none" ? 1 : 2) * norm + mlp_parameters(c) + mixer_parameters(layer, c);  // ln1 (and ln2)
     if (r > 0 && has_attention_projections(layer)) n += 3 * r * d + r * (inner + 2 * kv_inner) + r * (inner + d);  // q, k, v; o
   }
   return n + encoder_decoder_parameters(c);
@@ -87,6 +89,7 @@ StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
   int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
   if (s.norm == "attn") fixed += H * s.m;  // normaliser z
   fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
+  if (s.conv > 0) fixed += (s.conv - 1) * (H * hd + 2 * kv);  // the convolution's last inputs
   return {fixed, 0};
 }
 

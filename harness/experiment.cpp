@@ -24,6 +24,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"key_norm", "model.mixer.key_norm"},
       {"m", "model.mixer.m"},               {"window", "model.mixer.window"},
       {"dpfp_nu", "model.mixer.dpfp_nu"},   {"chunk", "model.mixer.chunk"},
+      {"conv", "model.mixer.conv"},         {"beta_init", "model.mixer.beta_init"},
       {"attention_every", "model.attention_every"}, {"keep_softmax_every", "model.keep_softmax_every"},
       {"keep_softmax_layers", "model.keep_softmax_layers"},
       {"vocab", "model.vocab"},             {"d_model", "model.d_model"},

@@ -42,9 +42,14 @@ void AttentionMixer::add_lora(const ModelConfig& cfg) {
   o_lora = register_module("o_lora", LoraAdapter(std::vector<int64_t>{d}, inner, r, cfg.lora_scale()));
 }
 
-QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position) {
+void AttentionMixer::add_short_conv(int64_t taps) {
+  conv = register_module("conv", ShortConv(n_heads_ * head_dim_ + 2 * n_kv_heads_ * head_dim_, taps));
+}
+
+QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache) {
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
   auto all = with_lora(qkv, qkv_lora, x);
+  if (conv) all = conv(all, conv_cache);
   auto heads = [&](int64_t offset, int64_t size, int64_t n) { return all.narrow(-1, offset, size).view({B, T, n, head_dim_}).transpose(1, 2); };
   QkvHeads h{heads(0, inner, n_heads_), heads(inner, kv_inner, n_kv_heads_), heads(inner + kv_inner, kv_inner, n_kv_heads_)};
   if (rope_) h.q = rope_->apply(h.q, position), h.k = rope_->apply(h.k, position);

@@ -34,6 +34,9 @@ FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg) : AttentionMi
   phi = register_module("phi", make_feature_map(s, cfg.n_heads, cfg.head_dim));
   rule = make_rule(*this, s, cfg);  // registers the rule's parameters on this layer
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
+  // Random, as fla initialises it: a converted layer's conv does not start as the identity (the SiLU after it
+  // could not be one anyway), so conversion with a conv is a change of architecture the fine-tuning must absorb.
+  if (s.conv > 0) add_short_conv(s.conv);
   apply_value_rescale();
   add_lora(cfg);  // last: a model without LoRA draws the same initial weights as before
 }
@@ -65,6 +68,7 @@ void FastWeight::fold_feature_map() {
   TORCH_CHECK(!positions_or_groups(), "rotary positions and grouped key heads sit between the projection and the feature map: "
               "it cannot be folded");
   TORCH_CHECK(qkv->bias.defined(), "folding reads the q and k biases: a model without them (qkv_bias = false) keeps its feature map");
+  TORCH_CHECK(!conv, "a short convolution sits between the projection and the feature map: it cannot be folded");
   TORCH_CHECK(!folded(), "feature map already folded");
   torch::NoGradGuard guard;
   const int64_t d = qkv->weight.size(1), inner = n_heads_ * head_dim_, m = spec.m;
@@ -92,12 +96,12 @@ torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
 }
 
-FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, int64_t position) {
+FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state) {
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
   Inputs in;
   if (!folded()) {
     // LoLCATs' order: projections, rotary positions, repeat_kv, then the feature map of each query head.
-    auto h = project(x, position);
+    auto h = project(x, state ? state->position : 0, state ? &state->conv : nullptr);
     in.q_raw = h.q, in.k_raw = repeat_kv(h.k, groups());
     in.rule.fq = phi->forward(in.q_raw, true);
     in.rule.fk = phi->forward(in.k_raw, false);
@@ -117,7 +121,7 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, int64_t position) 
 
 torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool reference) {
   if (is_training()) phi->resample();
-  const auto in = inputs(x, state ? state->position : 0);
+  const auto in = inputs(x, state);
   auto r = rule->recur(in.rule, RuleRun{state, spec.norm == "attn", reference, chunk_of(spec)});
   auto y = r.y;
   if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix
@@ -128,7 +132,8 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
 
 torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
   TORCH_CHECK(!folded(), "value_coefficients reads the unfolded projections");
-  const auto in = inputs(x, 0);
+  TORCH_CHECK(!conv, "with a short convolution the output mixes convolved values, not the value projections: it has no value coefficients");
+  const auto in = inputs(x, nullptr);
   auto c = rule->value_coefficients(in.rule, spec.norm == "attn");  // [B, H, channels, T, T]
   if (spec.swa_window > 0) c = 0.5 * (c + softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));
   return c;

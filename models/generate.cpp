@@ -11,7 +11,7 @@ namespace fwlab {
 int64_t state_bytes(const GenerationState& state) {
   int64_t n = 0;
   for (const auto& l : state.layers)
-    for (const auto& t : {l.S, l.z, l.c, l.k, l.v}) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+    for (const auto& t : {l.S, l.z, l.c, l.k, l.v, l.conv}) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
   return n;
 }
 

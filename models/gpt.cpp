@@ -16,14 +16,18 @@ std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg)
   throw ConfigError("kind", fmt::format("unknown mixer kind '{}'", spec.kind));
 }
 
-Block::Block(const MixerSpec& spec, const ModelConfig& cfg) : activation_(cfg.activation), gated_(cfg.mlp == "gated") {
+Block::Block(const MixerSpec& spec, const ModelConfig& cfg)
+    : activation_(cfg.activation), gated_(cfg.mlp == "gated"), has_mlp_(cfg.mlp != "none") {
   const int64_t d = cfg.d_model, ff = cfg.ff_dim();
   ln1 = register_module("ln1", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
   mixer = register_module("mixer", make_mixer(spec, cfg));
-  ln2 = register_module("ln2", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
-  fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
-  proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
+  if (has_mlp_) {
+    ln2 = register_module("ln2", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
+    fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
+    proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
+  }
   drop = register_module("drop", Dropout(cfg.dropout));
+  if (!has_mlp_) return;
   init_gpt2_linear(fc);
   init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
 }
@@ -47,12 +51,12 @@ torch::Tensor Block::mlp(const torch::Tensor& x) {
 
 torch::Tensor Block::forward(const torch::Tensor& x) {
   auto h = x + mixer->forward(ln1(x));
-  return h + mlp(h);
+  return has_mlp_ ? h + mlp(h) : h;
 }
 
 torch::Tensor Block::step(const torch::Tensor& x, MixerState& state) {
   auto h = x + mixer->step(ln1(x), state);
-  return h + mlp(h);
+  return has_mlp_ ? h + mlp(h) : h;
 }
 
 GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {

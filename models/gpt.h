@@ -22,7 +22,7 @@ class Block : public torch::nn::Module {
   BlockNorm ln1{nullptr}, ln2{nullptr};
   std::shared_ptr<Mixer> mixer;
   // plain MLP: proj(act(fc x)); gated: fc holds the gate's rows then the up projection's, proj is the down
-  // projection: proj(act(gate x) * up x).
+  // projection: proj(act(gate x) * up x). With mlp = "none" the block is its mixer alone: no ln2, fc or proj.
   torch::nn::Linear fc{nullptr}, proj{nullptr};
   Dropout drop{nullptr};
 
@@ -30,7 +30,7 @@ class Block : public torch::nn::Module {
   torch::Tensor mlp(const torch::Tensor& x);
   torch::Tensor activation(const torch::Tensor& x) const;
   std::string activation_;
-  bool gated_;
+  bool gated_, has_mlp_;
 };
 
 // Per-sequence state for token-by-token generation.

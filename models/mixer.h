@@ -11,10 +11,11 @@
 namespace fwlab {
 
 // State carried between steps. Which fields are used depends on the mixer:
-// softmax/local: k, v (KV cache); fast_weight: S (and z with attention normalization); sru/srupp: c
-// (plus k, v for the attention of srupp).
+// softmax/local: k, v (KV cache); fast_weight: S (and z with attention normalization, conv with a short
+// convolution); sru/srupp: c (plus k, v for the attention of srupp).
 struct MixerState {
   torch::Tensor S, z, c, k, v;
+  torch::Tensor conv;  // a short convolution's last taps - 1 projected inputs, [B, channels, taps - 1]
   // softmax: k and v are views of the first tokens of these buffers, which grow by doubling, so that a generated
   // token costs one write instead of copying the whole cache (torch::cat did, at every token).
   torch::Tensor k_buffer, v_buffer;

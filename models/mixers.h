@@ -7,6 +7,7 @@
 #include "models/lora.h"
 #include "models/mixer.h"
 #include "models/rope.h"
+#include "models/short_conv.h"
 #include "models/rules/update_rule.h"
 
 #include <optional>
@@ -46,13 +47,16 @@ class AttentionMixer : public Mixer {
  public:
   torch::nn::Linear qkv{nullptr}, o{nullptr};
   LoraAdapter qkv_lora{nullptr}, o_lora{nullptr};  // with cfg.lora_rank > 0
+  ShortConv conv{nullptr};                         // fast_weight with spec.conv > 0: on q, k, v before rotary positions
   int64_t groups() const { return n_heads_ / n_kv_heads_; }
 
  protected:
   explicit AttentionMixer(const ModelConfig& cfg);  // registers qkv and o with GPT-2's initialisation
   void add_lora(const ModelConfig& cfg);            // registers the adapters (none without cfg.lora_rank)
-  // x [B, T, d_model] whose first token is at `position` (rotary positions).
-  QkvHeads project(const torch::Tensor& x, int64_t position);
+  void add_short_conv(int64_t taps);                // registers `conv` over the q, k, v channels
+  // x [B, T, d_model] whose first token is at `position` (rotary positions); `conv_cache`: the short
+  // convolution's state in the step form (ShortConvImpl::forward).
+  QkvHeads project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache = nullptr);
   // y [B, H, T, hd] -> o(y) [B, T, d_model]
   torch::Tensor output(const torch::Tensor& y);
 
@@ -97,7 +101,7 @@ class FastWeight : public AttentionMixer {
   // Only for projection feature maps (foldable()).
   void fold_feature_map();
   bool folded() const { return !folded_qk.is_empty(); }
-  bool foldable() const { return projection_map() != nullptr && !positions_or_groups() && qkv->bias.defined(); }
+  bool foldable() const { return projection_map() != nullptr && !positions_or_groups() && qkv->bias.defined() && !conv; }
 
   const MixerSpec spec;
   std::shared_ptr<FeatureMap> phi;
@@ -112,7 +116,7 @@ class FastWeight : public AttentionMixer {
     torch::Tensor q_raw, k_raw;
   };
   const ProjectionMap* projection_map() const;  // null for maps that are not a projection
-  Inputs inputs(const torch::Tensor& x, int64_t position);
+  Inputs inputs(const torch::Tensor& x, MixerState* state);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
   bool positions_or_groups() const { return rope_.has_value() || n_kv_heads_ != n_heads_; }
 };

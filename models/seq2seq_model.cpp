@@ -21,7 +21,7 @@ void select_state_rows(MixerState& s, const torch::Tensor& rows) {
   } else {
     s.k = row_select(s.k, rows), s.v = row_select(s.v, rows);
   }
-  s.S = row_select(s.S, rows), s.z = row_select(s.z, rows), s.c = row_select(s.c, rows);
+  s.S = row_select(s.S, rows), s.z = row_select(s.z, rows), s.c = row_select(s.c, rows), s.conv = row_select(s.conv, rows);
 }
 
 }  // namespace
@@ -35,7 +35,7 @@ int64_t DecoderState::bytes() const {
   int64_t n = 0;
   auto add = [&](const torch::Tensor& t) { n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; };
   for (const auto& s : self)
-    for (const auto& t : {s.S, s.z, s.c, s.k, s.v}) add(t);
+    for (const auto& t : {s.S, s.z, s.c, s.k, s.v, s.conv}) add(t);
   for (const auto& m : cross)
     for (const auto& t : {m.k, m.v, m.S, m.z}) add(t);
   return n;

@@ -110,7 +110,13 @@ class ComboTest : public Catch::ITestInvoker {
     SECTION("parallel == step") { check_parallel_equals_step(mixer, cfg.d_model); }
     SECTION("chunkwise == naive, T = 32 (multiple of the chunk)") { check_chunked_equals_naive(mixer, cfg.d_model, 32); }
     SECTION("chunkwise == naive, T = 37 (not a multiple)") { check_chunked_equals_naive(mixer, cfg.d_model, 37); }
-    SECTION("value coefficients rebuild the output") { check_value_coefficients(mixer, cfg); }
+    if (spec.conv == 0) {
+      SECTION("value coefficients rebuild the output") { check_value_coefficients(mixer, cfg); }
+    } else {
+      SECTION("no value coefficients: the output mixes convolved values") {
+        CHECK_THROWS_WITH(mixer.value_coefficients(inputs(5, cfg.d_model)), Catch::Contains("short convolution"));
+      }
+    }
   }
 
  private:
@@ -144,6 +150,12 @@ const int registered = [] {
     auto spec = test::fw(rule.name, "hedgehog", rule.norms.front(), 8);
     spec.swa_window = 5;
     register_combo(names, spec, fmt::format("fast_weight {}/hedgehog + sliding window 5", rule.name));
+  }
+  // Every rule behind a short convolution of 4 taps (DeltaNet's): the step form carries its last 3 inputs.
+  for (const auto& rule : rule_table()) {
+    auto spec = test::fw(rule.name, "relu", rule.norms.front(), 8);
+    spec.conv = 4;
+    register_combo(names, spec, fmt::format("fast_weight {}/relu + short convolution 4", rule.name));
   }
   return 0;
 }();
@@ -263,4 +275,47 @@ TEST_CASE("blocked causal attention equals the full T x T product: outputs and g
       for (size_t i = 0; i < 3; ++i) CHECK(max_abs_diff(g_full[i], g_blocked[i]) < 1e-12);
     }
   }
+}
+
+TEST_CASE("short convolution: y_t = silu(sum_j w_j x_{t-taps+1+j}), its shifted-sum twin and its step form agree", "[mixers]") {
+  // Hand-computed: one channel, taps w = [0.5, -1, 2] (oldest first), x = 1, 2, 3, 4.
+  ShortConv conv(1, 3);
+  {
+    torch::NoGradGuard guard;
+    conv->weight.copy_(torch::tensor({0.5, -1.0, 2.0}).view({1, 1, 3}));
+  }
+  conv->to(torch::kFloat64);
+  auto x = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64).view({1, 4, 1});
+  const std::vector<double> pre = {2.0, -1.0 + 4.0, 0.5 - 2.0 + 6.0, 1.0 - 3.0 + 8.0};
+  auto y = conv->forward(x).view({4});
+  for (int64_t t = 0; t < 4; ++t) CHECK(y[t].item<double>() == Approx(pre[t] / (1.0 + std::exp(-pre[t]))).epsilon(1e-12));
+
+  // Many channels: the conv1d form, the shifted-sum twin and token-by-token steps, outputs and gradients.
+  torch::manual_seed(5);
+  ShortConv wide(6, 4);
+  wide->to(torch::kFloat64);
+  auto xs = torch::randn({2, 9, 6}, torch::kFloat64).requires_grad_(true);
+  auto fast = wide->forward(xs), twin = wide->reference(xs);
+  CHECK(max_abs_diff(fast, twin) <= 1e-12);
+  auto gy = torch::randn_like(fast);
+  auto g_fast = torch::autograd::grad({(fast * gy).sum()}, {xs, wide->weight});
+  auto g_twin = torch::autograd::grad({(twin * gy).sum()}, {xs, wide->weight});
+  for (size_t i = 0; i < 2; ++i) CHECK(max_abs_diff(g_fast[i], g_twin[i]) <= 1e-12);
+  torch::Tensor cache;
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < 9; ++t) steps.push_back(wide->forward(xs.narrow(1, t, 1), &cache));
+  CHECK(cache.sizes() == torch::IntArrayRef({2, 6, 3}));
+  CHECK(max_abs_diff(torch::cat(steps, 1), fast) <= 1e-12);
+}
+
+TEST_CASE("delta rule: beta_init sets the write strength's initial value, Mao's 0.007 by default", "[mixers]") {
+  auto spec = test::fw("delta", "relu", "none", 4);
+  auto cfg = test::small_config(spec, 1, 8);
+  FastWeight by_default(spec, cfg);
+  spec.beta_init = 0.5;
+  FastWeight half(spec, cfg);
+  auto beta0 = [](FastWeight& layer) { return torch::sigmoid(layer.named_parameters()["gate.bias"]); };
+  CHECK(beta0(by_default).min().item<double>() == Approx(0.007).epsilon(1e-5));
+  CHECK(beta0(by_default).max().item<double>() == Approx(0.007).epsilon(1e-5));
+  CHECK(beta0(half).min().item<double>() == Approx(0.5).epsilon(1e-6));
 }

@@ -100,6 +100,13 @@ TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
   auto t2r = test::small_config(fw("add", "relu", "attn", 4), 8);
   apply_plan(t2r, LayerPlan{fw("add", "relu", "attn", 4), 4});
   configs.push_back(t2r);
+  auto convolved = test::small_config(fw("delta", "relu", "none", 6), 2);
+  convolved.n_kv_heads = 1;  // the convolution covers the key/value heads the projection makes, not their repeats
+  for (auto& layer : convolved.layers) layer.conv = 4;
+  configs.push_back(convolved);
+  auto mixer_only = test::small_config(fw("add", "relu", "attn", 4), 2);
+  mixer_only.mlp = "none";
+  configs.push_back(mixer_only);
   for (const auto& cfg : configs) {
     GPT model(cfg);
     int64_t by_hand = 0;  // independent of both: numel of every registered parameter
@@ -124,6 +131,16 @@ TEST_CASE("recurrent state size: reported elements equal the tensors generation 
   for (const auto& layer : state.layers) carried += layer.z.defined() ? layer.z.numel() : 0;
   // local attention's cache is bounded by its window (3 < 6 tokens), so it is at capacity here.
   CHECK(state_size(cfg).elements_at(6) == carried);
+  // A short convolution of 3 taps keeps the last 2 projected inputs of q, k and v (2 heads of 8 each).
+  auto conv_cfg = test::small_config(fw("gated", "identity", "none", 4), 1);
+  conv_cfg.layers[0].conv = 3;
+  GPT conv_model(conv_cfg);
+  conv_model->eval();
+  GenerationState conv_state;
+  for (int64_t t = 0; t < 4; ++t) conv_model->step(torch::randint(0, 50, {1}, torch::kLong), conv_state);
+  const auto& layer0 = conv_state.layers[0];
+  CHECK(layer0.conv.numel() == 2 * 3 * 16);
+  CHECK(state_size(conv_cfg).elements_at(4) == layer0.S.numel() + layer0.conv.numel());
   auto fixed = state_size(test::small_config(fw("decay", "identity", "none", 4), 4));
   CHECK(fixed.per_token == 0);
   CHECK(fixed.fixed == 4 * 2 * 8 * 4);  // layers * heads * head_dim * m
@@ -185,6 +202,21 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   delta_chunk.layers[0].chunk = 16;
   CHECK(config_error(delta_chunk) == "layers[0].chunk: rule 'delta' runs a sequential kernel with no chunks: chunk would change nothing");
   CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) == "layers[0].norm: 'sum' is not one of attn, none");
+  auto sized_none = test::small_config(fw("delta", "relu", "none", 4));
+  sized_none.mlp = "none", sized_none.d_ff = 32;
+  CHECK(config_error(sized_none) == "d_ff: a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = 32 would change nothing");
+  auto one_tap = test::small_config(fw("delta", "relu", "none", 4));
+  one_tap.layers[0].conv = 1;
+  CHECK(config_error(one_tap) == "layers[0].conv: must be 0 (none) or 2 to 64 taps, got 1");
+  auto softmax_conv = test::small_config(MixerSpec{});
+  softmax_conv.layers[0].conv = 4;
+  CHECK(config_error(softmax_conv) == "layers[0].conv: only fast_weight layers have a short convolution, not 'softmax'");
+  auto beta_of_add = test::small_config(fw("add", "relu", "none", 4));
+  beta_of_add.layers[0].beta_init = 0.5;
+  CHECK(config_error(beta_of_add) == "layers[0].beta_init: only the delta rule's write strength has a bias to initialise; rule 'add' has none");
+  auto beta_one = test::small_config(fw("delta", "relu", "none", 4));
+  beta_one.layers[1].beta_init = 1.0;
+  CHECK(config_error(beta_one) == "layers[1].beta_init: must lie strictly between 0 and 1 (it is σ(b_β)), got 1");
   CHECK(config_error(test::small_config(fw("add", "relu", "none", 0))) == "layers[0].m: must be positive, got 0");
   CHECK_THROWS_WITH(GPT(test::small_config(fw("decay", "identity", "attn", 4))),
                     Catch::Contains("layers[0].norm") && Catch::Contains("decay"));
@@ -192,6 +224,11 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
 
 TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys and wrong types", "[model]") {
   auto cfg = hybrid_config();
+  CHECK(model_config_from_json(to_json(cfg)) == cfg);
+  CHECK(!to_json(cfg)["layers"][2].contains("conv"));  // unset: older configurations read back unchanged
+  cfg.layers[2].conv = 4;
+  cfg.layers[2].beta_init = 0.5;
+  CHECK(to_json(cfg)["layers"][2]["conv"] == 4);
   CHECK(model_config_from_json(to_json(cfg)) == cfg);
   cfg.layers[2].key_norm = "l2";
   cfg.layers[4] = fw("gated_delta", "elu1", "none", 8);
@@ -283,4 +320,22 @@ TEST_CASE("distillation: KL value against an explicit sum and its gradient again
     CHECK(worst < 1e-8);
     CHECK(kl_distillation(teacher, teacher, tau).item<double>() == Approx(0).margin(1e-14));
   }
+}
+
+TEST_CASE("a block without an MLP is its mixer alone: x + mixer(ln1(x)), in the parallel and the step form", "[model]") {
+  torch::manual_seed(8);
+  auto cfg = test::small_config(fw("delta", "relu", "none", 4), 1);
+  cfg.mlp = "none";
+  GPT model(cfg);
+  model->to(torch::kFloat64);
+  model->eval();
+  for (const auto& p : model->named_parameters()) CHECK(p.key().find("fc") == std::string::npos);
+  auto& block = *model->blocks()[0];
+  auto x = torch::randn({2, 5, cfg.d_model}, torch::kFloat64);
+  auto expected = x + block.mixer->forward(block.ln1(x));
+  CHECK(max_abs_diff(block.forward(x), expected) <= 1e-12);
+  MixerState state;
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < 5; ++t) state.position = t, steps.push_back(block.step(x.select(1, t), state));
+  CHECK(max_abs_diff(torch::stack(steps, 1), expected) <= 1e-10);
 }

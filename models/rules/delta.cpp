@@ -19,7 +19,8 @@ class DeltaRule : public UpdateRule {
       : UpdateRule(spec), n_heads_(cfg.n_heads), key_norm_(key_norm_of(spec)) {
     gate_ = layer.register_module("gate", torch::nn::Linear(cfg.d_model, cfg.n_heads));
     torch::NoGradGuard guard;
-    gate_->bias.fill_(std::log(kDeltaBetaInit / (1.0 - kDeltaBetaInit)));
+    const double beta0 = spec.beta_init > 0 ? spec.beta_init : kDeltaBetaInit;
+    gate_->bias.fill_(std::log(beta0 / (1.0 - beta0)));
   }
   void prepare(RuleInputs& in, const torch::Tensor& x) override {
     normalize_keys(in, key_norm_);

@@ -1,0 +1,41 @@
+#include "models/short_conv.h"
+
+#include <cmath>
+
+#include "models/mixer.h"
+
+namespace fwlab {
+
+ShortConvImpl::ShortConvImpl(int64_t channels, int64_t taps) : taps(taps) {
+  // torch.nn.Conv1d's initialisation, which fla's ShortConvolution keeps: U(-1/√fan_in, 1/√fan_in), fan_in = taps
+  // for a depthwise filter.
+  weight = register_parameter("weight", torch::empty({channels, 1, taps}));
+  if (SkipInitialisation::active()) return;
+  torch::NoGradGuard guard;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(taps));
+  weight.uniform_(-bound, bound);
+}
+
+torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, torch::Tensor* cache) {
+  const int64_t B = x.size(0), C = x.size(2), T = x.size(1);
+  auto past = cache && cache->defined() ? *cache : torch::zeros({B, C, taps - 1}, x.options());
+  auto padded = torch::cat({past.to(x.scalar_type()), x.transpose(1, 2)}, 2);  // [B, C, taps - 1 + T]
+  if (cache) *cache = padded.narrow(2, T, taps - 1).contiguous();
+  auto y = torch::conv1d(padded, weight.to(x.scalar_type()), torch::Tensor(), torch::IntArrayRef{1}, torch::IntArrayRef{0},
+                         torch::IntArrayRef{1}, C);  // [B, C, T]
+  return torch::silu(y).transpose(1, 2);
+}
+
+torch::Tensor ShortConvImpl::reference(const torch::Tensor& x) const {
+  const int64_t T = x.size(1);
+  auto y = torch::zeros_like(x);
+  for (int64_t j = 0; j < taps; ++j) {
+    const int64_t shift = taps - 1 - j;  // tap j reads the input `shift` tokens back
+    if (shift >= T) continue;
+    auto w = weight.select(1, 0).select(1, j);  // [C]
+    y.narrow(1, shift, T - shift).add_(x.narrow(1, 0, T - shift) * w);
+  }
+  return torch::silu(y);
+}
+
+}  // namespace fwlab
