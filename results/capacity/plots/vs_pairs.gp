@@ -5,72 +5,46 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-2 0.9565429688 0.9565429688 0.9565429688
-4 0.9846191406 0.9846191406 0.9846191406
-8 0.9738769531 0.9738769531 0.9738769531
-16 0.06256103516 0.06256103516 0.06256103516
+2 0.9695638021 0.9467639781 0.9923636261
+4 0.9441731771 0.9187821608 0.9695641933
+8 0.8629557292 0.8224038807 0.9035075776
+16 0.06610107422 0.06311035156 0.06909179688
 EOD
 $p0s1 << EOD
-2 0.9877929688 0.9877929688 0.9877929688
-4 0.9614257812 0.9614257812 0.9614257812
-8 0.9422607422 0.9422607422 0.9422607422
-16 0.06188964844 0.06188964844 0.06188964844
+2 0.9931640625 0.986328125 1
+4 0.9666341146 0.9258309676 1.007437262
+8 0.8557128906 0.6301330633 1.081292718
+16 0.06225585938 0.05947022126 0.06504149749
 EOD
 $p0s2 << EOD
-8 0.1232910156 0.1232910156 0.1232910156
-16 0.2277832031 0.2277832031 0.2277832031
-EOD
-$p0s2d << EOD
-2 1.075166016
-4 1.075166016
+2 0.3154296875 -0.1277317496 0.7585911246
+4 0.3404134115 0.1012764126 0.5795504103
+8 0.1896158854 0.1821045098 0.197127261
+16 0.12890625 0.07103465369 0.1867778463
 EOD
 $p0s3 << EOD
-2 0.9326171875 0.9326171875 0.9326171875
-4 0.8825683594 0.8825683594 0.8825683594
-8 0.2158203125 0.2158203125 0.2158203125
-16 0.3082275391 0.3082275391 0.3082275391
+2 0.9676106771 0.9471241895 0.9880971646
+4 0.7028808594 0.4830073191 0.9227543996
+8 0.2668457031 0.2180982111 0.3155931951
+16 0.1549886068 0.05967079579 0.2503064178
 EOD
 $p0s4 << EOD
-2 1 1 1
-4 0.4992675781 0.4992675781 0.4992675781
-8 0.7607421875 0.7607421875 0.7607421875
-16 0.1296386719 0.1296386719 0.1296386719
+2 0.9986979167 0.9974691025 0.9999267309
+4 0.9625651042 0.9172098909 1.007920317
+8 0.1260172526 0.1187273618 0.1333071434
+16 0.06260172526 0.06058725687 0.06461619365
 EOD
 $p0s5 << EOD
 2 1 1 1
-4 0.9990234375 0.9990234375 0.9990234375
-8 1 1 1
-16 0.188659668 0.188659668 0.188659668
+4 0.7412923177 0.2970032434 1.185581392
+8 0.1255289714 0.119311369 0.1317465737
+16 0.06213378906 0.06058609347 0.06368148466
 EOD
 $p0s6 << EOD
 2 1 1 1
 4 1 1 1
-8 0.2434082031 0.2434082031 0.2434082031
-16 0.06140136719 0.06140136719 0.06140136719
-EOD
-$p0s7 << EOD
-2 1 1 1
-4 0.9987792969 0.9987792969 0.9987792969
-8 0.7662353516 0.7662353516 0.7662353516
-16 0.064453125 0.064453125 0.064453125
-EOD
-$p0s8 << EOD
-2 0.9985351562 0.9985351562 0.9985351562
-4 0.8776855469 0.8776855469 0.8776855469
-8 0.1207275391 0.1207275391 0.1207275391
-16 0.06042480469 0.06042480469 0.06042480469
-EOD
-$p0s9 << EOD
-2 1 1 1
-4 0.2216796875 0.2216796875 0.2216796875
-8 0.1282958984 0.1282958984 0.1282958984
-16 0.06103515625 0.06103515625 0.06103515625
-EOD
-$p0s10 << EOD
-2 1 1 1
-4 1 1 1
-8 1 1 1
-16 0.6173095703 0.6173095703 0.6173095703
+8 0.9963785807 0.9901060986 1.002651063
+16 0.7676391602 0.4146538544 1.120624466
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'vs_pairs.png'
@@ -83,19 +57,14 @@ set logscale x 2
 unset logscale y
 set xtics (2, 4, 8, 16)
 set xrange [1.428571429:22.4]
-set yrange [*:1.096669337]
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
-     $p0s2d u 1:2 w p pt 2 ps 2.5 lw 3 lc 3 t 'delta, m=4: diverged (no value)', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated, m=4', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated, m=16', \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, m=4', \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, m=16', \
-     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'gated\_delta, m=4', \
-     $p0s9 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 10 t 'gated\_delta, m=16', \
-     $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'softmax (keeps every pair)'
+set autoscale y
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, m=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated\_delta, m=16', \
+     $p0s6 u 1:2:3:4 w yerrorlines dt 2 lw 2 pt 7 ps 0.8 lc 7 t 'softmax (keeps every pair)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_pairs.svg'
@@ -108,17 +77,12 @@ set logscale x 2
 unset logscale y
 set xtics (2, 4, 8, 16)
 set xrange [1.428571429:22.4]
-set yrange [*:1.096669337]
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
-     $p0s2d u 1:2 w p pt 2 ps 2.5 lw 3 lc 3 t 'delta, m=4: diverged (no value)', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated, m=4', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated, m=16', \
-     $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, m=4', \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, m=16', \
-     $p0s8 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 9 t 'gated\_delta, m=4', \
-     $p0s9 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 10 t 'gated\_delta, m=16', \
-     $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'softmax (keeps every pair)'
+set autoscale y
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, m=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'add, m=16', \
+     $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'delta, m=4', \
+     $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'delta, m=16', \
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, m=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated\_delta, m=16', \
+     $p0s6 u 1:2:3:4 w yerrorlines dt 2 lw 2 pt 7 ps 0.8 lc 7 t 'softmax (keeps every pair)'
 unset output
