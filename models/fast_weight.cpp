@@ -34,7 +34,7 @@ FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg) : AttentionMi
   phi = register_module("phi", make_feature_map(s, cfg.n_heads, cfg.head_dim));
   rule = make_rule(*this, s, cfg);  // registers the rule's parameters on this layer
   resid_drop = register_module("resid_drop", Dropout(cfg.dropout));
-  // Random, as fla initialises it: a converted layer's conv does not start as the identity (the SiLU after it
+  // Random, as a fresh Conv1d is: a converted layer's conv does not start as the identity (the SiLU after it
   // could not be one anyway), so conversion with a conv is a change of architecture the fine-tuning must absorb.
   if (s.conv > 0) add_short_conv(s.conv);
   apply_value_rescale();

@@ -7,7 +7,8 @@
 namespace fwlab {
 
 ShortConvImpl::ShortConvImpl(int64_t channels, int64_t taps) : taps(taps) {
-  // torch.nn.Conv1d's initialisation, which fla's ShortConvolution keeps: U(-1/√fan_in, 1/√fan_in), fan_in = taps
+  // torch.nn.Conv1d's initialisation (fla's ShortConvolution subclasses Conv1d; whether its models re-initialise it
+  // was not checked): U(-1/√fan_in, 1/√fan_in), fan_in = taps
   // for a depthwise filter.
   weight = register_parameter("weight", torch::empty({channels, 1, taps}));
   if (SkipInitialisation::active()) return;
