@@ -25,11 +25,10 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg)
     ln2 = register_module("ln2", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
     fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
     proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
+    init_gpt2_linear(fc);
+    init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
   }
-  drop = register_module("drop", Dropout(cfg.dropout));
-  if (!has_mlp_) return;
-  init_gpt2_linear(fc);
-  init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
+  drop = register_module("drop", Dropout(cfg.dropout));  // draws nothing: the weights' draws keep their order
 }
 
 torch::Tensor Block::activation(const torch::Tensor& x) const {
