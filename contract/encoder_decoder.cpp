@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/model_config.h"
+#include "contract/rule_table.h"
 
 namespace fwlab {
 
@@ -31,10 +32,12 @@ void validate_cross(const ModelConfig& c) {
     throw ConfigError("cross.kind", fmt::format("cross attention is 'softmax' or 'fast_weight' (T2R's read of the summed source), got '{}'", s.kind));
   if (s.kind == "softmax") return;
   // The source is read whole at every step: there is no order to decay or gate over, only T2R's sum.
-  if (s.rule != "add") throw ConfigError("cross.rule", fmt::format("cross attention sums the source (rule 'add'), got '{}'", s.rule));
+  if (const auto* rule = find_rule(s.rule); rule && !rule->reads_a_source)  // an unknown name: validate_mixer says so
+    throw ConfigError("cross.rule", fmt::format("cross attention sums the source (rule '{}'), got '{}'", fmt::join(rules_with(&RuleRow::reads_a_source), "' or '"), s.rule));
   if (s.norm != "attn") throw ConfigError("cross.norm", "cross attention divides by phi(q).z (norm 'attn', T2R)");
   if (s.swa_window > 0) throw ConfigError("cross.swa_window", "cross attention has no sliding window");
   if (s.conv > 0) throw ConfigError("cross.conv", "cross attention reads the whole source: it has no short convolution");
+  if (s.out_norm != "none") throw ConfigError("cross.out_norm", "cross attention is T2R's normalised read: it has no output norm");
   validate_mixer(s, c, "cross.");
 }
 

@@ -16,7 +16,8 @@ ConfigError::ConfigError(std::string field, const std::string& message)
 
 namespace {
 
-const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp"};
+const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp", "base_conv"};
+const std::vector<std::string> kOutNorms = {"none", "rmsnorm"};
 const std::vector<std::string> kNorms = {"attn", "none"};
 
 void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
@@ -49,28 +50,44 @@ std::string MixerSpec::describe() const {
     std::string extras = swa_window > 0 ? fmt::format("+swa{}", swa_window) : "";
     if (conv > 0) extras += fmt::format("+conv{}", conv);
     if (beta_init > 0) extras += fmt::format("+beta{}", beta_init);
+    if (out_norm != "none") extras += "+out_" + out_norm;
     return fmt::format("{}{}/{}/{}/m={}{}", rule, keys, map, norm, m, extras);
   }
   if (kind == "local") return fmt::format("local/w={}", window);
+  if (kind == "base_conv") return fmt::format("base_conv/k={}", conv);
   if (kind == "srupp") return attention ? "srupp+attn" : "srupp";
   return kind;
 }
 
 namespace {
 
-void check_kept_layers(const LayerPlan& plan, int64_t n_layers) {
-  if (plan.keep_softmax_layers.empty()) return;
-  if (plan.keep_softmax_every > 0)
-    throw ConfigError("keep_softmax_layers", "give keep_softmax_every or keep_softmax_layers, not both");
-  std::set<int64_t> seen;
-  for (const auto layer : plan.keep_softmax_layers) {
+// The layers a plan lists by index (keep_softmax_layers, base_conv_layers): each exists, once, in one list only.
+void check_listed_layers(const std::vector<int64_t>& layers, const char* key, int64_t n_layers, std::set<int64_t>& seen) {
+  for (const auto layer : layers) {
     if (layer < 0 || layer >= n_layers)
-      throw ConfigError("keep_softmax_layers", fmt::format("layer {} does not exist (the model has layers 0 to {})", layer, n_layers - 1));
-    if (!seen.insert(layer).second) throw ConfigError("keep_softmax_layers", fmt::format("layer {} is listed twice", layer));
+      throw ConfigError(key, fmt::format("layer {} does not exist (the model has layers 0 to {})", layer, n_layers - 1));
+    if (!seen.insert(layer).second) throw ConfigError(key, fmt::format("layer {} is listed twice", layer));
   }
 }
 
+void check_kept_layers(const LayerPlan& plan, int64_t n_layers) {
+  if (!plan.keep_softmax_layers.empty() && plan.keep_softmax_every > 0)
+    throw ConfigError("keep_softmax_layers", "give keep_softmax_every or keep_softmax_layers, not both");
+  if (!plan.base_conv_layers.empty() && plan.keep_softmax_every > 0)
+    throw ConfigError("base_conv_layers", "with keep_softmax_every some layers would be both: list the softmax layers in keep_softmax_layers");
+  std::set<int64_t> seen;
+  check_listed_layers(plan.keep_softmax_layers, "keep_softmax_layers", n_layers, seen);
+  check_listed_layers(plan.base_conv_layers, "base_conv_layers", n_layers, seen);
+}
+
 }  // namespace
+
+MixerSpec base_conv_mixer() {
+  MixerSpec s;
+  s.kind = "base_conv";
+  s.conv = 3;  // kernel_size of Zoology's MQAR configurations (zoology/experiments/*/configs.py)
+  return s;
+}
 
 void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
   if (plan.keep_softmax_every < 0) throw ConfigError("keep_softmax_every", "must be >= 0");
@@ -78,6 +95,7 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
   check_kept_layers(plan, cfg.n_layers);
   cfg.layers.assign(static_cast<size_t>(std::max<int64_t>(cfg.n_layers, 0)), plan.mixer);
   for (const auto layer : plan.keep_softmax_layers) cfg.layers[static_cast<size_t>(layer)] = MixerSpec{};
+  for (const auto layer : plan.base_conv_layers) cfg.layers[static_cast<size_t>(layer)] = base_conv_mixer();
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     auto& layer = cfg.layers[static_cast<size_t>(i)];
     if (layer.kind == "srupp") layer.attention = plan.attention_every > 0 && (i + 1) % plan.attention_every == 0;
@@ -111,8 +129,9 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
   if (s.chunk > 0 && rule.default_chunk == 0)
     throw ConfigError(p + "chunk", fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
   if (s.beta_init != 0.0) {
-    if (s.rule != "delta")
-      throw ConfigError(p + "beta_init", fmt::format("only the delta rule's write strength has a bias to initialise; rule '{}' has none", s.rule));
+    if (!rule.beta_bias)
+      throw ConfigError(p + "beta_init", fmt::format("only the write strength of rule '{}' has a bias to initialise; rule '{}' has none",
+                                                     fmt::join(rules_with(&RuleRow::beta_bias), "' or '"), s.rule));
     if (!(s.beta_init > 0.0 && s.beta_init < 1.0))
       throw ConfigError(p + "beta_init", fmt::format("must lie strictly between 0 and 1 (it is σ(b_β)), got {}", s.beta_init));
   }
@@ -132,8 +151,12 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
     throw ConfigError(p + "swa_window", fmt::format("{} is larger than the model's context of {}", s.swa_window, cfg.context));
   if (s.conv < 0 || s.conv == 1 || s.conv > kMaxConvTaps)
     throw ConfigError(p + "conv", fmt::format("must be 0 (none) or 2 to {} taps, got {}", kMaxConvTaps, s.conv));
-  if (s.conv > 0 && s.kind != "fast_weight")
-    throw ConfigError(p + "conv", fmt::format("only fast_weight layers have a short convolution, not '{}'", s.kind));
+  if (s.conv > 0 && s.kind != "fast_weight" && s.kind != "base_conv")
+    throw ConfigError(p + "conv", fmt::format("only fast_weight and base_conv layers have a short convolution, not '{}'", s.kind));
+  if (s.kind == "base_conv" && s.conv == 0) throw ConfigError(p + "conv", "a base_conv layer is its convolution: give its taps (Zoology: 3)");
+  require_one_of(s.out_norm, kOutNorms, p + "out_norm");
+  if (s.out_norm != "none" && s.kind != "fast_weight")
+    throw ConfigError(p + "out_norm", fmt::format("only a fast_weight layer normalises its heads' outputs, not '{}'", s.kind));
   if (s.beta_init != 0.0 && s.kind != "fast_weight")
     throw ConfigError(p + "beta_init", fmt::format("only a fast_weight layer's delta rule has a write strength, not '{}'", s.kind));
   require_at_most(s.window, int64_t{1} << 24, p + "window");
@@ -205,7 +228,7 @@ void validate_rope(const ModelConfig& cfg) {
 
 void validate_block(const ModelConfig& cfg) {
   require_one_of(cfg.block_norm, {"layernorm", "rmsnorm"}, "block_norm");
-  require_one_of(cfg.positions, {"learned", "rope", "sinusoidal"}, "positions");
+  require_one_of(cfg.positions, {"learned", "rope", "sinusoidal", "none"}, "positions");
   require_one_of(cfg.mlp, {"plain", "gated", "none"}, "mlp");
   if (cfg.mlp == "none" && cfg.d_ff > 0)
     throw ConfigError("d_ff", fmt::format("a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = {} would change nothing", cfg.d_ff));
@@ -234,6 +257,9 @@ nlohmann::json to_json(const MixerSpec& s) {
     if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
     if (s.conv > 0) j["conv"] = s.conv;                    // likewise
     if (s.beta_init != 0.0) j["beta_init"] = s.beta_init;  // likewise
+    if (s.out_norm != "none") j["out_norm"] = s.out_norm;  // likewise
+  } else if (s.kind == "base_conv") {
+    j["conv"] = s.conv;
   } else if (s.kind == "local") {
     j["window"] = s.window;
   } else if (s.kind == "srupp") {
@@ -269,7 +295,7 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 }  // namespace
 
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
-  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window", "conv", "beta_init"}, p);
+  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window", "conv", "beta_init", "out_norm"}, p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
@@ -288,6 +314,7 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   opt("swa_window", s.swa_window);
   opt("conv", s.conv);
   opt("beta_init", s.beta_init);
+  opt("out_norm", s.out_norm);
   return s;
 }
 
@@ -344,11 +371,11 @@ nlohmann::json to_json(const ModelConfig& c) {
 
 namespace {
 
-std::vector<int64_t> layer_list(const nlohmann::json& v) {
-  if (!v.is_array()) throw ConfigError("keep_softmax_layers", fmt::format("must be a list of layer indices, got {}", v.dump()));
+std::vector<int64_t> layer_list(const nlohmann::json& v, const char* key) {
+  if (!v.is_array()) throw ConfigError(key, fmt::format("must be a list of layer indices, got {}", v.dump()));
   std::vector<int64_t> out;
   for (const auto& e : v) {
-    if (!e.is_number_integer()) throw ConfigError("keep_softmax_layers", fmt::format("must hold integers, got {}", e.dump()));
+    if (!e.is_number_integer()) throw ConfigError(key, fmt::format("must hold integers, got {}", e.dump()));
     out.push_back(e.get<int64_t>());
   }
   return out;
@@ -359,7 +386,7 @@ std::vector<int64_t> layer_list(const nlohmann::json& v) {
 ModelConfig model_config_from_json(const nlohmann::json& j) {
   std::set<std::string> known = {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
                                  "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "keep_softmax_layers",
-                                 "attention_every", "encoder_layers", "cross", "encoder"};
+                                 "base_conv_layers", "attention_every", "encoder_layers", "cross", "encoder"};
   known.insert(block_keys().begin(), block_keys().end());
   reject_unknown(j, known, "");
   ModelConfig c;
@@ -395,7 +422,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
   opt("rope_original_context", c.rope.original_context);
   read_encoder_decoder_keys(j, c);
   if (j.contains("layers")) {
-    if (j.contains("keep_softmax_layers")) throw ConfigError("keep_softmax_layers", "applies to a 'mixer' plan, not to an explicit 'layers' list");
+    for (const char* key : {"keep_softmax_layers", "base_conv_layers"})
+      if (j.contains(key)) throw ConfigError(key, "applies to a 'mixer' plan, not to an explicit 'layers' list");
     if (j.contains("mixer")) throw ConfigError("mixer", "give either 'layers' or 'mixer' (with a plan), not both");
     if (!j["layers"].is_array()) throw ConfigError("layers", "must be a list of mixer objects");
     for (size_t i = 0; i < j["layers"].size(); ++i)
@@ -404,7 +432,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
     LayerPlan plan;
     if (j.contains("mixer")) plan.mixer = mixer_spec_from_json(j["mixer"], "mixer.");
     opt("keep_softmax_every", plan.keep_softmax_every);
-    if (j.contains("keep_softmax_layers")) plan.keep_softmax_layers = layer_list(j["keep_softmax_layers"]);
+    if (j.contains("keep_softmax_layers")) plan.keep_softmax_layers = layer_list(j["keep_softmax_layers"], "keep_softmax_layers");
+    if (j.contains("base_conv_layers")) plan.base_conv_layers = layer_list(j["base_conv_layers"], "base_conv_layers");
     opt("attention_every", plan.attention_every);
     require_positive(c.n_layers, "n_layers");
     require_at_most(c.n_layers, kMaxLayers, "n_layers");  // before apply_plan allocates one spec per layer

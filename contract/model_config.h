@@ -23,7 +23,7 @@ class ConfigError : public std::runtime_error {
 
 // The token mixer of one layer.
 struct MixerSpec {
-  std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp
+  std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp | base_conv
   std::string rule = "add";            // fast_weight: a row of contract/rule_table.h (add | gated | delta | decay | gated_delta)
   std::string feature_map = "relu";    // fast_weight: a row of contract/feature_map_table.h (relu | elu1 | identity | dpfp | rfa | hedgehog)
   std::string norm = "none";           // fast_weight: attn | none, as the rule's row allows
@@ -39,9 +39,14 @@ struct MixerSpec {
   int64_t swa_window = 0;
   // fast_weight: a depthwise causal convolution of this many taps, then SiLU, on the q, k and v projections
   // before the feature map (DeltaNet's and Gated DeltaNet's ShortConvolution, Zoology's token shift); 0: none.
+  // base_conv: the taps of its convolution (Zoology's BaseConv, models/base_conv.h).
   int64_t conv = 0;
-  // fast_weight, rule delta: the write strength β's initial value σ(b_β) (0: Mao's 0.007).
+  // fast_weight, a rule whose β has a bias (the rule table's beta_bias: delta): the write strength β's initial
+  // value σ(b_β) (0: the rule's own, Mao's 0.007 for delta).
   double beta_init = 0.0;
+  // fast_weight: a normalisation of each head's output before the output projection: none | rmsnorm (RMSNorm over
+  // the head's value dimension with a learned weight shared by the heads: DeltaNet's and Gated DeltaNet's o_norm).
+  std::string out_norm = "none";
 
   bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
@@ -76,6 +81,7 @@ struct ModelConfig {
   // not written to JSON, so configurations of models built before these existed read back unchanged.
   std::string block_norm = "layernorm";  // layernorm | rmsnorm (no bias)
   std::string positions = "learned";     // learned (wpe) | rope (rotary, on q and k of attention projections)
+                                         // | none (Zoology's synthetic-task models: order comes from convolutions)
   std::string mlp = "plain";             // plain: proj(act(fc x)) | gated: down(act(gate x) * up x) (SwiGLU with silu)
                                          // | none: the mixer alone (Zoology's synthetic-task models)
   int64_t n_kv_heads = 0;                // grouped-query attention: key/value heads (0: n_heads)
@@ -113,7 +119,13 @@ struct LayerPlan {
   std::vector<int64_t> keep_softmax_layers = {};
   // srupp: attention in layer i iff (i + 1) % k == 0 (SRU++); k = n_layers: last layer only; 0: none.
   int64_t attention_every = 1;
+  // These layers (0 = bottom) are Zoology's gated short convolution (base_conv_mixer()): its synthetic-task models
+  // alternate one with the mixer under study.
+  std::vector<int64_t> base_conv_layers = {};
 };
+
+// Zoology's BaseConv as its MQAR models configure it ("Zoology", Arora et al. 2023): a 3-tap convolution.
+MixerSpec base_conv_mixer();
 
 // Metadata key of an fwlab checkpoint (safetensors __metadata__) holding its model configuration as JSON.
 inline constexpr const char* kModelConfigKey = "fwlab.model_config";

@@ -32,6 +32,7 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
   // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r.
   const int64_t sru_cell = 4 * d;
   if (s.kind == "sru") return 3 * d * d + sru_cell;
+  if (s.kind == "base_conv") return d * d + d + s.conv * d + d;  // projection and the convolution, each with a bias
   if (s.kind == "srupp") {
     const int64_t da = srupp_attn_dim(s, c);
     int64_t n = d * da + da * 3 * d + sru_cell;         // W1, W3
@@ -40,7 +41,8 @@ int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
   }
   const LayerDims dims{d, H, hd, s.m};
   const int64_t conv = s.conv * (H * hd + 2 * c.kv_heads() * hd);  // one filter per q, k, v channel, no bias
-  return qkv_o + conv + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
+  const int64_t out_norm = s.out_norm == "rmsnorm" ? hd : 0;  // one weight over the value dimension, shared by the heads
+  return qkv_o + conv + out_norm + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
 }
 
 }  // namespace
@@ -85,6 +87,7 @@ StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
   if (s.kind == "softmax") return c.attention_window > 0 ? StateSize{2 * kv * c.attention_window, 0} : StateSize{0, 2 * kv};
   if (s.kind == "local") return {2 * kv * s.window, 0};
   if (s.kind == "sru") return {c.d_model, 0};
+  if (s.kind == "base_conv") return {(s.conv - 1) * c.d_model, 0};  // the convolution's last inputs
   if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
   int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
   if (s.norm == "attn") fixed += H * s.m;  // normaliser z

@@ -20,11 +20,11 @@ int64_t matrix_state(const LayerDims& d) { return d.n_heads * d.head_dim * d.m; 
 const std::vector<RuleRow>& rule_table() {
   static const std::vector<RuleRow> rows = {
       {"add", "Katharopoulos et al. 2020; Schlag et al. 2021", true, {}, {"attn", "none"}, {}, KernelFamily::decay, 32,
-       no_parameters, matrix_state},
+       no_parameters, matrix_state, false, true},
       // Key normalization: "sum" is Schlag et al.'s; "l2" is DeltaNet's (Yang et al. 2024, "Parallelizing Linear
       // Transformers with the Delta Rule over Sequence Length").
       {"delta", "Schlag et al. 2021", true, {}, {"attn", "none"}, {"sum", "l2"}, KernelFamily::delta, 0, one_scalar_gate_per_head,
-       matrix_state},
+       matrix_state, true},
       {"gated", "Mao 2022, eq. 5", true, {}, {"attn", "none"}, {}, KernelFamily::decay, 32, one_scalar_gate_per_head, matrix_state},
       // Mao 2022, Table 1: decay has no normalized form (N/A).
       {"decay", "Mao 2022, sec. 3", true, {}, {"none"}, {}, KernelFamily::decay, 8, decay_gates, matrix_state},
@@ -39,6 +39,13 @@ const std::vector<RuleRow>& rule_table() {
 const RuleRow* find_rule(const std::string& name) { return find_named_row(rule_table(), name); }
 
 std::vector<std::string> rule_names() { return row_names(rule_table()); }
+
+std::vector<std::string> rules_with(bool RuleRow::*property) {
+  std::vector<std::string> names;
+  for (const auto& row : rule_table())
+    if (row.*property) names.push_back(row.name);
+  return names;
+}
 
 std::string key_norm_of(const MixerSpec& spec) {
   if (!spec.key_norm.empty()) return spec.key_norm;

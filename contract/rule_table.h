@@ -32,12 +32,20 @@ struct RuleRow {
   int64_t default_chunk = 0;             // chunk of the parallel form when `chunk` = 0; 0: no chunked form
   int64_t (*parameters)(const LayerDims&) = nullptr;      // what the rule adds to a layer
   int64_t (*state_elements)(const LayerDims&) = nullptr;  // the state S per sequence (a normaliser comes on top)
+  // The write strength β = σ(w_β·x + b_β) has a bias whose initial value `beta_init` sets (the delta rule; the
+  // gated delta rule's β, as fla's, has none).
+  bool beta_bias = false;
+  // The rule can read a whole source sentence as decoder cross attention: it sums the source once (add), with
+  // nothing in it that depends on the order of the source tokens.
+  bool reads_a_source = false;
 };
 
 const std::vector<RuleRow>& rule_table();
 // The row of a rule; nullptr for a name that is none.
 const RuleRow* find_rule(const std::string& name);
 std::vector<std::string> rule_names();
+// The names of the rules that have a property (&RuleRow::beta_bias, &RuleRow::reads_a_source), for errors.
+std::vector<std::string> rules_with(bool RuleRow::*property);
 // The key normalization a fast-weight layer runs: its `key_norm`, or its rule's default (empty: none).
 std::string key_norm_of(const MixerSpec& spec);
 

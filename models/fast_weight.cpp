@@ -12,6 +12,9 @@ namespace fwlab {
 
 namespace {
 
+// RMSNorm's epsilon in fla's DeltaNet and GatedDeltaNet layers (norm_eps).
+constexpr double kOutNormEps = 1e-5;
+
 // Chunk length of the parallel form: the spec's, or the rule's default (contract/rule_table.cpp).
 int64_t chunk_of(const MixerSpec& spec) { return spec.chunk > 0 ? spec.chunk : find_rule(spec.rule)->default_chunk; }
 
@@ -37,6 +40,7 @@ FastWeight::FastWeight(const MixerSpec& s, const ModelConfig& cfg) : AttentionMi
   // Random, as a fresh Conv1d is: a converted layer's conv does not start as the identity (the SiLU after it
   // could not be one anyway), so conversion with a conv is a change of architecture the fine-tuning must absorb.
   if (s.conv > 0) add_short_conv(s.conv);
+  if (s.out_norm == "rmsnorm") out_norm = register_parameter("out_norm", torch::ones({cfg.head_dim}));
   apply_value_rescale();
   add_lora(cfg);  // last: a model without LoRA draws the same initial weights as before
 }
@@ -127,12 +131,20 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
   if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix
   if (state) state->S = r.state;
   record_state(r.state);
-  return resid_drop(output(y));
+  return resid_drop(output(normalise_heads(y)));
+}
+
+torch::Tensor FastWeight::normalise_heads(const torch::Tensor& y) const {
+  if (!out_norm.defined()) return y;
+  const auto wide = kernels::widened_to_fp32(y);
+  const auto rms = torch::rsqrt(wide.pow(2).mean(-1, true) + kOutNormEps);
+  return (wide * rms * out_norm.to(wide.scalar_type())).to(y.scalar_type());
 }
 
 torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
   TORCH_CHECK(!folded(), "value_coefficients reads the unfolded projections");
   TORCH_CHECK(!conv, "with a short convolution the output mixes convolved values, not the value projections: it has no value coefficients");
+  TORCH_CHECK(!out_norm.defined(), "an output norm divides each output by its own size: the layer is no weighted sum of its values");
   const auto in = inputs(x, nullptr);
   auto c = rule->value_coefficients(in.rule, spec.norm == "attn");  // [B, H, channels, T, T]
   if (spec.swa_window > 0) c = 0.5 * (c + softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "models/base_conv.h"
 #include "models/mixers.h"
 
 namespace fwlab {
@@ -13,6 +14,7 @@ std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg)
   if (spec.kind == "local") return std::make_shared<SoftmaxAttention>(cfg, spec.window);
   if (spec.kind == "fast_weight") return std::make_shared<FastWeight>(spec, cfg);
   if (spec.kind == "sru" || spec.kind == "srupp") return std::make_shared<Sru>(spec, cfg);
+  if (spec.kind == "base_conv") return std::make_shared<BaseConv>(spec, cfg);
   throw ConfigError("kind", fmt::format("unknown mixer kind '{}'", spec.kind));
 }
 
@@ -63,7 +65,7 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   if (cfg_.encoder_decoder())
     throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq.h), not a GPT");
   wte = register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.d_model));
-  if (!cfg.rope_positions()) wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
+  if (cfg.positions == "learned") wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
   if (!SkipInitialisation::active()) {
     torch::NoGradGuard guard;
     wte->weight.normal_(0.0, 0.02);

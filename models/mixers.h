@@ -106,6 +106,7 @@ class FastWeight : public AttentionMixer {
   const MixerSpec spec;
   std::shared_ptr<FeatureMap> phi;
   std::unique_ptr<UpdateRule> rule;  // its parameters are registered on this layer (gate, decay_z, ...)
+  torch::Tensor out_norm;            // [head_dim] with spec.out_norm = "rmsnorm": the heads' RMSNorm weight
   torch::nn::Linear folded_qk{nullptr};
   Dropout resid_drop{nullptr};
 
@@ -119,6 +120,9 @@ class FastWeight : public AttentionMixer {
   Inputs inputs(const torch::Tensor& x, MixerState* state);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
   bool positions_or_groups() const { return rope_.has_value() || n_kv_heads_ != n_heads_; }
+  // y [B, H, T, hd] with each head's output RMS-normalised over hd and scaled by out_norm (fp32 arithmetic, as
+  // fla's RMSNorm(dtype = float32)); y itself without an output norm.
+  torch::Tensor normalise_heads(const torch::Tensor& y) const;
 };
 
 // SRU (spec.kind == "sru") and SRU++ ("srupp", attention inside the recurrence input when spec.attention).

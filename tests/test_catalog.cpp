@@ -209,15 +209,16 @@ TEST_CASE("catalog: sru_attention at the smoke profile", "[catalog]") {
 
 TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell, softmax reference row)", "[catalog]") {
   test::TempDir dir("mqar");
-  const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| gated_delta |", "| softmax |"},
-                                  {"curves_add", "curves_decay", "curves_gated_delta", "vs_m"}});
+  const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| gated_delta |", "| deltanet |", "| softmax |"},
+                                  {"curves_add", "curves_decay", "curves_gated_delta", "curves_deltanet", "vs_m"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy (best over lr)."));
 }
 
 TEST_CASE("catalog: capacity at the smoke profile (retrieval task, accuracy vs pairs with softmax along it)", "[catalog]") {
   test::TempDir dir("capacity");
-  const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |", "| softmax (keeps every pair) |"},
-                                  {"curves_add_4", "curves_delta_4", "curves_gated_delta_4", "vs_pairs"}});
+  const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |", "| deltanet | 4 |",
+                                               "| softmax (keeps every pair) |"},
+                                  {"curves_add_4", "curves_delta_4", "curves_gated_delta_4", "curves_deltanet_4", "vs_pairs"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy."));
   // The softmax reference runs at each S too: a line along S, not one level.
   const auto gp = test::slurp(dir.file("plots/vs_pairs.gp"));

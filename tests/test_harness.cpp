@@ -122,7 +122,7 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
        "12:1: stage.finetune.axes: stage 'pretrain' it starts from varies 'rule', so this stage must too"},
       {with(kBase, "steps = 5", "steps = 5\n[defaults.optim]\nlrr = 1"), "7:7: defaults.optim.lrr: unknown key (did you mean 'lr'?) (job key optim.lrr, stage pretrain, cell -)"},
       {with(kBase, "mixer = \"softmax\"", "mixer = \"sofmax\""),
-       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp (job key model.layers[0].kind, stage pretrain, cell -)"},
+       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp, base_conv (job key model.layers[0].kind, stage pretrain, cell -)"},
       {kBase + "\n[axis.rule]\nkey = \"nope\"\n", "32:7: axis.rule.key: 'nope' is not a job key (a short name or section.key)"},
       {kBase + "\n[axis.rul]\nkey = \"m\"\n", "31:1: axis.rul: is not an axis of the grid (did you mean 'rule'?)"},
       // Attention transfer and the attention analysis need a softmax teacher where they start from.

@@ -9,6 +9,7 @@
 
 #include "contract/feature_map_table.h"
 #include "contract/rule_table.h"
+#include "models/base_conv.h"
 #include "models/mixers.h"
 #include "tests/test_util.h"
 
@@ -156,6 +157,14 @@ const int registered = [] {
     auto spec = test::fw(rule.name, "relu", rule.norms.front(), 8);
     spec.conv = 4;
     register_combo(names, spec, fmt::format("fast_weight {}/relu + short convolution 4", rule.name));
+  }
+  // DeltaNet's and Gated DeltaNet's layers as experiments/mqar.toml names them: no map but a projection, L2 keys,
+  // conv 4, β₀ = 0.5 (delta), and the heads' output RMSNorm.
+  for (const auto* rule : {"delta", "gated_delta"}) {
+    auto spec = test::fw(rule, "identity", "none", 8);
+    spec.key_norm = "l2", spec.conv = 4, spec.out_norm = "rmsnorm";
+    if (find_rule(rule)->beta_bias) spec.beta_init = 0.5;
+    register_combo(names, spec, fmt::format("fast_weight {}/identity/l2 keys + short convolution 4 + output RMSNorm", rule));
   }
   return 0;
 }();
@@ -318,4 +327,53 @@ TEST_CASE("delta rule: beta_init sets the write strength's initial value, Mao's 
   CHECK(beta0(by_default).min().item<double>() == Approx(0.007).epsilon(1e-5));
   CHECK(beta0(by_default).max().item<double>() == Approx(0.007).epsilon(1e-5));
   CHECK(beta0(half).min().item<double>() == Approx(0.5).epsilon(1e-6));
+}
+
+TEST_CASE("output RMSNorm: each head's output divided by its root mean square, times the shared weight", "[mixers]") {
+  // Two layers with the same draws, one with the norm: with W_o the identity and no bias, the normed layer's output
+  // is the plain layer's, head by head, over sqrt(mean(y^2) + 1e-5), times the weight (set to known values here).
+  auto spec = test::fw("delta", "identity", "none", 4);
+  spec.key_norm = "l2";
+  auto cfg = test::small_config(spec, 1, 8);  // 2 heads of 8: d_model 16 = H * hd
+  REQUIRE(cfg.d_model == cfg.n_heads * cfg.head_dim);
+  torch::manual_seed(4);
+  FastWeight plain(spec, cfg);
+  spec.out_norm = "rmsnorm";
+  torch::manual_seed(4);
+  FastWeight normed(spec, cfg);
+  const auto weight = torch::linspace(0.5, 2.0, cfg.head_dim, torch::kFloat64);
+  {
+    torch::NoGradGuard guard;
+    for (auto* layer : {&plain, &normed}) {
+      layer->to(torch::kFloat64);
+      layer->o->weight.copy_(torch::eye(cfg.d_model, torch::kFloat64));
+      layer->o->bias.zero_();
+    }
+    normed.out_norm.copy_(weight);
+  }
+  auto x = inputs(9, cfg.d_model);
+  auto y = plain.forward(x).view({2, 9, cfg.n_heads, cfg.head_dim});
+  auto expected = y / (y.pow(2).mean(-1, true) + 1e-5).sqrt() * weight;
+  CHECK(max_abs_diff(normed.forward(x).view({2, 9, cfg.n_heads, cfg.head_dim}), expected) <= 1e-12);
+  CHECK(normed.named_parameters().contains("out_norm"));
+  CHECK(!plain.named_parameters().contains("out_norm"));
+  check_parallel_equals_step(normed, cfg.d_model);
+}
+
+TEST_CASE("BaseConv (Zoology): y = conv(x) * (W x + b) + x, its step form, a bias and no activation", "[mixers]") {
+  torch::manual_seed(6);
+  auto cfg = test::small_config(base_conv_mixer(), 1, 8);
+  BaseConv mixer(cfg.layers[0], cfg);
+  mixer.to(torch::kFloat64);
+  CHECK(mixer.conv->bias.defined());
+  auto x = inputs(7, cfg.d_model);
+  // The convolution written out: tap j of 3 reads the input 2 - j tokens back, zeros before the first token.
+  const auto w = mixer.conv->weight.select(1, 0);  // [C, 3]
+  auto conv = mixer.conv->bias.expand_as(x).clone();
+  for (int64_t t = 0; t < 7; ++t)
+    for (int64_t j = 0; j < 3; ++j)
+      if (t - (2 - j) >= 0) conv.select(1, t) += x.select(1, t - (2 - j)) * w.select(1, j);
+  auto expected = conv * (torch::matmul(x, mixer.projection->weight.t()) + mixer.projection->bias) + x;
+  CHECK(max_abs_diff(mixer.forward(x), expected) <= 1e-12);
+  check_parallel_equals_step(mixer, cfg.d_model);
 }

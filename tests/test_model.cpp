@@ -107,6 +107,12 @@ TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
   auto mixer_only = test::small_config(fw("add", "relu", "attn", 4), 2);
   mixer_only.mlp = "none";
   configs.push_back(mixer_only);
+  // Zoology's MQAR model: a BaseConv layer under a DeltaNet layer (output norm), no MLP, no position embedding.
+  auto zoology = test::small_config(fw("delta", "identity", "none", 8), 2);
+  zoology.mlp = "none", zoology.positions = "none";
+  zoology.layers[0] = base_conv_mixer();
+  zoology.layers[1].out_norm = "rmsnorm", zoology.layers[1].conv = 4;
+  configs.push_back(zoology);
   for (const auto& cfg : configs) {
     GPT model(cfg);
     int64_t by_hand = 0;  // independent of both: numel of every registered parameter
@@ -141,6 +147,15 @@ TEST_CASE("recurrent state size: reported elements equal the tensors generation 
   const auto& layer0 = conv_state.layers[0];
   CHECK(layer0.conv.numel() == 2 * 3 * 16);
   CHECK(state_size(conv_cfg).elements_at(4) == layer0.S.numel() + layer0.conv.numel());
+  // BaseConv (3 taps) keeps its last 2 inputs of d_model channels.
+  auto zoology = test::small_config(fw("delta", "identity", "none", 4), 2);
+  zoology.layers[0] = base_conv_mixer();
+  GPT zoology_model(zoology);
+  zoology_model->eval();
+  GenerationState zoology_state;
+  for (int64_t t = 0; t < 4; ++t) zoology_model->step(torch::randint(0, 50, {1}, torch::kLong), zoology_state);
+  CHECK(zoology_state.layers[0].conv.numel() == 2 * zoology.d_model);
+  CHECK(state_size(zoology).elements_at(4) == zoology_state.layers[0].conv.numel() + zoology_state.layers[1].S.numel());
   auto fixed = state_size(test::small_config(fw("decay", "identity", "none", 4), 4));
   CHECK(fixed.per_token == 0);
   CHECK(fixed.fixed == 4 * 2 * 8 * 4);  // layers * heads * head_dim * m
@@ -166,6 +181,34 @@ TEST_CASE("layer plans: T2R 75% keeps every 4th layer from the top; SRU++ attent
     INFO("k = " << k);
     CHECK(with_attention == expected);
   }
+}
+
+TEST_CASE("layer plans: Zoology's base_conv_layers put a BaseConv under the mixer; clashes are refused", "[model]") {
+  auto j = nlohmann::json::parse(R"({"vocab": 50, "n_layers": 2, "positions": "none", "mlp": "none", "base_conv_layers": [0],
+      "mixer": {"kind": "fast_weight", "rule": "delta", "feature_map": "identity", "norm": "none", "m": 8, "out_norm": "rmsnorm"}})");
+  const auto cfg = model_config_from_json(j);
+  CHECK(cfg.layers[0].describe() == "base_conv/k=3");
+  CHECK(cfg.layers[1].describe() == "delta/identity/none/m=8+out_rmsnorm");
+  CHECK(model_config_from_json(to_json(cfg)) == cfg);
+  CHECK(to_json(cfg)["positions"] == "none");
+  auto error_of = [](nlohmann::json j) {
+    try {
+      model_config_from_json(j);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  auto both = j;
+  both["keep_softmax_layers"] = {0};
+  CHECK(error_of(both) == "base_conv_layers: layer 0 is listed twice");
+  auto outside = j;
+  outside["base_conv_layers"] = {2};
+  CHECK(error_of(outside) == "base_conv_layers: layer 2 does not exist (the model has layers 0 to 1)");
+  auto explicit_layers = j;
+  explicit_layers.erase("mixer");
+  explicit_layers["layers"] = nlohmann::json::array({{{"kind", "softmax"}}, {{"kind", "softmax"}}});
+  CHECK(error_of(explicit_layers) == "base_conv_layers: applies to a 'mixer' plan, not to an explicit 'layers' list");
 }
 
 TEST_CASE("combinations that make no sense are rejected with the field named", "[model]") {
@@ -210,10 +253,23 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   CHECK(config_error(one_tap) == "layers[0].conv: must be 0 (none) or 2 to 64 taps, got 1");
   auto softmax_conv = test::small_config(MixerSpec{});
   softmax_conv.layers[0].conv = 4;
-  CHECK(config_error(softmax_conv) == "layers[0].conv: only fast_weight layers have a short convolution, not 'softmax'");
+  CHECK(config_error(softmax_conv) == "layers[0].conv: only fast_weight and base_conv layers have a short convolution, not 'softmax'");
   auto beta_of_add = test::small_config(fw("add", "relu", "none", 4));
   beta_of_add.layers[0].beta_init = 0.5;
-  CHECK(config_error(beta_of_add) == "layers[0].beta_init: only the delta rule's write strength has a bias to initialise; rule 'add' has none");
+  CHECK(config_error(beta_of_add) == "layers[0].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'add' has none");
+  // The rule table decides, not the rule's name: the gated delta rule has a β without a bias (fla's b_proj).
+  auto beta_of_gated_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
+  beta_of_gated_delta.layers[1].beta_init = 0.5;
+  CHECK(config_error(beta_of_gated_delta) ==
+        "layers[1].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'gated_delta' has none");
+  auto norm_of_softmax = test::small_config(MixerSpec{});
+  norm_of_softmax.layers[0].out_norm = "rmsnorm";
+  CHECK(config_error(norm_of_softmax) == "layers[0].out_norm: only a fast_weight layer normalises its heads' outputs, not 'softmax'");
+  auto layer_norm_out = test::small_config(fw("delta", "identity", "none", 4));
+  layer_norm_out.layers[0].out_norm = "layernorm";
+  CHECK(config_error(layer_norm_out) == "layers[0].out_norm: 'layernorm' is not one of none, rmsnorm");
+  auto tapless = test::small_config(kind("base_conv"));
+  CHECK(config_error(tapless) == "layers[0].conv: a base_conv layer is its convolution: give its taps (Zoology: 3)");
   auto beta_one = test::small_config(fw("delta", "relu", "none", 4));
   beta_one.layers[1].beta_init = 1.0;
   CHECK(config_error(beta_one) == "layers[1].beta_init: must lie strictly between 0 and 1 (it is σ(b_β)), got 1");
@@ -253,7 +309,7 @@ TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys an
   CHECK(error_of(R"({"mixer": {"kind": "fast_weight", "rule": "add", "m": "four"}})") ==
         "mixer.m: must be an integer, got \"four\"");
   CHECK(error_of(R"({"layers": [{"kind": "softmax"}, {"kind": "attention"}], "n_layers": 2})") ==
-        "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp");
+        "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp, base_conv");
 }
 
 TEST_CASE("every rule and feature map of the tables: registered, and the formulas count what the layer holds", "[model]") {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "contract/corpus_files.h"
@@ -79,21 +80,33 @@ EncodedRequest encode_request(const Tokenizer& tok, const LlRequest& request) {
 std::vector<LlResult> score_requests(GPT& model, const std::vector<EncodedRequest>& requests, int64_t batch) {
   torch::NoGradGuard no_grad;
   model->eval();
+  // Identical requests (a task whose two choices read the same) are scored once and share the result: scored in
+  // different batches they would differ in the last bits, and a tie would be broken by rounding instead of by
+  // taking the first choice, as lm-eval's argmax does.
   std::vector<Row> rows;
-  for (const auto& r : requests) rows.push_back(input_row(r, model->config().context));
+  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, size_t> first_of;
+  std::vector<size_t> row_of;
+  for (const auto& r : requests) {
+    auto row = input_row(r, model->config().context);
+    const auto [at, inserted] = first_of.try_emplace({row.input, row.targets}, rows.size());
+    if (inserted) rows.push_back(std::move(row));
+    row_of.push_back(at->second);
+  }
   std::vector<size_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].input.size() > rows[b].input.size(); });
-  std::vector<LlResult> results(rows.size(), LlResult{0.0, true});
+  std::vector<LlResult> unique(rows.size(), LlResult{0.0, true});
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch)) {
     std::vector<const Row*> chunk;
     std::vector<LlResult*> out;
     for (size_t j = i; j < std::min(order.size(), i + static_cast<size_t>(batch)); ++j) {
       chunk.push_back(&rows[order[j]]);
-      out.push_back(&results[order[j]]);
+      out.push_back(&unique[order[j]]);
     }
     score_batch(model, chunk, out);
   }
+  std::vector<LlResult> results;
+  for (const auto row : row_of) results.push_back(unique[row]);
   return results;
 }
 

@@ -5,9 +5,9 @@
 // α_t = exp(-exp(A_log) · softplus(W_α x_t + dt_bias)). The paper's recurrence asks only for a data-dependent
 // α_t ∈ (0, 1) and takes Mamba-2's gate for it; the exact form above (the softplus, dt_bias, A_log per head) is
 // our reading of its code (flash-linear-attention), a choice stated here.
-// Our choices where the fla layer does more: no short convolution on q, k, v unless the layer asks for one
-// (conv = 4 is fla's; models/short_conv.h), no gated RMSNorm on the output (the layer's only change to the
-// transformer is its token mixer, as for every other rule here), and one value head per query head (no GVA).
+// The fla layer's other parts are the fast-weight layer's, asked for by name: its short convolution (conv = 4,
+// models/short_conv.h) and output RMSNorm (out_norm = "rmsnorm"); not built: the SiLU output gate of fla's default
+// use_gate = True (Zoology's MQAR runs switch it off), and grouped value heads (GVA).
 #include "models/rules/gated_delta.h"
 
 #include <cmath>
