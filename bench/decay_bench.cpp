@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/blas_core.h"
 #include "kernels/memory_policy.h"
 #include "kernels/recurrences.h"
 
@@ -165,6 +166,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   int threads = static_cast<int>(std::thread::hardware_concurrency()), repeats = 5;
   std::vector<std::string> forms = {"fused", "chunked", "naive", "torchscript"};
   std::vector<Size> sizes = {{16, 4, 256, 32, 32}, {4, 4, 1024, 32, 32}, {1, 4, 4096, 32, 32}, {4, 4, 1024, 64, 64}};

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "kernels/recurrences.h"
 
@@ -53,6 +54,7 @@ double fwd_bwd_seconds(const Rule& rule, const std::vector<torch::Tensor>& in, i
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);

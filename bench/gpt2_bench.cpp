@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "kernels/memory_policy.h"
 #include "models/convert.h"
@@ -20,6 +21,7 @@ using fwlab::bench::generation_rate;
 using fwlab::bench::median_seconds;
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   if (argc < 2) {
     fmt::print(stderr, "usage: fwlab-bench-gpt2 DIR [--threads N] [--batch B] [--seq T] [--repeats R] [--gen-tokens N] [--m M]\n");
     return 2;

@@ -28,6 +28,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "kernels/kernel_guard.h"
 #include "kernels/recurrences.h"
@@ -202,6 +203,7 @@ void model_level(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   Options o;
   for (int i = 1; i < argc; ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 #include <string>
 
+#include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "kernels/kernel_guard.h"
 #include "models/gpt.h"
@@ -18,6 +19,7 @@
 using namespace fwlab;
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t vocab = 8192, threads = 2, repeats = 10;
   for (int i = 1; i + 1 < argc; i += 2) {

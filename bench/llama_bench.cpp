@@ -1,13 +1,14 @@
 // The Llama family on the CPU, side by side in one run (issue 26's benchmark):
-//   1. loading a 1B-shaped Llama directory (Llama 3.2 1B's config, random bf16 weights, written here): time and the
-//      loading process's peak resident memory (measured in a child process, so the writing does not count);
+//   1. loading a 1B-shaped Llama directory (Llama 3.2 1B's config, random bf16 weights, written here) computing in
+//      the file's dtype and in float32: time and the loading process's peak resident memory (measured in a child
+//      process, so the writing does not count);
 //   2. one fine-tuning step (forward, backward, AdamW) at T = 1024 in a 100M-shaped Llama: softmax vs decay vs gated
 //      delta, every layer converted;
 //   3. generation: per-token ms with 4,096 tokens of context, softmax with its grouped-query KV cache vs decay m = 32.
 // Not a test: timings on a shared machine are noisy.
 //
-//   fwlab-bench-llama [--dir DIR (default /tmp/fwlab-llama-1b)] [--threads N] [--skip-load]
-//   fwlab-bench-llama load DIR   (the child: loads DIR, prints seconds and peak RSS)
+//   fwlab-bench-llama [--dir DIR (default /tmp/fwlab-llama-1b)] [--threads N] [--skip-load | --load-only]
+//   fwlab-bench-llama load DIR DTYPE   (the child: loads DIR with model.dtype DTYPE, prints seconds and peak RSS)
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -18,7 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
+#include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "contract/hf_family.h"
 #include "kernels/kernel_guard.h"
@@ -70,27 +73,32 @@ void write_1b(const fs::path& dir) {
   std::ofstream((dir / "config.json").string()) << hf_config_json(cfg).dump(2);
 }
 
-int load_child(const std::string& dir) {
+int load_child(const std::string& dir, const std::string& dtype) {
   torch::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
-  const double s = bench::seconds([&] { load_hf(dir); });
+  const double s = bench::seconds([&] { load_hf(dir, dtype); });
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   fmt::print("{:.2f} {:.2f}\n", s, static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0));
   return 0;
 }
 
+// Loads the directory in a child process per model.dtype: the time and peak RSS, against the file (as it computes in
+// its own dtype) and against the model's float32 size (when it computes in float32, the default).
 void bench_load(const std::string& self, const fs::path& dir) {
   const double write_s = bench::seconds([&] { write_1b(dir); });
-  const auto bytes = fs::file_size(dir / "model.safetensors");
+  const auto file_gib = static_cast<double>(fs::file_size(dir / "model.safetensors")) / (1 << 30);
   const auto n = count_parameters(llama_1b());
-  std::FILE* p = popen(fmt::format("'{}' load '{}'", self, dir.string()).c_str(), "r");
-  double seconds = 0, gib = 0;
-  if (!p || std::fscanf(p, "%lf %lf", &seconds, &gib) != 2) throw std::runtime_error("the loading child failed");
-  pclose(p);
-  fmt::print("load  1B-shaped Llama ({:.3f}B parameters, {:.2f} GiB bf16 on disk; written in {:.1f} s): {:.2f} s, peak RSS {:.2f} GiB "
-             "({:.2f} x the file)\n",
-             static_cast<double>(n) / 1e9, static_cast<double>(bytes) / (1 << 30), write_s, seconds, gib,
-             gib / (static_cast<double>(bytes) / (1 << 30)));
+  const double fp32_gib = static_cast<double>(n) * 4 / (1 << 30);
+  fmt::print("load  1B-shaped Llama ({:.3f}B parameters, {:.2f} GiB bf16 on disk, {:.2f} GiB in float32; written in {:.1f} s; "
+             "the file in the page cache):\n", static_cast<double>(n) / 1e9, file_gib, fp32_gib, write_s);
+  for (const auto& [dtype, reference, what] : std::vector<std::tuple<std::string, double, std::string>>{
+           {"file", file_gib, "the file"}, {"float32", fp32_gib, "the float32 model"}}) {
+    std::FILE* p = popen(fmt::format("'{}' load '{}' {}", self, dir.string(), dtype).c_str(), "r");
+    double seconds = 0, gib = 0;
+    if (!p || std::fscanf(p, "%lf %lf", &seconds, &gib) != 2) throw std::runtime_error("the loading child failed");
+    pclose(p);
+    fmt::print("      model.dtype = {:<8} {:.2f} s, peak RSS {:.2f} GiB ({:.2f} x {})\n", dtype, seconds, gib, gib / reference, what);
+  }
 }
 
 void bench_steps() {
@@ -151,21 +159,24 @@ void bench_generation() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   fwlab::kernels::set_kernel_self_check(false);  // timed as they are (kernel_guard.h)
-  if (argc == 3 && std::string(argv[1]) == "load") return load_child(argv[2]);
+  if (argc == 4 && std::string(argv[1]) == "load") return load_child(argv[2], argv[3]);
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   fs::path dir = "/tmp/fwlab-llama-1b";
-  bool skip_load = false;
+  bool skip_load = false, load_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
     if (key == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (key == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (key == "--skip-load") skip_load = true;
+    else if (key == "--load-only") load_only = true;
     else return fmt::print(stderr, "fwlab-bench-llama: unknown argument '{}'\n", key), 2;
   }
   torch::set_num_threads(threads);
   fmt::print("fwlab-bench-llama: {} threads, libtorch {}\n", threads, TORCH_VERSION);
   if (!skip_load) bench_load(fs::canonical("/proc/self/exe").string(), dir);
+  if (load_only) return 0;
   bench_steps();
   bench_generation();
   return 0;

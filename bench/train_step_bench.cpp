@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "kernels/blas_core.h"
 #include "kernels/kernel_guard.h"
 #include "kernels/memory_policy.h"
 #include "models/gpt.h"
@@ -49,6 +50,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t chunk = 0;  // 0: the rule's default
   int64_t m = 4;      // feature (state key) size of the fast-weight rules

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "contract/model_dtype.h"
 #include "contract/spec_reader.h"
 
 namespace fwlab {
@@ -29,6 +30,7 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
     require(m->is_object(), "model", "must be an object (a model configuration)");
     s.model = *m;
   }
+  s.model_dtype = take_model_dtype(s.model, s.kind, r.has("init_checkpoint"));
 
   auto d = r.sub("data");
   d.get("source", s.data.source);

@@ -170,6 +170,7 @@ struct JobSpec {
   // The model: from scratch, or converted from `init_checkpoint` (swap-then-finetune). With a source checkpoint,
   // `model` overrides the source's configuration (typically only the mixer plan).
   nlohmann::json model = nlohmann::json::object();
+  std::string model_dtype = "float32";  // model.dtype, taken out of `model` (contract/model_dtype.h)
   std::string init_checkpoint;
   DataSpec data;
   OptimSpec optim;

@@ -14,6 +14,7 @@
 #include "contract/safetensors_header.h"
 #include "contract/inputs.h"
 #include "contract/job_spec.h"
+#include "contract/model_dtype.h"
 
 namespace fwlab {
 
@@ -275,7 +276,7 @@ struct Planner {
     if (unreadable) return;
     try {
       const auto parent = source ? std::optional<ModelConfig>(model_config_from_json(*source)) : std::nullopt;
-      const auto cfg = resolve_model_config(parent ? &*parent : nullptr, job.spec.value("model", nlohmann::json::object()));
+      const auto cfg = resolve_model_config(parent ? &*parent : nullptr, architecture_keys(job.spec.value("model", nlohmann::json::object())));
       if (parent) check_only_mixers_change(*parent, cfg);
       job.model = to_json(cfg);
       if (source)

@@ -20,6 +20,23 @@ void init_gpt2_linear(torch::nn::Linear& layer, double std) {
   if (layer->bias.defined()) layer->bias.zero_();
 }
 
+torch::nn::Linear linear_layer(const torch::nn::LinearOptions& options) {
+  if (!skip_initialisation) return torch::nn::Linear(options);
+  torch::nn::Linear layer(torch::nn::LinearOptions(1, 1).bias(options.bias()));  // one drawn value, then replaced
+  layer->options = options;
+  layer->weight.set_data(torch::empty({options.out_features(), options.in_features()}));
+  if (options.bias()) layer->bias.set_data(torch::empty({options.out_features()}));
+  return layer;
+}
+
+torch::nn::Embedding embedding_layer(int64_t count, int64_t dim) {
+  if (!skip_initialisation) return torch::nn::Embedding(count, dim);
+  torch::nn::Embedding layer(1, 1);
+  layer->options = torch::nn::EmbeddingOptions(count, dim);
+  layer->weight.set_data(torch::empty({count, dim}));
+  return layer;
+}
+
 torch::Tensor repeat_kv(const torch::Tensor& x, int64_t groups) {
   if (groups == 1) return x;
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), hd = x.size(3);
@@ -28,8 +45,8 @@ torch::Tensor repeat_kv(const torch::Tensor& x, int64_t groups) {
 
 AttentionMixer::AttentionMixer(const ModelConfig& cfg) : n_heads_(cfg.n_heads), n_kv_heads_(cfg.kv_heads()), head_dim_(cfg.head_dim) {
   const int64_t inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, inner + 2 * kv_inner).bias(cfg.qkv_bias)));
-  o = register_module("o", torch::nn::Linear(torch::nn::LinearOptions(inner, cfg.d_model).bias(cfg.o_bias)));
+  qkv = register_module("qkv", linear_layer(torch::nn::LinearOptions(cfg.d_model, inner + 2 * kv_inner).bias(cfg.qkv_bias)));
+  o = register_module("o", linear_layer(torch::nn::LinearOptions(inner, cfg.d_model).bias(cfg.o_bias)));
   init_gpt2_linear(qkv);
   init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
   if (cfg.rope_positions()) rope_.emplace(cfg.rope, head_dim_);

@@ -21,6 +21,10 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 // Loads every tensor to the CPU; `header` (optional) receives the parsed header with the metadata.
 NamedTensors load_tensors(const std::string& path, safetensors::Header* header = nullptr);
+// The torch dtype of a safetensors dtype name (F32, BF16, ...); FormatError for one it does not know.
+torch::ScalarType scalar_type(const std::string& safetensors_dtype);
+// FormatError naming the file and tensor when a floating tensor holds NaN or an infinity.
+void check_finite(const torch::Tensor& t, const std::string& path, const std::string& name);
 
 // Parameters and buffers of the model, in registration order.
 NamedTensors module_tensors(const torch::nn::Module& model);

@@ -25,8 +25,8 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg)
   mixer = register_module("mixer", make_mixer(spec, cfg));
   if (has_mlp_) {
     ln2 = register_module("ln2", BlockNorm(cfg.block_norm, d, cfg.ln_eps));
-    fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
-    proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
+    fc = register_module("fc", linear_layer(torch::nn::LinearOptions(d, gated_ ? 2 * ff : ff).bias(cfg.mlp_bias)));
+    proj = register_module("proj", linear_layer(torch::nn::LinearOptions(ff, d).bias(cfg.mlp_bias)));
     init_gpt2_linear(fc);
     init_gpt2_linear(proj, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));
   }
@@ -64,8 +64,8 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
   if (cfg_.encoder_decoder())
     throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq.h), not a GPT");
-  wte = register_module("wte", torch::nn::Embedding(cfg.vocab, cfg.d_model));
-  if (cfg.positions == "learned") wpe = register_module("wpe", torch::nn::Embedding(cfg.context, cfg.d_model));
+  wte = register_module("wte", embedding_layer(cfg.vocab, cfg.d_model));
+  if (cfg.positions == "learned") wpe = register_module("wpe", embedding_layer(cfg.context, cfg.d_model));
   if (!SkipInitialisation::active()) {
     torch::NoGradGuard guard;
     wte->weight.normal_(0.0, 0.02);
@@ -79,7 +79,7 @@ GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   }
   ln_f = register_module("ln_f", BlockNorm(cfg.block_norm, cfg.d_model, cfg.ln_eps));
   if (!cfg.tied_head) {
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.vocab).bias(false)));
+    lm_head = register_module("lm_head", linear_layer(torch::nn::LinearOptions(cfg.d_model, cfg.vocab).bias(false)));
     init_gpt2_linear(lm_head);
   }
 }

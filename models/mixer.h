@@ -51,6 +51,12 @@ std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg)
 // Linear layers of GPT-2: N(0, 0.02) weights, zero bias. Skipped while a SkipInitialisation lives.
 void init_gpt2_linear(torch::nn::Linear& layer, double std = 0.02);
 
+// torch::nn::Linear and Embedding of these sizes. While a SkipInitialisation lives their tensors are left as
+// torch::empty makes them (libtorch's own constructors draw Kaiming and normal values, seconds for a 1B model, and
+// touch every page), for a load that fills them or puts the checkpoint's tensors in their place.
+torch::nn::Linear linear_layer(const torch::nn::LinearOptions& options);
+torch::nn::Embedding embedding_layer(int64_t count, int64_t dim);
+
 // While one lives (on this thread), models are built without drawing their initial weights: an import that
 // overwrites every tensor spent half a minute drawing a 1B model's normal variates.
 class SkipInitialisation {

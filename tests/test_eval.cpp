@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "contract/tasks/tasks.h"
 #include "tests/test_support.h"
 #include "worker/passkey.h"
 #include "worker/tokenizer.h"
@@ -265,4 +266,26 @@ TEST_CASE("eval: recall extraction and passkey run through the step forms and re
   const auto metrics = task_metrics(job / "events.jsonl");
   CHECK(metrics.at("passkey").contains("acc.L200.d100"));
   CHECK(metrics.at("swde")["docs"] == 2.0);
+}
+
+// lm-eval's HellaSwag capitalises ctx_b with Python's str.capitalize: the first character in titlecase and the rest
+// in lowercase, by Unicode's full mappings. Checked against Python itself on strings whose first or later letters
+// are not ASCII.
+TEST_CASE("eval: HellaSwag's capitalize is Python's str.capitalize on non-ASCII text", "[eval]") {
+  const std::vector<std::string> samples = {
+      "über alles", "the MAN", "ÉCOLE normale", "ǆemal ǅ", "ßtraße", "ﬁsh AND ﬂOUR", "ΑΣ ΟΔΟΣ. ΣΑΣ", "σΑΣ",
+      "İSTANBUL", "ıi", "ŉ apostrophe", "😀 ABC", "\"QUOTED\" Text", "ǰ", "", "a", "ΐ", "123 ÅNGSTRÖM"};
+  nlohmann::json in = samples;
+  test::TempDir tmp("capitalize");
+  test::spit(tmp.file("in.json"), in.dump());
+  const auto py = test::run_command("/usr/bin/python3 -c 'import json,sys; print(json.dumps([s.capitalize() for s in json.load(open(sys.argv[1]))]))' " +
+                                    tmp.file("in.json"));
+  REQUIRE(py.exit_code == 0);
+  const auto expected = nlohmann::json::parse(py.output).get<std::vector<std::string>>();
+  REQUIRE(expected.size() == samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    INFO(samples[i]);
+    CHECK(tasks::capitalize(samples[i]) == expected[i]);
+  }
+  CHECK(tasks::capitalize("über alles") == "Über alles");
 }

@@ -127,6 +127,32 @@ TEST_CASE("hf tokenizer.json: Llama 3, Qwen2 and GPT-2 layouts give the referenc
     }
 }
 
+TEST_CASE("hf tokenizer.json: Llama 2 (legacy Prepend + Replace) and Mistral (Metaspace) layouts with byte fallback give the reference's ids and text",
+          "[hf_tokenizer]") {
+  test::TempDir tmp("hftok-spm");
+  auto strings = all_strings();
+  // Metaspace's prepend_scheme "first": no "▁" after a special token at the start or in the middle.
+  for (const std::string s : {"<s>Hello", "Hello</s>world", " Hey", "Hey", "  two  spaces  ", "▁already", "a▁b c", "<unk>x"}) strings.push_back(s);
+  for (const std::string style : {"llama2", "mistral"})
+    for (const std::string decoder : {"", "--metaspace-decoder"}) {
+      if (style == "llama2" && !decoder.empty()) continue;
+      SECTION(style + (decoder.empty() ? "" : " with a Metaspace decoder")) {
+        const auto dir = tmp.path() / style;
+        make_reference(dir, style, decoder);
+        CHECK(compare_with_reference(dir, strings) == strings.size());
+        // Byte fallback is exercised: some string falls back to <0xXX> tokens.
+        const auto tok = json_tokenizer(dir);
+        const auto ids = tok.encode("😀");
+        REQUIRE(tok.token_to_id("<0xF0>"));
+        CHECK(std::find(ids.begin(), ids.end(), *tok.token_to_id("<0xF0>")) != ids.end());
+        // With a tokenizer.model beside it, tokenizer.json is what a directory's tokenizer reads (as transformers'
+        // fast tokenizers do): the same ids.
+        test::spit((dir / "tokenizer.model").string(), "not a SentencePiece model");
+        CHECK(load_hf_tokenizer(dir.string())->encode("Hello world") == tok.encode("Hello world"));
+      }
+    }
+}
+
 TEST_CASE("hf tokenizer.json: decoding inverts encoding; vocabulary size and BOS as the files say", "[hf_tokenizer]") {
   test::TempDir tmp("hfround");
   make_reference(tmp.path() / "llama3", "llama3");
@@ -308,8 +334,16 @@ TEST_CASE("hf tokenizer: damaged or unsupported files are refused naming the fil
   CHECK_THAT(damaged(tmp.path(), "novocab", [](json& j) { j["model"].erase("vocab"); }), Contains(file("novocab") + ": model.vocab: missing"));
   CHECK_THAT(damaged(tmp.path(), "merge", [](json& j) { j["model"]["merges"].push_back("h zz"); }),
              Contains(file("merge") + ": model.merges[10]: \"zz\" is not in model.vocab"));
-  CHECK_THAT(damaged(tmp.path(), "pre", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}}; }),
-             Contains(file("pre") + ": pre_tokenizer.type: pre_tokenizer 'Metaspace' is not supported"));
+  CHECK_THAT(damaged(tmp.path(), "pre", [](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }),
+             Contains(file("pre") + ": pre_tokenizer.type: pre_tokenizer 'Whitespace' is not supported"));
+  CHECK_THAT(damaged(tmp.path(), "meta", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "first"}}; }),
+             Contains(file("meta") + ": pre_tokenizer.replacement: missing"));
+  CHECK_THAT(damaged(tmp.path(), "scheme", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}}; }),
+             Contains(file("scheme") + ": pre_tokenizer.prepend_scheme: 'sometimes' is not one of always, first, never"));
+  CHECK_THAT(damaged(tmp.path(), "legacy", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"add_prefix_space", false}}; }),
+             Contains(file("legacy") + ": pre_tokenizer.add_prefix_space: false contradicts prepend_scheme 'always'"));
+  CHECK_THAT(damaged(tmp.path(), "replace", [](json& j) { j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}}; }),
+             Contains(file("replace") + ": normalizer.pattern: expected {\"String\": ...}"));
   CHECK_THAT(damaged(tmp.path(), "seq", [](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {j["pre_tokenizer"], {{"type", "Punctuation"}}}}}; }),
              Contains(file("seq") + ": pre_tokenizer.pretokenizers[1].type: pre_tokenizer 'Punctuation' is not supported"));
   CHECK_THAT(damaged(tmp.path(), "norm", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }),
@@ -322,7 +356,9 @@ TEST_CASE("hf tokenizer: damaged or unsupported files are refused naming the fil
              Contains(file("regex") + ": pre_tokenizer.pattern.Regex: the pattern does not compile"));
   CHECK_THAT(damaged(tmp.path(), "dropout", [](json& j) { j["model"]["dropout"] = 0.1; }), Contains(file("dropout") + ": model.dropout: 0.1 is not supported"));
   CHECK_THAT(damaged(tmp.path(), "model", [](json& j) { j["model"]["type"] = "WordPiece"; }), Contains(file("model") + ": model.type: model 'WordPiece'"));
-  CHECK_THAT(damaged(tmp.path(), "decoder", [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }), Contains(file("decoder") + ": decoder.type: decoder 'Metaspace'"));
+  CHECK_THAT(damaged(tmp.path(), "decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }), Contains(file("decoder") + ": decoder.type: decoder 'WordPiece'"));
+  CHECK_THAT(damaged(tmp.path(), "strip", [](json& j) { j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}}; }),
+             Contains(file("strip") + ": decoder.start: expected a count"));
 
   CHECK_THAT(load_error(tmp.path() / "absent"), Contains((tmp.path() / "absent").string() + ": the tokenizer directory does not exist"));
   fs::create_directories(tmp.path() / "empty");
@@ -440,6 +476,24 @@ TEST_CASE("hf tokenizer: data.tokenizer = \"hf:DIR\" in a job spec; the director
   write_tokenizer(tmp.path() / "tok", tiny_json());
   CHECK(problems("hf:" + tmp.file("tok"), 300).empty());
   CHECK(problems("hf:" + tmp.file("tok"), 20) == V{"model.vocab: 20 is smaller than the hf:" + tmp.file("tok") + " tokenizer's vocabulary of 21"});
+
+  // Starting from a Hugging Face model: a tokenizer smaller than config.json's vocab_size is how checkpoints ship
+  // (Qwen2.5's 151,665 tokens in a vocabulary padded to 151,936); a larger one would give ids with no row.
+  auto from_model = [&](int vocab) {
+    const auto dir = tmp.path() / fmt::format("model{}", vocab);
+    const auto r = test::run_command(fmt::format("/usr/bin/python3 {}/tests/python/hf_llama.py write {} --vocab {} --hidden 16 --intermediate 32 "
+                                                 "--layers 1 --heads 2", FWLAB_SOURCE_DIR, dir.string(), vocab));
+    REQUIRE(r.exit_code == 0);
+    auto j = spec_of("hf:" + tmp.file("tok"), vocab);
+    j.erase("model");
+    j["init_checkpoint"] = "hf:" + dir.string();
+    std::vector<std::string> out;
+    for (const auto& p : input_problems(parse_job_spec(j, "/repo"), true, 0)) out.push_back(p.what());
+    return out;
+  };
+  CHECK(from_model(32).empty());
+  CHECK(from_model(20) == V{fmt::format("data.tokenizer: the hf:{} tokenizer has 21 tokens but {}/model20/config.json has vocab_size = 20",
+                                        tmp.file("tok"), tmp.path().string())});
 }
 
 TEST_CASE("hf tokenizer: a corpus is tokenized once into the token cache, uint32 ids past 65,536 tokens", "[hf_tokenizer][data]") {
@@ -503,4 +557,43 @@ TEST_CASE("hf tokenizer: fwlab-worker trains on hf:DIR text and refuses a model 
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output, Catch::Contains(fmt::format("model.vocab: {} is smaller than the hf:{} tokenizer's vocabulary of {}", vocab - 1,
                                                          data.file("tok"), vocab)));
+}
+
+namespace {
+
+// A Llama of `style`'s tokenizer in one directory (tokenizer.json + config.json + weights, as a checkpoint ships),
+// its expected greedy continuation of `prompt` computed by the float64 reference from the BF16-stored weights.
+json write_llama_with_tokenizer(const fs::path& dir, const std::string& style, const std::string& prompt, int generate) {
+  make_reference(dir, style);
+  const auto ids = reference("encode", dir, {json(prompt)})[0].get<std::vector<int64_t>>();
+  const auto vocab = load_hf_tokenizer(dir.string())->vocab_size();
+  const auto r = test::run_command(fmt::format("/usr/bin/python3 {}/tests/python/hf_llama.py write {} --vocab {} --hidden 32 --intermediate 64 "
+                                               "--layers 2 --heads 4 --kv-heads 2 --positions 64 --rope-theta 500000 --dtype BF16 "
+                                               "--expected --generate {} --prompt-ids {}",
+                                               FWLAB_SOURCE_DIR, dir.string(), vocab, generate, fmt::join(ids, ",")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return json::parse(test::slurp((dir / "expected.json").string()));
+}
+
+}  // namespace
+
+TEST_CASE("hf tokenizer: fwlab-worker generate reads and writes text through a Llama 2 / Mistral directory's own tokenizer.json",
+          "[hf_tokenizer]") {
+  test::TempDir tmp("hfgen");
+  const std::string prompt = "the cat sat on the";
+  for (const std::string style : {"llama2", "mistral"}) {
+    SECTION(style) {
+      const auto dir = tmp.path() / style;
+      const auto expected = write_llama_with_tokenizer(dir, style, prompt, 12);
+      const auto want = reference("decode", dir, {expected["greedy"]})[0].get<std::string>();
+      const auto r = test::run_command(fmt::format("{} generate hf:{} --prompt '{}' --tokens 12 --greedy --threads 1 2>{}", FWLAB_WORKER,
+                                                   dir.string(), prompt, tmp.file("stderr")));
+      const auto log = test::slurp(tmp.file("stderr"));
+      INFO(log);
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.output, Catch::Contains(want + "\n"));  // stdout: the continuation alone
+      CHECK_THAT(r.output + log, Catch::Contains("the model computes in Float (--dtype float32)"));
+    }
+  }
 }

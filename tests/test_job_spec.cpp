@@ -6,6 +6,7 @@
 #include "tests/test_support.h"
 #include "contract/events.h"
 #include "contract/job_spec.h"
+#include "contract/model_dtype.h"
 
 using namespace fwlab;
 
@@ -67,6 +68,22 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
   CHECK(spec_error(R"({"divergence": {"spike_factor": 0.5}})") == "divergence.spike_factor: must be > 1, got 0.5");
   CHECK(spec_error(R"({"bench": {"seq_lens": []}})") == "bench.seq_lens: must not be empty");
   CHECK(spec_error(R"([1, 2])") == "job: must be an object");
+}
+
+TEST_CASE("job spec: model.dtype is taken out of the model keys and checked against the job", "[spec]") {
+  const auto eval = parse_job_spec(nlohmann::json::parse(R"({"kind": "eval", "init_checkpoint": "hf:/m", "model": {"dtype": "bfloat16"},
+      "tasks": {"lambada": {"path": "x.jsonl"}}})"), "/repo");
+  CHECK(eval.model_dtype == "bfloat16");
+  CHECK(eval.model.empty());  // the architecture never sees it
+  CHECK(parse_job_spec(nlohmann::json::parse(R"({"model": {"n_layers": 2}})"), "/repo").model_dtype == "float32");
+  CHECK(spec_error(R"({"model": {"dtype": "bfloat16"}})") ==
+        "model.dtype: kind 'train' trains float32 weights ('bfloat16' would let the optimizer lose updates smaller than a 16-bit weight's "
+        "spacing): use train.precision = \"bf16\" to compute in bfloat16");
+  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": "file"}})") ==
+        "model.dtype: 'file' is the checkpoint's dtype, and this job starts from no checkpoint (init_checkpoint)");
+  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": "fp16"}})") == "model.dtype: 'fp16' is not one of float32, bfloat16, float16, file");
+  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": 16}})") == "model.dtype: must be a string, got 16");
+  CHECK(architecture_keys(nlohmann::json::parse(R"({"dtype": "file", "n_layers": 2})")) == nlohmann::json::parse(R"({"n_layers": 2})"));
 }
 
 TEST_CASE("event log: numbered lines, torn last line tolerated and repaired", "[events]") {

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kernels/blas_core.h"
 #include "models/hf_checkpoint.h"
 
 namespace fwlab::test {
@@ -47,3 +48,8 @@ ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers, int64_t head_
 }
 
 }  // namespace fwlab::test
+
+namespace {
+// The torch test binaries run on the CPU's own BLAS kernels, as the worker does (kernels/blas_core.h).
+const std::string blas_core_in_use = fwlab::use_the_cpus_blas_kernels();
+}  // namespace

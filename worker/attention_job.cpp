@@ -58,7 +58,7 @@ int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, Even
   const torch::Device device(spec.device);
   GPT student = build_model(spec, &log);
   const auto teacher_path = find_teacher(spec);
-  GPT teacher = load_source_model(teacher_path);
+  GPT teacher = load_source_model(teacher_path, nullptr, spec.model_dtype);
   student->to(device), teacher->to(device);
   student->eval(), teacher->eval();
   if (student->config().layers.size() != teacher->config().layers.size() || student->config().n_heads != teacher->config().n_heads)

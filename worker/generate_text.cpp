@@ -10,6 +10,7 @@
 #include "contract/job_status.h"
 #include "models/checkpoint.h"
 #include "models/hf_checkpoint.h"
+#include "worker/hf_tokenizer.h"
 #include "worker/tokenizer.h"
 
 namespace fwlab {
@@ -18,36 +19,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TokenizerChoice {
-  std::string name, encoder, merges;
-};
-
-// The tokenizer a checkpoint was trained with: its metadata (fwlab), the directory's own BPE files (Hugging
-// Face ships vocab.json + merges.txt, the same files as GPT-2's encoder.json + vocab.bpe), or its vocabulary.
-TokenizerChoice tokenizer_for(const GenerateArgs& a, const std::string& repo_root, int64_t vocab) {
-  TokenizerChoice c{a.tokenizer, "", ""};
-  std::string bpe_dir = a.bpe_dir;
+// The tokenizer a checkpoint was trained with: --tokenizer; else its metadata (fwlab); else, for hf:DIR, the
+// directory's own tokenizer.json / tokenizer.model (worker/hf_tokenizer.h) or its BPE files (Hugging Face's GPT-2
+// ships vocab.json + merges.txt, the same files as GPT-2's encoder.json + vocab.bpe); else its vocabulary's.
+std::unique_ptr<Tokenizer> tokenizer_for(const GenerateArgs& a, const std::string& repo_root, int64_t vocab) {
+  std::string name = a.tokenizer, bpe_dir = a.bpe_dir, encoder, merges;
   if (is_hf_source(a.checkpoint)) {
-    if (c.name.empty()) c.name = "gpt2";
     const fs::path dir = hf_dir(a.checkpoint);
-    if (bpe_dir.empty() && fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
-      c.encoder = (dir / "vocab.json").string();
-      c.merges = (dir / "merges.txt").string();
-    }
+    const bool own_bpe = fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt");
+    if (name.empty()) name = fs::exists(dir / "tokenizer.json") || fs::exists(dir / "tokenizer.model") ? "hf:" + dir.string() : "gpt2";
+    if (name == "gpt2" && bpe_dir.empty() && own_bpe) encoder = (dir / "vocab.json").string(), merges = (dir / "merges.txt").string();
   } else {
     const auto meta = safetensors::read_header(a.checkpoint).metadata;
-    if (c.name.empty() && meta.count("fwlab.tokenizer")) c.name = meta.at("fwlab.tokenizer");
+    if (name.empty() && meta.count("fwlab.tokenizer")) name = meta.at("fwlab.tokenizer");
     if (bpe_dir.empty() && meta.count("fwlab.bpe_dir")) bpe_dir = meta.at("fwlab.bpe_dir");
-    if (c.name.empty()) c.name = vocab == 256 ? "byte" : "gpt2";
+    if (name.empty()) name = vocab == 256 ? "byte" : "gpt2";
   }
-  if (c.name != "byte" && c.name != "gpt2")
-    throw std::invalid_argument(fmt::format("--tokenizer: '{}' cannot read text (byte or gpt2)", c.name));
-  if (c.name == "gpt2" && c.encoder.empty()) {
+  if (name.rfind("hf:", 0) == 0) return load_hf_tokenizer(name.substr(3));
+  if (name == "byte") return std::make_unique<ByteTokenizer>();
+  if (name != "gpt2") throw std::invalid_argument(fmt::format("--tokenizer: '{}' cannot read text (byte, gpt2 or hf:DIR)", name));
+  if (encoder.empty()) {
     if (bpe_dir.empty()) bpe_dir = repo_root + "/data/gpt2-bpe";
-    c.encoder = bpe_dir + "/encoder.json";
-    c.merges = bpe_dir + "/vocab.bpe";
+    encoder = bpe_dir + "/encoder.json", merges = bpe_dir + "/vocab.bpe";
   }
-  return c;
+  return std::make_unique<Gpt2Bpe>(encoder, merges);
 }
 
 }  // namespace
@@ -56,10 +51,8 @@ int run_generate(const GenerateArgs& a, const std::string& repo_root) {
   std::unique_ptr<Tokenizer> tok;
   GPT model{nullptr};
   try {
-    model = load_source_model(a.checkpoint);
-    const auto choice = tokenizer_for(a, repo_root, model->config().vocab);
-    if (choice.name == "byte") tok = std::make_unique<ByteTokenizer>();
-    else tok = std::make_unique<Gpt2Bpe>(choice.encoder, choice.merges);
+    model = load_source_model(a.checkpoint, nullptr, a.dtype);
+    tok = tokenizer_for(a, repo_root, model->config().vocab);
   } catch (const std::exception& e) {
     fmt::print(stderr, "fwlab-worker generate: {}\n", e.what());
     return kExitBadSpec;
@@ -87,6 +80,7 @@ int run_generate(const GenerateArgs& a, const std::string& repo_root) {
     fmt::print(stderr, "fwlab-worker generate: --tokens {} would pass the context of {}; generating {}\n", options.tokens, cfg.context, room);
     options.tokens = room;
   }
+  fmt::print(stderr, "the model computes in {} (--dtype {})\n", c10::toString(model->wte->weight.scalar_type()), a.dtype);
   const auto out = generate(model, std::vector<int64_t>(ids.begin(), ids.end()), options);
   fmt::print("{}\n", tok->decode(std::vector<int32_t>(out.tokens.begin(), out.tokens.end())));
   std::fflush(stdout);

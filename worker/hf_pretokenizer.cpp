@@ -7,6 +7,8 @@
 #include <unicode/utext.h>
 #include <unicode/utf8.h>
 
+#include <utility>
+
 namespace fwlab {
 
 // ---- the byte-level alphabet ---------------------------------------------------------------------------
@@ -69,24 +71,31 @@ std::optional<std::string> repair_utf8(std::string_view text) {
 
 // ---- the normalizer --------------------------------------------------------------------------------------
 
-Normalizer Normalizer::from_json(const nlohmann::json* spec, const JsonPlace& at) {
-  Normalizer n;
-  if (!spec) return n;
-  const auto type = json_type(*spec, at);
+namespace {
+
+void append_normalizers(const nlohmann::json& spec, const JsonPlace& at, std::vector<Normalizer::Op>& ops) {
+  using Kind = Normalizer::Op::Kind;
+  const auto type = json_type(spec, at);
   if (type == "NFC") {
-    n.nfc_ = true;
+    ops.push_back({Kind::nfc});
+  } else if (type == "Prepend") {
+    ops.push_back({Kind::prepend, json_string(spec, "prepend", "", at)});
+  } else if (type == "Replace") {
+    const auto* pattern = json_member(spec, "pattern");
+    const auto* literal = pattern && pattern->is_object() ? json_member(*pattern, "String") : nullptr;
+    if (!literal || !literal->is_string() || literal->get<std::string>().empty())
+      (at / "pattern").fail("expected {\"String\": ...} with a non-empty string (a Regex pattern is not supported)");
+    ops.push_back({Kind::replace, literal->get<std::string>(), json_string(spec, "content", "", at)});
   } else if (type == "Sequence") {
-    const auto* parts = json_member(*spec, "normalizers");
+    const auto* parts = json_member(spec, "normalizers");
     if (!parts || !parts->is_array()) (at / "normalizers").fail("expected a list of normalizers");
-    for (size_t i = 0; i < parts->size(); ++i) n.nfc_ |= from_json(&(*parts)[i], (at / "normalizers")[i]).nfc_;
+    for (size_t i = 0; i < parts->size(); ++i) append_normalizers((*parts)[i], (at / "normalizers")[i], ops);
   } else {
-    (at / "type").fail(fmt::format("normalizer '{}' is not supported (supported: none, NFC, Sequence of those)", type));
+    (at / "type").fail(fmt::format("normalizer '{}' is not supported (supported: none, NFC, Prepend, Replace, Sequence of those)", type));
   }
-  return n;
 }
 
-std::string Normalizer::apply(std::string_view text) const {
-  if (!nfc_) return std::string(text);
+std::string nfc(std::string_view text) {
   UErrorCode status = U_ZERO_ERROR;
   const auto* nfc = icu::Normalizer2::getNFCInstance(status);
   const icu::StringPiece piece(text.data(), static_cast<int32_t>(text.size()));
@@ -95,6 +104,34 @@ std::string Normalizer::apply(std::string_view text) const {
   icu::StringByteSink<std::string> sink(&out, static_cast<int32_t>(text.size()));
   nfc->normalizeUTF8(0, piece, sink, nullptr, status);
   if (U_FAILURE(status)) throw DataError(fmt::format("NFC normalization failed: {}", u_errorName(status)));
+  return out;
+}
+
+std::string replace_all(std::string_view text, const std::string& from, const std::string& to) {
+  std::string out;
+  for (size_t at = 0;;) {
+    const auto hit = text.find(from, at);
+    out.append(text.substr(at, hit == std::string_view::npos ? std::string_view::npos : hit - at));
+    if (hit == std::string_view::npos) return out;
+    out += to, at = hit + from.size();
+  }
+}
+
+}  // namespace
+
+Normalizer Normalizer::from_json(const nlohmann::json* spec, const JsonPlace& at) {
+  Normalizer n;
+  if (spec && !spec->is_null()) append_normalizers(*spec, at, n.ops_);
+  return n;
+}
+
+std::string Normalizer::apply(std::string_view text) const {
+  std::string out(text);
+  for (const auto& op : ops_) {
+    if (op.kind == Op::Kind::nfc) out = nfc(out);
+    else if (op.kind == Op::Kind::prepend && !out.empty()) out = op.text + out;  // prepend.rs: not an empty piece
+    else if (op.kind == Op::Kind::replace) out = replace_all(out, op.text, op.with);
+  }
   return out;
 }
 
@@ -135,6 +172,21 @@ PreTokenizer::Step split_step(const nlohmann::json& spec, const JsonPlace& at) {
   return step;
 }
 
+// metaspace.rs: `replacement` (required), prepend_scheme always | first | never (older files: add_prefix_space,
+// whose false tokenizers accepts only with prepend_scheme "never"), split (default true).
+PreTokenizer::Step metaspace_step(const nlohmann::json& spec, const JsonPlace& at) {
+  PreTokenizer::Step step;
+  step.metaspace = json_string(spec, "replacement", "", at);
+  if (step.metaspace.empty()) (at / "replacement").fail("missing (the character that stands for a space)");
+  step.prepend_scheme = json_string(spec, "prepend_scheme", "always", at);
+  if (step.prepend_scheme != "always" && step.prepend_scheme != "first" && step.prepend_scheme != "never")
+    (at / "prepend_scheme").fail(fmt::format("'{}' is not one of always, first, never", step.prepend_scheme));
+  if (!json_bool(spec, "add_prefix_space", true, at) && step.prepend_scheme != "never")
+    (at / "add_prefix_space").fail("false contradicts prepend_scheme '" + step.prepend_scheme + "' (tokenizers refuses it too)");
+  step.metaspace_split = json_bool(spec, "split", true, at);
+  return step;
+}
+
 void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<PreTokenizer::Step>& steps) {
   const auto type = json_type(spec, at);
   if (type == "Split") {
@@ -145,6 +197,8 @@ void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<P
     step.add_prefix_space = json_bool(spec, "add_prefix_space", true, at);
     step.use_regex = json_bool(spec, "use_regex", true, at);
     steps.push_back(step);
+  } else if (type == "Metaspace") {
+    steps.push_back(metaspace_step(spec, at));
   } else if (type == "Digits") {  // SmolLM's: ASCII digits apart from the rest, each alone or in runs (digits.rs)
     PreTokenizer::Step step;
     step.split = compile(json_bool(spec, "individual_digits", false, at) ? "[0-9]" : "[0-9]+", 0, at);
@@ -154,7 +208,7 @@ void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<P
     if (!parts || !parts->is_array()) (at / "pretokenizers").fail("expected a list of pre-tokenizers");
     for (size_t i = 0; i < parts->size(); ++i) append_steps((*parts)[i], (at / "pretokenizers")[i], steps);
   } else {
-    (at / "type").fail(fmt::format("pre_tokenizer '{}' is not supported (supported: Split, ByteLevel, Digits, Sequence)", type));
+    (at / "type").fail(fmt::format("pre_tokenizer '{}' is not supported (supported: Split, ByteLevel, Metaspace, Digits, Sequence)", type));
   }
 }
 
@@ -193,28 +247,51 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json* spec, const JsonPlace
   return p;
 }
 
-void PreTokenizer::run(std::string_view text, const std::function<void(std::string_view)>& emit) const {
+namespace {
+
+// Metaspace on one piece: spaces replaced, the replacement put in front as the scheme says, then (split) a new piece
+// at each replacement character, which stays with the text after it (MergedWithNext).
+void metaspace(const PreTokenizer::Step& step, std::string_view piece, bool at_start, const std::function<void(std::string_view, bool)>& next) {
+  auto text = replace_all(piece, " ", step.metaspace);
+  const bool prefixed = text.compare(0, step.metaspace.size(), step.metaspace) == 0;
+  if (!prefixed && (step.prepend_scheme == "always" || (step.prepend_scheme == "first" && at_start))) text = step.metaspace + text;
+  if (!step.metaspace_split) return next(text, at_start);
+  size_t begin = 0;
+  for (size_t hit = text.find(step.metaspace, step.metaspace.size()); hit != std::string::npos; hit = text.find(step.metaspace, hit + step.metaspace.size())) {
+    if (hit > begin) next(std::string_view(text).substr(begin, hit - begin), at_start && begin == 0);
+    begin = hit;
+  }
+  next(std::string_view(text).substr(begin), at_start && begin == 0);
+}
+
+}  // namespace
+
+void PreTokenizer::run(std::string_view text, bool at_start, const std::function<void(std::string_view)>& emit) const {
   const auto& alphabet = ByteLevelAlphabet::get();
   std::vector<std::unique_ptr<icu::RegexMatcher>> matchers;  // one per step, for all the pieces of this text
   for (const auto& step : steps_) matchers.push_back(step.split ? make_matcher(*step.split) : nullptr);
-  std::function<void(size_t, std::string_view)> feed = [&](size_t i, std::string_view piece) {
+  // `first`: the piece begins at offset 0 of the input (only the first piece of an at-start text does).
+  std::function<void(size_t, std::string_view, bool)> feed = [&](size_t i, std::string_view piece, bool first) {
     if (piece.empty()) return;
     if (i == steps_.size()) return emit(piece);
     const auto& step = steps_[i];
-    auto next = [&](std::string_view part) {
-      if (!step.byte_level) return feed(i + 1, part);
+    bool leading = first;
+    auto next = [&](std::string_view part, bool part_first) {
+      if (!step.byte_level) return feed(i + 1, part, part_first);
       const std::string mapped = alphabet.map(part);
-      feed(i + 1, mapped);
+      feed(i + 1, mapped, part_first);
     };
+    auto in_order = [&](std::string_view part) { next(part, std::exchange(leading, false)); };
+    if (!step.metaspace.empty()) return metaspace(step, piece, first, next);
     std::string prefixed;
     if (step.byte_level && step.add_prefix_space && piece.front() != ' ') {  // per piece, as byte_level.rs does
       prefixed = " " + std::string(piece);
       piece = prefixed;
     }
-    if (step.split) split_isolated(*matchers[i], piece, next);
-    else next(piece);
+    if (step.split) split_isolated(*matchers[i], piece, in_order);
+    else in_order(piece);
   };
-  feed(0, text);
+  feed(0, text, at_start);
 }
 
 }  // namespace fwlab

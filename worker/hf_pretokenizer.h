@@ -43,29 +43,39 @@ class ByteLevelAlphabet {
 // becomes the replacement character as a lossy decode would.
 std::optional<std::string> repair_utf8(std::string_view text);
 
-// The normalizer: none, NFC, or a Sequence of those (NFC is idempotent, so any number of NFCs is one).
+// The normalizer: none, NFC, Prepend (a non-empty piece gets the string in front: Llama 2's legacy "▁"), Replace
+// of a literal string (" " -> "▁"), or a Sequence of those, applied in order.
 class Normalizer {
  public:
   static Normalizer from_json(const nlohmann::json* spec, const JsonPlace& at);
-  bool identity() const { return !nfc_; }
+  bool identity() const { return ops_.empty(); }
   std::string apply(std::string_view text) const;
 
+  struct Op {
+    enum class Kind { nfc, prepend, replace } kind;
+    std::string text, with;  // prepend: text; replace: every `text` becomes `with`
+  };
+
  private:
-  bool nfc_ = false;
+  std::vector<Op> ops_;
 };
 
 // The pre-tokenizer: a chain of steps, each splitting every piece the previous step produced.
 class PreTokenizer {
  public:
   static PreTokenizer from_json(const nlohmann::json* spec, const JsonPlace& at);
-  // Calls `emit` with each non-empty piece of `text` in order (what the model then encodes).
-  void run(std::string_view text, const std::function<void(std::string_view)>& emit) const;
+  // Calls `emit` with each non-empty piece of `text` in order (what the model then encodes). `at_start`: the text
+  // begins at offset 0 of the input (Metaspace's prepend_scheme "first").
+  void run(std::string_view text, bool at_start, const std::function<void(std::string_view)>& emit) const;
 
   struct Step {
     std::shared_ptr<const icu::RegexPattern> split;  // Split: its pattern (behavior Isolated)
     bool byte_level = false;                         // ByteLevel: map bytes to the alphabet ...
     bool add_prefix_space = true;                    // ... after a space is put before a piece without one
     bool use_regex = true;                           // ... and GPT-2's split
+    std::string metaspace;                           // Metaspace: spaces become this character ...
+    std::string prepend_scheme;                      // ... which is put before a piece: always | first | never ...
+    bool metaspace_split = true;                     // ... and each occurrence begins a new piece
   };
 
  private:

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace fwlab {
 
@@ -55,7 +56,7 @@ HfJsonTokenizer::HfJsonTokenizer(const std::string& tokenizer_json, const std::s
   added_ = std::make_unique<AddedVocabulary>(json_member(j, "added_tokens"), *model_, normalizer_, at / "added_tokens");
   vocab_size_ = std::max(model_->max_id(), added_->max_id()) + 1;
   read_post_processor(json_member(j, "post_processor"), at / "post_processor");
-  read_decoder(json_member(j, "decoder"), at / "decoder");
+  decoder_ = Decoder::from_json(json_member(j, "decoder"), at / "decoder");
   check_special_ids(tokenizer_json);
   apply_config(read_tokenizer_config(config_json), config_json);
 }
@@ -91,23 +92,6 @@ void HfJsonTokenizer::apply_config(const TokenizerConfig& config, const std::str
   post_ = {t};
 }
 
-// Decoding supports the ByteLevel decoder (and a Sequence of them) or none; others are refused at load, so that
-// a tokenizer that cannot give text back is not used to make token files that must be read again.
-void HfJsonTokenizer::read_decoder(const nlohmann::json* spec, const JsonPlace& at) {
-  if (!spec) return;
-  const auto type = json_type(*spec, at);
-  if (type == "ByteLevel") {
-    byte_level_decoders_ = byte_level_decoders_.value_or(0) + 1;
-  } else if (type == "Sequence") {
-    const auto* parts = json_member(*spec, "decoders");
-    if (!parts || !parts->is_array()) (at / "decoders").fail("expected a list of decoders");
-    byte_level_decoders_ = byte_level_decoders_.value_or(0);
-    for (size_t i = 0; i < parts->size(); ++i) read_decoder(&(*parts)[i], (at / "decoders")[i]);
-  } else {
-    (at / "type").fail(fmt::format("decoder '{}' is not supported (supported: none, ByteLevel, Sequence of ByteLevel)", type));
-  }
-}
-
 // Special tokens of the templates must be tokens of the vocabulary: an id past it would reach the model.
 void HfJsonTokenizer::check_special_ids(const std::string& file) const {
   for (const auto& t : post_)
@@ -126,15 +110,22 @@ std::vector<int32_t> HfJsonTokenizer::encode(std::string_view input, bool add_sp
   const auto repaired = repair_utf8(input);
   const std::string_view text = repaired ? std::string_view(*repaired) : input;
   std::vector<int32_t> ids;
+  // Whether the next piece begins at offset 0 of the input: Metaspace's prepend_scheme "first" prefixes that one
+  // only (metaspace.rs reads normalized.offsets_original().0 == 0), not the text after a special token.
+  bool at_start = true;
   auto model_pieces = [&](std::string_view piece, int32_t id) {
+    const bool first = std::exchange(at_start, false);
     if (id >= 0) return ids.push_back(id);
-    pre_tokenizer_.run(piece, [&](std::string_view part) { model_->tokenize(part, ids); });
+    pre_tokenizer_.run(piece, first, [&](std::string_view part) { model_->tokenize(part, ids); });
   };
   added_->split(text, false, [&](std::string_view piece, int32_t id) {
-    if (id >= 0) return ids.push_back(id);
+    if (id >= 0) {
+      at_start = false;
+      ids.push_back(id);
+      return;
+    }
     if (normalizer_.identity()) return added_->split(piece, true, model_pieces);
-    const auto normalized = normalizer_.apply(piece);
-    added_->split(normalized, true, model_pieces);
+    added_->split(normalizer_.apply(piece), true, model_pieces);
   });
   for (const auto& t : post_) {
     if (!add_special_tokens || (t.before.empty() && t.after.empty())) continue;
@@ -152,21 +143,7 @@ std::string HfJsonTokenizer::decode(const std::vector<int32_t>& ids) const {
     if (const auto* added = added_->token(id)) tokens.push_back(added->pattern);
     else if (const auto* token = model_->id_to_token(id)) tokens.push_back(*token);
   }
-  if (!byte_level_decoders_) {  // no decoder: tokenizers joins the tokens with spaces
-    std::string out;
-    for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
-    return out;
-  }
-  const auto& alphabet = ByteLevelAlphabet::get();
-  for (int pass = 0; pass < *byte_level_decoders_; ++pass) {  // each pass joins the tokens into one string
-    std::string bytes;
-    for (const auto& token : tokens)
-      if (!alphabet.unmap(token, bytes)) bytes += token;  // a token outside the alphabet stands for its own UTF-8
-    tokens = {bytes};
-  }
-  std::string out;
-  for (const auto& token : tokens) out += token;
-  return out;
+  return decoder_.decode(std::move(tokens));
 }
 
 }  // namespace fwlab

@@ -1,4 +1,5 @@
-// A Hugging Face tokenizer.json (byte-level BPE as Llama 3, Qwen2 and SmolLM / GPT-2 ship it), encoding as the
+// A Hugging Face tokenizer.json (byte-level BPE as Llama 3, Qwen2 and SmolLM / GPT-2 ship it; SentencePiece-style
+// BPE with byte fallback and Metaspace as Llama 2, Mistral, TinyLlama and Gemma ship it), encoding as the
 // tokenizers library's encode(text, add_special_tokens = true) does:
 //   1. added tokens are split out (normalized = false ones in the raw text, then the rest is normalized, then
 //      normalized = true ones);
@@ -15,6 +16,7 @@
 
 #include "worker/hf_added_tokens.h"
 #include "worker/hf_bpe_model.h"
+#include "worker/hf_decoder.h"
 #include "worker/hf_pretokenizer.h"
 #include "worker/hf_tokenizer_config.h"
 #include "worker/tokenizer.h"
@@ -30,8 +32,8 @@ class HfJsonTokenizer : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override { return encode(text, true); }
   std::vector<int32_t> encode_plain(std::string_view text) const override { return encode(text, false); }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
-  // The ByteLevel decoder's bytes (ids the vocabulary lacks are skipped, as tokenizers does); not forced to
-  // valid UTF-8, so that pieces of a text decode to pieces of its bytes.
+  // The decoder's text (worker/hf_decoder.h; ids the vocabulary lacks are skipped, as tokenizers does); a ByteLevel
+  // decoder's bytes are not forced to valid UTF-8, so that pieces of a text decode to pieces of its bytes.
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }  // max id + 1 over the vocab and added tokens
   std::string name() const override { return name_; }
@@ -46,7 +48,6 @@ class HfJsonTokenizer : public Tokenizer {
  private:
   void read_post_processor(const nlohmann::json* spec, const JsonPlace& at);
   void apply_config(const TokenizerConfig& config, const std::string& config_json);
-  void read_decoder(const nlohmann::json* spec, const JsonPlace& at);
   void check_special_ids(const std::string& file) const;
 
   std::string name_;
@@ -55,7 +56,7 @@ class HfJsonTokenizer : public Tokenizer {
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<AddedVocabulary> added_;
   std::vector<Template> post_;  // applied in order (a Sequence of processors)
-  std::optional<int> byte_level_decoders_;  // ByteLevel decoders in the chain; nullopt: no decoder (tokens joined by spaces)
+  Decoder decoder_;
   int64_t vocab_size_ = 0;
 };
 

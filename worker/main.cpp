@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "kernels/blas_core.h"
 #include "kernels/memory_policy.h"
 #include "contract/safetensors_header.h"
 #include "worker/corpus.h"
@@ -194,6 +195,7 @@ int export_hf_dir(const std::string& in, const std::string& out) {
 }
 
 int main(int argc, char** argv) {
+  use_the_cpus_blas_kernels();  // may exec this program again with OPENBLAS_CORETYPE set (kernels/blas_core.h)
   watch_parent();
   keep_freed_memory_mapped();
   CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
@@ -208,7 +210,7 @@ int main(int argc, char** argv) {
   GenerateArgs gen;
   auto* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model (KV cache for softmax layers, the O(1) "
                                                  "step form for fast-weight and SRU layers)");
-  gen_cmd->add_option("CHECKPOINT", gen.checkpoint, "an fwlab checkpoint (best.safetensors) or hf:DIR (a Hugging Face GPT-2)")->required();
+  gen_cmd->add_option("CHECKPOINT", gen.checkpoint, "an fwlab checkpoint (best.safetensors) or hf:DIR (a Hugging Face GPT-2 or Llama-family directory)")->required();
   gen_cmd->add_option("--prompt", gen.prompt, "the text to continue")->required();
   gen_cmd->add_option("--tokens", gen.sampling.tokens, "new tokens")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   gen_cmd->add_option("--temperature", gen.sampling.temperature, "softmax temperature of sampling")->capture_default_str()
@@ -217,7 +219,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   gen_cmd->add_option("--seed", gen.sampling.seed, "seed of sampling")->capture_default_str();
   gen_cmd->add_flag("--greedy", gen.sampling.greedy, "take the most likely token at every step (deterministic)");
-  gen_cmd->add_option("--tokenizer", gen.tokenizer, "byte or gpt2 (default: the checkpoint's)")->check(CLI::IsMember({"byte", "gpt2"}));
+  gen_cmd->add_option("--tokenizer", gen.tokenizer, "byte, gpt2 or hf:DIR (default: the checkpoint's; an hf: model's own tokenizer.json "
+                                                    "or tokenizer.model)");
+  gen_cmd->add_option("--dtype", gen.dtype, "what the model computes in: float32, bfloat16, float16 or file (the checkpoint's)")
+      ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16", "file"}));
   gen_cmd->add_option("--bpe-dir", gen.bpe_dir, "GPT-2 BPE files (encoder.json + vocab.bpe)")->check(CLI::ExistingDirectory);
   gen_cmd->add_option("--device", gen.device, "cpu, cuda or cuda:N")->capture_default_str();
   gen_cmd->add_option("--threads", gen.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);

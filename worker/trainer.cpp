@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 
+#include "kernels/blas_core.h"
 #include "kernels/recurrences.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -260,17 +261,32 @@ void log_conversion(EventLog& log, const std::string& source, const ConversionRe
   log.write({{"type", "conversion"}, {"source", source}, {"copied", report.copied}, {"created", report.created}, {"rescaled", report.rescaled}});
 }
 
-GPT build_model(const JobSpec& spec, EventLog* log) {
-  torch::manual_seed(spec.seed);
+namespace {
+
+// The model as the job builds it, before its dtype (model.dtype) is applied.
+GPT build_model_fp32_or_file(const JobSpec& spec, EventLog* log) {
   if (spec.init_checkpoint.empty()) return GPT(model_config_from_json(spec.model));
   nlohmann::json imported;
-  auto source = load_source_model(spec.init_checkpoint, &imported);
+  auto source = load_source_model(spec.init_checkpoint, &imported, spec.model_dtype);
   if (log && is_hf_source(spec.init_checkpoint))  // every tensor of the directory and where it went
     log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-" + hf_config_json(source->config())["model_type"].get<std::string>()}, {"tensors", imported}});
   if (spec.model.empty()) return source;
   auto conv = convert_model(source, resolve_model_config(&source->config(), spec.model), spec.seed);
   if (log) log_conversion(*log, spec.init_checkpoint, conv.report);
+  conv.model->to(source->wte->weight.scalar_type());  // a converted model computes as its source was loaded
   return conv.model;
+}
+
+}  // namespace
+
+GPT build_model(const JobSpec& spec, EventLog* log) {
+  torch::manual_seed(spec.seed);
+  auto model = build_model_fp32_or_file(spec, log);
+  // A model from scratch has no file: "file" is refused for it (contract/model_dtype.cpp), float32 is its own.
+  const auto dtype = compute_dtype(spec.model_dtype, model->wte->weight.scalar_type());
+  if (model->wte->weight.scalar_type() != dtype) model->to(dtype);
+  fmt::print(stderr, "fwlab-worker: the model computes in {} (model.dtype = {})\n", c10::toString(dtype), spec.model_dtype);
+  return model;
 }
 
 // The teacher: attention transfer's (the source checkpoint; `layers` are the ones it teaches), or a distillation
@@ -343,7 +359,8 @@ torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, cons
   return loss;
 }
 
-StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, int64_t element_size) {
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, torch::ScalarType dtype) {
+  const auto element_size = static_cast<int64_t>(c10::elementSize(dtype));
   std::ifstream job_file(fs::path(job_dir) / "job.json");
   const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
   char host[256] = {0};
@@ -361,12 +378,14 @@ StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const Mo
                {"pid", static_cast<int64_t>(getpid())},
                {"threads", torch::get_num_threads()},
                {"device", spec.device},
+               {"dtype", c10::toString(dtype)},  // what the model computes in (model.dtype)
+               {"blas", blas_core()},             // OpenBLAS's kernels (kernels/blas_core.h)
                {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
   return e;
 }
 
 StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model) {
-  return start_event(spec, job_dir, model->config(), model->num_parameters(), model->wte->weight.element_size());
+  return start_event(spec, job_dir, model->config(), model->num_parameters(), model->wte->weight.scalar_type());
 }
 
 namespace {

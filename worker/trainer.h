@@ -16,7 +16,8 @@ void request_stop();
 bool stop_requested();
 
 // Builds the job's model: from its configuration (seeded), or converted from spec.init_checkpoint with
-// spec.model overriding the source configuration. With `log`, the conversion report is recorded.
+// spec.model overriding the source configuration, computing in spec.model_dtype (printed on stderr; the start
+// event records it). With `log`, the conversion report is recorded.
 GPT build_model(const JobSpec& spec, EventLog* log);
 // The "conversion" event: what a swap-then-finetune copied, created and rescaled.
 void log_conversion(EventLog& log, const std::string& source, const ConversionReport& report);
@@ -28,7 +29,7 @@ int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log);   
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
-StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, int64_t element_size);
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, torch::ScalarType dtype);
 int run_translate(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_translation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // generation-bench of an encoder-decoder  // kind = "translate" (translate_job.cpp)
 int64_t peak_rss_bytes();

@@ -82,7 +82,7 @@ TranslateRun::TranslateRun(const JobSpec& spec, const std::string& job_dir, Even
   if (sp_->piece_size() > model_->config().vocab)
     throw SpecError("model.vocab", fmt::format("{} is smaller than the vocabulary {} ({} pieces)", model_->config().vocab, vocab, sp_->piece_size()));
   data_ = load_parallel_data(spec.data, *sp_, model_->config().context, spec.translate.test_limit);
-  auto start = start_event(spec, job_dir, model_->config(), count_parameters(model_->config()), model_->embed->weight.element_size());
+  auto start = start_event(spec, job_dir, model_->config(), count_parameters(model_->config()), model_->embed->weight.scalar_type());
   start.details["vocabulary"] = vocab;
   start.details["pairs"] = {{"train", data_.train.size()}, {"valid", data_.valid.size()}, {"test", data_.test.size()}};
   start.details["dropped_pairs"] = {{"train", data_.dropped_train}, {"valid", data_.dropped_valid}};

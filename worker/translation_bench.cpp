@@ -36,7 +36,7 @@ int run_translation_bench(const JobSpec& spec, const std::string& job_dir, Event
   auto model = build_seq2seq(spec, log);
   model->to(device);
   model->eval();
-  log.write(start_event(spec, job_dir, model->config(), count_parameters(model->config()), model->embed->weight.element_size()));
+  log.write(start_event(spec, job_dir, model->config(), count_parameters(model->config()), model->embed->weight.scalar_type()));
   write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
   torch::NoGradGuard guard;
   auto sorted = spec.bench.seq_lens;

@@ -422,11 +422,13 @@ def write(args):
     cfg, W = write_model(args)
     summary = f"wrote {args.dir}: {cfg['architectures'][0]}, {len(W)} tensors, {args.dtype}, {args.shards} file(s)"
     if args.expected:
-        if args.prompt_len + args.generate > args.positions:
+        if (len(args.prompt_ids.split(",")) if args.prompt_ids else args.prompt_len) + args.generate > args.positions:
             raise SystemExit("--prompt-len + --generate exceeds --positions")
         Wf = to_f64(W)  # the stored (dtype-rounded) values, computed on in float64
         g = torch.Generator().manual_seed(args.seed + 1)
         prompt = torch.randint(0, args.vocab, (1, args.prompt_len), generator=g)
+        if args.prompt_ids:  # a prompt given as ids (a tokenizer's encoding of a text)
+            prompt = torch.tensor([[int(i) for i in args.prompt_ids.split(",")]])
         with torch.no_grad():
             logits = forward(Wf, cfg, prompt)[0]
             ids, margin = greedy(Wf, cfg, prompt, args.generate)
@@ -755,6 +757,7 @@ def parser():
     p.add_argument("--expected", action="store_true")
     p.add_argument("--generate", type=int, default=8)
     p.add_argument("--prompt-len", type=int, default=8)
+    p.add_argument("--prompt-ids", default="", help="comma-separated prompt ids instead of a random prompt")
     return p
 
 

@@ -1,19 +1,40 @@
 #!/usr/bin/python3
 """Independent, standard-library-only reference encoder for Hugging Face
-``tokenizer.json`` files (byte-level BPE as shipped by Llama 3, Qwen2 and
-SmolLM/GPT-2).  It exists to cross-check another implementation, so every
-behaviour below was written from the huggingface/tokenizers Rust sources
-(models/bpe/{model,word,serialization}.rs, pre_tokenizers/{split,byte_level}.rs,
-tokenizer/{added_vocabulary,normalizer,pattern,pre_tokenizer}.rs,
-processors/{template,sequence}.rs) and transformers' fast-tokenizer loader,
-not from any other port.
+``tokenizer.json`` files: byte-level BPE as shipped by Llama 3, Qwen2 and
+SmolLM/GPT-2, and SentencePiece-style BPE with byte fallback as shipped by
+Llama 2, TinyLlama, Mistral and Gemma.  It exists to cross-check another
+implementation, so every behaviour below was written from the
+huggingface/tokenizers Rust sources (models/bpe/{model,word,serialization}.rs,
+pre_tokenizers/{split,byte_level,metaspace,sequence}.rs,
+normalizers/{unicode,utils,prepend,replace}.rs,
+decoders/{byte_level,byte_fallback,fuse,strip,sequence}.rs,
+tokenizer/{added_vocabulary,normalizer,pattern,pre_tokenizer,mod}.rs,
+processors/{template,sequence}.rs) and transformers' fast-tokenizer loader and
+convert_slow_tokenizer.LlamaConverter, not from any other port.
 
 Usage
-  hf_tokenizer.py make DIR --style llama3|qwen2|gpt2 [--vocab-size N]
-                  [--corpus FILE] [--merges-format strings|pairs]
-      Train a small byte-level BPE on a corpus (default: built-in multilingual
-      text) and write DIR/tokenizer.json + DIR/tokenizer_config.json in that
-      model family's real layout.
+  hf_tokenizer.py make DIR --style llama3|qwen2|gpt2|llama2|mistral
+                  [--vocab-size N] [--corpus FILE]
+                  [--merges-format strings|pairs] [--metaspace-decoder]
+      Train a small BPE on a corpus (default: built-in multilingual text) and
+      write DIR/tokenizer.json + DIR/tokenizer_config.json in that model
+      family's real layout.  llama3/qwen2/gpt2: byte-level BPE (default vocab
+      1000).  llama2/mistral: SentencePiece-style BPE (default vocab 400):
+      <unk>=0 <s>=1 </s>=2, <0x00>..<0xFF> = 3..258, merge results, then the
+      corpus's most frequent characters (control characters and rare ones are
+      left to byte fallback); BPE byte_fallback + fuse_unk, unk "<unk>",
+      TemplateProcessing "<s> $A", config add_bos_token true / add_eos_token
+      false / tokenizer_class LlamaTokenizer.
+        llama2 = the legacy layout (Llama 2, TinyLlama, Mistral v0.1):
+          normalizer Sequence[Prepend "▁", Replace " " -> "▁"], no
+          pre-tokenizer;
+        mistral = the non-legacy layout (what LlamaConverter writes with
+          legacy=false, as newer Mistral files have): no normalizer,
+          pre-tokenizer Metaspace(▁, prepend_scheme "first", split false).
+        Both get the decoder LlamaConverter writes, Sequence[Replace ▁ -> " ",
+        ByteFallback, Fuse, Strip(" ", 1, 0)]; --metaspace-decoder (mistral
+        only) writes decoder Metaspace(▁, "first", split false) instead, which
+        leaves byte-fallback tokens as "<0xC3>" text.
   hf_tokenizer.py encode DIR [--no-special-tokens] [--ignore-config]
       stdin: one JSON string per line (empty lines skipped);
       stdout: one JSON list of ids per line.
@@ -24,15 +45,33 @@ Usage
 
 Pipeline (tokenizers' TokenizerImpl::encode_single_sequence + post_process):
   1. added tokens are split out (non-normalized ones on the raw text, then the
-     normalizer runs on the remaining pieces, then normalized ones), each by a
-     leftmost-longest scan honouring single_word / lstrip / rstrip;
-  2. the pre-tokenizer (Sequence / Split / ByteLevel) splits each remaining
-     piece; empty pieces are dropped;
+     normalizer runs on each remaining piece separately, then normalized ones),
+     each by a leftmost-longest scan honouring single_word / lstrip / rstrip;
+  2. the pre-tokenizer splits each remaining piece; empty pieces are dropped;
   3. the BPE model turns each piece into ids (ignore_merges, merges by rank,
      byte_fallback, unk_token / fuse_unk, continuing_subword_prefix,
      end_of_word_suffix);
-  4. the post-processor (TemplateProcessing "single" / ByteLevel / Sequence)
-     adds special tokens when add_special_tokens is true.
+  4. the post-processor adds special tokens when add_special_tokens is true.
+  decode: ids -> token strings (added tokens by their normalized form, as
+  simple_id_to_token; specials dropped with --skip-special-tokens), then the
+  decoder's decode_chain, joined with "".
+
+Supported pieces (anything else is refused with ValueError, never guessed):
+  normalizer   NFC NFD NFKC NFKD Lowercase Prepend Replace Sequence null.
+               Replace: {"String": s} literal; {"Regex": r} through the
+               pattern translator below (PatternError for unsupported syntax,
+               and at encode time if the regex matches the empty string);
+               an empty String pattern is refused.
+  pre_tokenizer Split ByteLevel Metaspace Sequence null.
+  model        BPE (dropout null/0).
+  post_processor TemplateProcessing (single) ByteLevel Sequence null.
+  decoder      ByteLevel Metaspace Replace ByteFallback Fuse Strip Sequence;
+               null joins the tokens with " " (Tokenizer::decode).
+  Not supported (refused): normalizers Precompiled Strip StripAccents
+  BertNormalizer Nmt ByteLevel; pre-tokenizers Whitespace WhitespaceSplit
+  Punctuation Digits BertPreTokenizer UnicodeScripts CharDelimiterSplit
+  FixedLength; models WordPiece WordLevel Unigram; decoders WordPiece
+  BPEDecoder CTC; post-processors BertProcessing RobertaProcessing.
 
 Regex patterns (Split "Regex" and ByteLevel's GPT-2 regex) are written for
 Oniguruma (Ruby syntax, UTF-8).  Python's re lacks \\p{..}, so
@@ -95,6 +134,51 @@ Ambiguities resolved (and how)
   * decode() is tokenizers' decode (ByteLevel decoder, lossy UTF-8); the
     transformers-level clean_up_tokenization_spaces is not applied.
   * Strings with lone surrogates are rejected (Rust strings cannot hold them).
+
+SentencePiece-style files (all from the Rust sources named; see the code)
+  * Metaspace (pre_tokenizers/metaspace.rs pre_tokenize): only U+0020 becomes
+    the replacement (tabs/newlines stay); the replacement is prepended only
+    when the piece does not already start with it, so " Hey" and "Hey" both
+    give "▁Hey" (whereas the legacy Prepend normalizer gives "▁▁Hey");
+    "always" prepends to EVERY piece left after added tokens are split out,
+    "first" only to a piece whose normalized.offsets_original().0 == 0, i.e.
+    the piece that begins the input: text after an added token -- also after
+    one at the very start, "<s>Hello" -- gets no "▁"; split=true cuts before
+    every "▁" (MergedWithNext: "▁Hey▁▁▁you" -> ▁Hey ▁ ▁ ▁you).  The
+    offset-0 test is tracked through slices (see "z" in the pre-tokenizer
+    section); after a normalizer, the first characters normalizer(text[0])
+    yields count as offset 0 (exact for Prepend, single-char Replace,
+    NFC/NFD/NFKC/NFKD and Lowercase; a multi-character Replace match at the
+    start would align to its last character in tokenizers -- not modelled).
+  * Metaspace JSON as metaspace.rs's Deserialize: `replacement` is required
+    (no default); prepend_scheme defaults to "always"; add_prefix_space=true
+    changes nothing; add_prefix_space=false is accepted only with
+    prepend_scheme "never" (tokenizers >= 0.19 refuses {"add_prefix_space":
+    false} alone, so do we); split defaults to true.
+  * Legacy Llama 2 normalizer Sequence[Prepend ▁, Replace " " -> ▁] runs on
+    each piece between added tokens, so every such piece starts with ▁
+    ("a<s>b" -> ▁a <s> ▁b) and leading spaces are kept (" a" -> ▁▁a); Prepend
+    leaves an empty string empty.
+  * Decoders: Metaspace turns the replacement into ' ' except in the FIRST
+    token passed to it (a special token included), where every replacement is
+    dropped unless prepend_scheme is "never"; ByteFallback decodes each run of
+    <0xXX> tokens as UTF-8 and, if invalid, yields one U+FFFD PER BYTE TOKEN
+    (a token is a byte token iff it is 6 bytes "<0x..>" and u8::from_str_radix
+    accepts the middle, so "<0x+A>" is byte 10); Strip removes up to start /
+    stop copies of its char from each token (after Fuse: once from the text);
+    cases where strip.rs would panic raise ValueError.  So decode(encode(s))
+    is s for the llama2 layout, but loses one leading space with mistral's
+    ("  x" -> " x": no ▁ was prepended, Strip still removes one), and with
+    specials kept "<s>" stops Strip ("<s> Hello").
+  * transformers v5 (as of the sources read) instantiates tokenizer_class
+    LlamaTokenizer as a class whose __init__ rebuilds normalizer /
+    pre-tokenizer / decoder itself (Metaspace with prepend_scheme from
+    legacy / add_prefix_space, the Sequence decoder), and its
+    convert_to_native_format then takes only vocab and merges from
+    tokenizer.json, so for a legacy file it can encode differently.  That is NOT modelled: this file follows
+    tokenizer.json as tokenizers' Tokenizer::from_file, PreTrainedTokenizerFast
+    and v4 LlamaTokenizerFast do; the config's legacy / add_prefix_space keys
+    are ignored.
 """
 import argparse
 import bisect
@@ -545,8 +629,52 @@ def compile_pattern(pat):
                            % (pat, exc)) from exc
 
 # --------------------------------------------------------------------------
-# Normalizers (normalizers/{unicode,utils}.rs)
+# Normalizers (normalizers/{unicode,utils,prepend,replace}.rs)
 # --------------------------------------------------------------------------
+
+
+def replace_function(spec, where="Replace"):
+    """normalizers/replace.rs Replace (also the Replace decoder): every
+    leftmost non-overlapping match of the pattern becomes `content`.
+
+    {"String": s} is matched literally (Replace::new escapes it); {"Regex": r}
+    goes through translate_pattern (PatternError on unsupported syntax).  A
+    pattern that matches the empty string is refused: onig's and Python's
+    iteration over empty matches differ, and no shipped file has one."""
+    pattern, content = spec.get("pattern"), spec.get("content")
+    if not isinstance(pattern, dict) or not isinstance(content, str):
+        raise ValueError("%s needs pattern {String|Regex} and content: %r"
+                         % (where, spec))
+    if "String" in pattern:
+        literal = pattern["String"]
+        if not literal:
+            raise ValueError("%s with an empty String pattern is not "
+                             "supported (it matches between every char)"
+                             % where)
+        return lambda s: s.replace(literal, content)
+    if "Regex" not in pattern:
+        raise ValueError("%s pattern must be String or Regex: %r"
+                         % (where, pattern))
+    regex = compile_pattern(pattern["Regex"])
+
+    def run(s):
+        out, prev = [], 0
+        for m in regex.finditer(s):
+            if m.start() == m.end():
+                raise PatternError("%s regex %r matched the empty string; "
+                                   "unsupported" % (where, pattern["Regex"]))
+            out.append(s[prev:m.start()])
+            out.append(content)
+            prev = m.end()
+        out.append(s[prev:])
+        return "".join(out)
+    return run
+
+
+def _prepend_normalizer(spec):
+    """normalizers/prepend.rs: prepend unless the string is empty."""
+    text = spec["prepend"]
+    return lambda s: text + s if s else s
 
 
 def build_normalizer(spec):
@@ -558,6 +686,10 @@ def build_normalizer(spec):
         return functools.partial(unicodedata.normalize, kind)
     if kind == "Lowercase":
         return str.lower  # Rust to_lowercase == Unicode full lowercase
+    if kind == "Prepend":
+        return _prepend_normalizer(spec)
+    if kind == "Replace":
+        return replace_function(spec)
     if kind == "Sequence":
         parts = [build_normalizer(n) for n in spec["normalizers"]]
         parts = [p for p in parts if p is not None]
@@ -633,12 +765,32 @@ def split_by_behavior(matches, behavior):
     raise ValueError("unknown Split behavior %r" % behavior)
 
 
-def regex_split(regex, s, behavior, invert=False):
+def regex_spans(regex, s, behavior, invert=False):
+    """Kept, non-empty (start, end) char spans of a regex split."""
     matches = find_matches(regex, s)
     if invert:  # pattern.rs Invert flips the is_match flags
         matches = [(a, b, not m) for a, b, m in matches]
-    return [s[a:b] for a, b, removed in split_by_behavior(matches, behavior)
+    return [(a, b) for a, b, removed in split_by_behavior(matches, behavior)
             if not removed and b > a]
+
+
+def regex_split(regex, s, behavior, invert=False):
+    return [s[a:b] for a, b in regex_spans(regex, s, behavior, invert)]
+
+
+# Pieces travel through the pre-tokenizers as (text, z) pairs.  z counts the
+# leading characters of text whose NormalizedString alignment points at
+# original offset 0 (tokenizers' normalizer.rs slice() sets original_shift
+# from the first character's alignment).  So offsets_original().0 == 0 --
+# what Metaspace's prepend_scheme "first" tests -- holds exactly when z > 0,
+# and a sub-slice starting at character a has z' = max(0, z - a).  Prepended
+# characters share the first character's alignment (NormalizedString::
+# prepend), so prepending n characters to a piece with z > 0 adds n.
+
+
+def _slice_spans(text, z, spans):
+    """PreTokenizedString::split: slices of one piece, empty ones dropped."""
+    return [(text[a:b], max(0, z - a)) for a, b in spans if b > a]
 
 
 def _split_pretokenizer(spec):
@@ -648,8 +800,9 @@ def _split_pretokenizer(spec):
     else:  # SplitPattern::String is matched literally (regex::escape)
         regex = re.compile(re.escape(pattern["String"]))
     behavior, invert = spec["behavior"], bool(spec.get("invert", False))
-    return lambda pieces: [p for s in pieces
-                           for p in regex_split(regex, s, behavior, invert)]
+    return lambda pieces: [
+        p for s, z in pieces
+        for p in _slice_spans(s, z, regex_spans(regex, s, behavior, invert))]
 
 
 def _byte_level_pretokenizer(spec):
@@ -659,29 +812,121 @@ def _byte_level_pretokenizer(spec):
 
     def run(pieces):
         out = []
-        for s in pieces:
+        for s, z in pieces:
             if add_prefix and not s.startswith(" "):
                 s = " " + s  # applied per split, as byte_level.rs does
-            parts = regex_split(regex, s, "Isolated") if use_regex else [s]
-            out.extend(byte_level_map(p) for p in parts if p)
+                z = z + 1 if z else 0
+            spans = (regex_spans(regex, s, "Isolated") if use_regex
+                     else [(0, len(s))])
+            for part, zp in _slice_spans(s, z, spans):
+                # each character becomes its bytes, all aligned to it
+                out.append((byte_level_map(part),
+                            len(byte_level_map(part[:zp]))))
+        return out
+    return run
+
+
+PREPEND_SCHEMES = ("always", "first", "never")
+
+
+def metaspace_settings(spec):
+    """Metaspace JSON -> (replacement, prepend_scheme, split), checked as
+    pre_tokenizers/metaspace.rs's Deserialize does: `replacement` is required
+    (a missing one is serde's "missing field `replacement`"); prepend_scheme
+    defaults to "always"; the legacy add_prefix_space=true changes nothing,
+    add_prefix_space=false requires prepend_scheme "never" (so a legacy
+    {"add_prefix_space": false} without prepend_scheme is refused, exactly as
+    tokenizers >= 0.19 refuses it); split defaults to true."""
+    if "replacement" not in spec:
+        raise ValueError("Metaspace without `replacement` (tokenizers: "
+                         "missing field `replacement`)")
+    rep = spec["replacement"]
+    if not isinstance(rep, str) or len(rep) != 1:
+        raise ValueError("Metaspace replacement must be one character: %r"
+                         % (rep,))
+    scheme = spec.get("prepend_scheme", "always")
+    if scheme not in PREPEND_SCHEMES:
+        raise ValueError("unknown Metaspace prepend_scheme %r" % (scheme,))
+    if spec.get("add_prefix_space") is False and scheme != "never":
+        raise ValueError("Metaspace add_prefix_space=false does not match "
+                         "prepend_scheme %r (tokenizers refuses this file; an "
+                         "absent prepend_scheme means \"always\")" % scheme)
+    split = spec.get("split")
+    return rep, scheme, True if split is None else bool(split)
+
+
+def _char_matches(ch, s):
+    """pattern.rs `impl Pattern for Fn(char) -> bool`: each occurrence of ch
+    is its own match; the gaps between are non-matches."""
+    out, last = [], 0
+    for i, c in enumerate(s):
+        if c == ch:
+            if last < i:
+                out.append((last, i, False))
+            out.append((i, i + 1, True))
+            last = i + 1
+    if last < len(s):
+        out.append((last, len(s), False))
+    return out
+
+
+def _metaspace_pretokenizer(spec):
+    """pre_tokenizers/metaspace.rs PreTokenizer::pre_tokenize, per piece:
+      1. every ' ' (U+0020 only; tabs and newlines stay) becomes the
+         replacement;
+      2. the replacement is prepended when the piece does not already start
+         with it, and the scheme is "always", or "first" and the piece starts
+         at original offset 0 (normalized.offsets_original().0 == 0, i.e.
+         z > 0 here).  Added tokens are split out before the pre-tokenizer
+         runs, so with "first" the text after an added token -- even one at
+         the very start, as in "<s>Hello" -- gets no prefix;
+      3. with split=true the piece is cut so that every replacement starts a
+         new piece (split(replacement, MergedWithNext)): "▁Hey▁▁▁you" ->
+         "▁Hey", "▁", "▁", "▁you".
+    Because of step 2's starts_with test, " Hey" and "Hey" both become
+    "▁Hey" (no double prefix), unlike the legacy Prepend normalizer."""
+    rep, scheme, split = metaspace_settings(spec)
+
+    def run(pieces):
+        out = []
+        for s, z in pieces:
+            s = s.replace(" ", rep)
+            if not s.startswith(rep) and (
+                    scheme == "always" or (scheme == "first" and z > 0)):
+                s = rep + s
+                z = z + 1 if z else 0
+            if split:
+                spans = [(a, b) for a, b, _ in
+                         split_by_behavior(_char_matches(rep, s),
+                                           "MergedWithNext")]
+            else:
+                spans = [(0, len(s))]
+            out.extend(_slice_spans(s, z, spans))
         return out
     return run
 
 
 def build_pre_tokenizer(spec):
-    """JSON pre_tokenizer -> function list[str] -> list[str]."""
+    """JSON pre_tokenizer -> function [(text, z)] -> [(text, z)]."""
     if spec is None:
-        return lambda pieces: [p for p in pieces if p]
+        return lambda pieces: [p for p in pieces if p[0]]
     kind = spec.get("type")
     if kind == "Split":
         return _split_pretokenizer(spec)
     if kind == "ByteLevel":
         return _byte_level_pretokenizer(spec)
+    if kind == "Metaspace":
+        return _metaspace_pretokenizer(spec)
     if kind == "Sequence":
         steps = [build_pre_tokenizer(p) for p in spec["pretokenizers"]]
         return lambda pieces: functools.reduce(lambda acc, f: f(acc),
                                                steps, pieces)
     raise ValueError("unsupported pre_tokenizer type %r" % kind)
+
+
+def pre_tokenize_text(pre_tokenizer, text):
+    """The pieces of a whole text (z = 1: its first char is offset 0)."""
+    return [p for p, _ in pre_tokenizer([(text, 1 if text else 0)])]
 
 # --------------------------------------------------------------------------
 # BPE model (models/bpe/{model,word,serialization}.rs)
@@ -914,8 +1159,9 @@ class AddedVocab:
                 stop += 1
         return start, stop
 
-    def find_matches(self, index, s):
-        """added_vocabulary.rs find_matches -> [(piece, id or None)]."""
+    def find_spans(self, index, s):
+        """added_vocabulary.rs find_matches -> contiguous [(start, stop, id
+        or None)] covering s."""
         out, offset = [], 0
         for start, stop, tid in self._raw_matches(index, s):
             span = self._accept(self.by_id[tid], s, start, stop)
@@ -923,27 +1169,38 @@ class AddedVocab:
                 continue
             start, stop = max(span[0], offset), span[1]
             if offset < start:
-                out.append((s[offset:start], None))
-            out.append((s[start:stop], tid))
+                out.append((offset, start, None))
+            out.append((start, stop, tid))
             offset = stop
         if offset < len(s):
-            out.append((s[offset:], None))
+            out.append((offset, len(s), None))
         return out
 
     def extract_and_normalize(self, text, normalizer):
-        """Split raw tokens, normalize the rest, split normalized tokens."""
-        pieces = self._split_all([(text, None)], self.raw_index)
-        if normalizer is not None:
-            pieces = [(normalizer(p) if t is None else p, t) for p, t in pieces]
-        return self._split_all(pieces, self.norm_index)
+        """Split raw tokens, normalize the rest, split normalized tokens.
 
-    def _split_all(self, pieces, index):
+        -> [(piece, id or None, z)], empty pieces dropped; z (see the
+        pre-tokenizer section) is > 0 only for the piece that starts at
+        original offset 0.  After a normalizer the first z characters are
+        taken to be those normalizer(text[0]) produces (plus what it
+        prepends), which is tokenizers' alignment for the supported
+        normalizers except a multi-character Replace match at the very start
+        (its content aligns to the match's last character)."""
         out = []
-        for piece, tid in pieces:
+        for a, b, tid in self.find_spans(self.raw_index, text):
+            piece = text[a:b]
+            if not piece:
+                continue
             if tid is not None:
-                out.append((piece, tid))
-            else:
-                out.extend(x for x in self.find_matches(index, piece) if x[0])
+                out.append((piece, tid, 0))
+                continue
+            z = 1 if a == 0 else 0
+            if normalizer is not None:
+                z = len(normalizer(piece[:1])) if z else 0
+                piece = normalizer(piece)
+            for c, d, tid2 in self.find_spans(self.norm_index, piece):
+                if d > c:
+                    out.append((piece[c:d], tid2, max(0, z - c)))
         return out
 
 # --------------------------------------------------------------------------
@@ -986,7 +1243,10 @@ def build_post_processor(spec):
     raise ValueError("unsupported post_processor type %r" % kind)
 
 # --------------------------------------------------------------------------
-# Decoders (decoders/byte_level.rs, decoders/sequence.rs)
+# Decoders (decoders/{byte_level,byte_fallback,fuse,strip,sequence}.rs,
+# the Replace and Metaspace decoders of normalizers/replace.rs and
+# pre_tokenizers/metaspace.rs).  Each is decode_chain: list[str] -> list[str];
+# Tokenizer.decode joins the final list with "".
 # --------------------------------------------------------------------------
 
 
@@ -1001,16 +1261,115 @@ def byte_level_decode_chain(tokens):
     return [buf.decode("utf-8", errors="replace")]
 
 
-def run_decoder(spec, tokens):
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def byte_token_value(token):
+    """decoders/byte_fallback.rs: a token of exactly 6 bytes "<0x..>" whose
+    two middle bytes parse with u8::from_str_radix(.., 16) (which also takes
+    a leading '+') -> the byte; anything else -> None."""
+    raw = token.encode("utf-8")
+    if len(raw) != 6 or not raw.startswith(b"<0x") or not raw.endswith(b">"):
+        return None
+    digits = raw[3:5]
+    if digits[:1] == b"+":
+        digits = digits[1:]
+    if not all(c in _HEX for c in digits):
+        return None
+    return int(digits, 16)
+
+
+def byte_fallback_decode_chain(tokens):
+    """Runs of byte tokens become their UTF-8 text; a run that is not valid
+    UTF-8 becomes one U+FFFD per byte token (not Python's per-sequence
+    replacement)."""
+    out, run = [], bytearray()
+
+    def flush():
+        if run:
+            try:
+                out.append(run.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.extend("\ufffd" * len(run))
+            run.clear()
+    for tok in tokens:
+        value = byte_token_value(tok)
+        if value is not None:
+            run.append(value)
+            continue
+        flush()
+        out.append(tok)
+    flush()
+    return out
+
+
+def _strip_decoder(spec):
+    """decoders/strip.rs: per token, drop up to `start` leading and `stop`
+    trailing `content` characters.  Where the Rust code would panic (stop > 0
+    on an empty token, or the two cuts crossing) we raise."""
+    content = spec["content"]
+    start, stop = int(spec["start"]), int(spec["stop"])
+    if not isinstance(content, str) or len(content) != 1:
+        raise ValueError("Strip content must be one character: %r"
+                         % (content,))
+
+    def strip(tok):
+        start_cut = 0
+        for i, c in enumerate(tok[:start]):
+            if c != content:
+                break
+            start_cut = i + 1
+        stop_cut = len(tok)
+        for i in range(stop):
+            index = len(tok) - i - 1
+            if index < 0:
+                raise ValueError("Strip decoder: tokenizers panics on %r"
+                                 % tok)
+            if tok[index] != content:
+                break
+            stop_cut = index
+        if start_cut > stop_cut:
+            raise ValueError("Strip decoder: tokenizers panics on %r" % tok)
+        return tok[start_cut:stop_cut]
+    return lambda tokens: [strip(t) for t in tokens]
+
+
+def _metaspace_decoder(spec):
+    """pre_tokenizers/metaspace.rs Decoder::decode_chain: the replacement
+    becomes ' ', except that in the FIRST token (whatever it is, a special
+    token included) every replacement is dropped when prepend_scheme is not
+    "never" -- so a first token "▁▁" decodes to "", not " ".  Byte-fallback
+    tokens are left as they are ("<0xC3>")."""
+    rep, scheme, _ = metaspace_settings(spec)
+
+    def run(tokens):
+        return [t.replace(rep, "" if i == 0 and scheme != "never" else " ")
+                for i, t in enumerate(tokens)]
+    return run
+
+
+def build_decoder(spec):
+    """JSON decoder -> decode_chain function (None: tokens joined by ' ')."""
     if spec is None:
-        return [" ".join(tokens)]
+        return lambda tokens: [" ".join(tokens)]
     kind = spec.get("type")
     if kind == "ByteLevel":
-        return byte_level_decode_chain(tokens)
+        return byte_level_decode_chain
+    if kind == "ByteFallback":
+        return byte_fallback_decode_chain
+    if kind == "Fuse":
+        return lambda tokens: ["".join(tokens)]
+    if kind == "Strip":
+        return _strip_decoder(spec)
+    if kind == "Replace":
+        fn = replace_function(spec, "Replace decoder")
+        return lambda tokens: [fn(t) for t in tokens]
+    if kind == "Metaspace":
+        return _metaspace_decoder(spec)
     if kind == "Sequence":
-        for sub in spec["decoders"]:
-            tokens = run_decoder(sub, tokens)
-        return tokens
+        steps = [build_decoder(d) for d in spec["decoders"]]
+        return lambda tokens: functools.reduce(lambda acc, f: f(acc),
+                                               steps, tokens)
     raise ValueError("unsupported decoder type %r" % kind)
 
 # --------------------------------------------------------------------------
@@ -1036,6 +1395,7 @@ class Tokenizer:
                                 self.normalizer)
         self.post = build_post_processor(tj.get("post_processor"))
         self.decoder = tj.get("decoder")
+        self._decode_chain = None  # built on first decode()
         if config:
             self._apply_config(config)
 
@@ -1083,12 +1443,13 @@ class Tokenizer:
         if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
             raise ValueError("lone surrogates cannot be encoded")
         out = []
-        for piece, tid in self.added.extract_and_normalize(text,
-                                                           self.normalizer):
+        for piece, tid, z in self.added.extract_and_normalize(
+                text, self.normalizer):
             if tid is not None:
                 out.append((piece, tid))
             else:
-                out.extend((p, None) for p in self.pre_tokenizer([piece]))
+                out.extend((p, None)
+                           for p, _ in self.pre_tokenizer([(piece, z)]))
         return out
 
     def encode(self, text, add_special_tokens=True):
@@ -1106,7 +1467,9 @@ class Tokenizer:
             if skip_special_tokens and tok in self.added.special:
                 continue
             tokens.append(tok)
-        return "".join(run_decoder(self.decoder, tokens))
+        if self._decode_chain is None:
+            self._decode_chain = build_decoder(self.decoder)
+        return "".join(self._decode_chain(tokens))
 
 # --------------------------------------------------------------------------
 # Trainer and `make`
@@ -1257,8 +1620,13 @@ def _post_processor(style, bos_id):
                   "trim_offsets": False, "use_regex": True}
     if style == "gpt2":
         return byte_level
-    bos = "<|begin_of_text|>"
-    template = {
+    template = bos_template("<|begin_of_text|>", bos_id)
+    return {"type": "Sequence", "processors": [byte_level, template]}
+
+
+def bos_template(bos, bos_id):
+    """TemplateProcessing "<bos> $A" / "<bos> $A <bos>:1 $B:1" (Llama)."""
+    return {
         "type": "TemplateProcessing",
         "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
                    {"Sequence": {"id": "A", "type_id": 0}}],
@@ -1268,7 +1636,6 @@ def _post_processor(style, bos_id):
                  {"Sequence": {"id": "B", "type_id": 1}}],
         "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
     }
-    return {"type": "Sequence", "processors": [byte_level, template]}
 
 
 def _model_json(style, vocab, merges, merges_format):
@@ -1312,12 +1679,20 @@ def _config_json(style, added):
     return common
 
 
-def build_tokenizer_files(style, corpus, vocab_size, merges_format="strings"):
+def build_tokenizer_files(style, corpus, vocab_size=None,
+                          merges_format="strings", metaspace_decoder=False):
     """Train and assemble (tokenizer.json dict, tokenizer_config.json dict)."""
+    if vocab_size is None:
+        vocab_size = DEFAULT_VOCAB_SIZE[style]
+    if style in SPM_STYLES:
+        return build_spm_files(style, corpus, vocab_size, merges_format,
+                               metaspace_decoder)
+    if metaspace_decoder:
+        raise ValueError("--metaspace-decoder is only for --style mistral")
     pre = build_pre_tokenizer(_style_pre_tokenizer(style))
     norm = build_normalizer({"type": "NFC"} if style == "qwen2" else None)
     # the whole text at once, so pieces such as "\n\n" are seen too
-    pieces = pre([norm(corpus) if norm else corpus])
+    pieces = pre_tokenize_text(pre, norm(corpus) if norm else corpus)
     base = 256 + (len(_specials(style)) if style == "gpt2" else 0)
     merges = train_bpe(pieces, max(0, vocab_size - base))
     vocab = _build_vocab(style, merges)
@@ -1336,6 +1711,149 @@ def build_tokenizer_files(style, corpus, vocab_size, merges_format="strings"):
           "model": _model_json(style, vocab, merges, merges_format)}
     return tj, _config_json(style, added)
 
+# --- SentencePiece-style BPE (Llama 2 / TinyLlama legacy layout, Mistral) ---
+
+
+BYTE_STYLES = ("llama3", "qwen2", "gpt2")
+SPM_STYLES = ("llama2", "mistral")
+DEFAULT_VOCAB_SIZE = {"llama3": 1000, "qwen2": 1000, "gpt2": 1000,
+                      "llama2": 400, "mistral": 400}
+SPIECE = "\u2581"  # ▁
+SPM_SPECIALS = ["<unk>", "<s>", "</s>"]
+# transformers' VERY_LARGE_INTEGER as Llama 2's and Mistral's configs spell it
+SPM_MAX_LENGTH = 1000000000000000019884624838656
+
+
+def spm_training_words(corpus):
+    """Corpus -> SentencePiece-style words.  Per line: ' ' -> ▁ and a ▁ in
+    front (the dummy prefix); a word is an optional ▁ plus non-▁ text, and a
+    run of n > 1 ▁ before a word leaves a whitespace-only word of n - 1 ▁
+    (sentencepiece's allow_whitespace_only_pieces: Llama 2's vocab has ▁▁,
+    ▁▁▁▁ ... for indentation)."""
+    words = []
+    for line in corpus.split("\n"):
+        if line:
+            text = SPIECE + line.replace(" ", SPIECE)
+            words += re.findall(
+                "%s+(?=%s[^%s])|%s?[^%s]+|%s+" % ((SPIECE,) * 6), text)
+    return words
+
+
+def train_spm_bpe(corpus, vocab_size):
+    """-> (vocab, merges) of a small Llama-2-like BPE.
+
+    Alphabet: the corpus's most frequent non-control characters seen at
+    least twice, at most half of the room left after <unk> <s> </s> and the
+    256 byte tokens; control characters (\\t \\n \\r ...) and rarer
+    characters are left to byte fallback, as Llama 2 leaves \\n to <0x0A>.
+    Merges: train_bpe on the words cut at characters outside the alphabet, so
+    no merge involves a byte-fallback character.  Vocab order as Llama 2's:
+    <unk> <s> </s>, <0x00>..<0xFF>, merge results in merge order, then the
+    single characters by decreasing frequency."""
+    room = vocab_size - len(SPM_SPECIALS) - 256
+    if room < 2:
+        raise ValueError("--vocab-size must be at least %d for %s styles"
+                         % (len(SPM_SPECIALS) + 258, "/".join(SPM_STYLES)))
+    words = spm_training_words(corpus)
+    counts = collections.Counter(ch for w in words for ch in w
+                                 if unicodedata.category(ch) != "Cc")
+    ranked = sorted((c for c in counts if counts[c] >= 2),
+                    key=lambda c: (-counts[c], c))
+    alphabet = ranked[:room // 2]
+    if SPIECE not in alphabet:
+        alphabet = [SPIECE] + alphabet[:room // 2 - 1]
+    keep = set(alphabet)
+    segments = []
+    for word in words:
+        seg = []
+        for ch in word + "\0":  # "\0" (a control char) ends the last one
+            if ch in keep:
+                seg.append(ch)
+            elif seg:
+                segments.append("".join(seg))
+                seg = []
+    merges = train_bpe(segments, room - len(alphabet))
+    tokens = SPM_SPECIALS + ["<0x%02X>" % b for b in range(256)]
+    reserved, seen = set(tokens) | keep, set()
+    for a, b in merges:
+        if a + b in reserved:
+            raise ValueError("merge result %r collides with a special or "
+                             "byte token; use another corpus" % (a + b))
+        if a + b not in seen:
+            seen.add(a + b)
+            tokens.append(a + b)
+    tokens += alphabet
+    return {t: i for i, t in enumerate(tokens)}, merges
+
+
+def _spm_decoder_json():
+    """transformers' LlamaConverter.decoder (add_prefix_space=True), written
+    for both the legacy and the non-legacy layout."""
+    return {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": SPIECE}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+
+
+def _spm_layout(style, metaspace_decoder):
+    """(normalizer, pre_tokenizer, decoder) of LlamaConverter's legacy
+    (llama2) and non-legacy (mistral) output."""
+    if style == "llama2":
+        if metaspace_decoder:
+            raise ValueError("--metaspace-decoder is only for --style mistral")
+        normalizer = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": SPIECE},
+            {"type": "Replace", "pattern": {"String": " "},
+             "content": SPIECE}]}
+        return normalizer, None, _spm_decoder_json()
+    metaspace = {"type": "Metaspace", "replacement": SPIECE,
+                 "prepend_scheme": "first", "split": False}
+    return (None, metaspace,
+            dict(metaspace) if metaspace_decoder else _spm_decoder_json())
+
+
+def _spm_config_json(style, added):
+    if style == "llama2":  # Llama-2-7b-hf / TinyLlama: AddedToken dicts
+        def tok(content):
+            return {"__type": "AddedToken", "content": content,
+                    "lstrip": False, "normalized": False, "rstrip": False,
+                    "single_word": False}
+        return {"add_bos_token": True, "add_eos_token": False,
+                "bos_token": tok("<s>"), "clean_up_tokenization_spaces": False,
+                "eos_token": tok("</s>"), "legacy": False,
+                "model_max_length": SPM_MAX_LENGTH, "pad_token": None,
+                "padding_side": "right", "sp_model_kwargs": {},
+                "tokenizer_class": "LlamaTokenizer", "unk_token": tok("<unk>")}
+    decoder = {str(e["id"]): {k: e[k] for k in e if k != "id"} for e in added}
+    return {"add_bos_token": True, "add_eos_token": False,
+            "added_tokens_decoder": decoder, "bos_token": "<s>",
+            "clean_up_tokenization_spaces": False, "eos_token": "</s>",
+            "legacy": False, "model_max_length": SPM_MAX_LENGTH,
+            "pad_token": None, "sp_model_kwargs": {},
+            "spaces_between_special_tokens": False,
+            "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>",
+            "use_default_system_prompt": False}
+
+
+def build_spm_files(style, corpus, vocab_size, merges_format="strings",
+                    metaspace_decoder=False):
+    vocab, merges = train_spm_bpe(corpus, vocab_size)
+    normalizer, pre_tokenizer, decoder = _spm_layout(style, metaspace_decoder)
+    added = [_added_token_entry(vocab[t], t) for t in SPM_SPECIALS]
+    merges_out = ([list(m) for m in merges] if merges_format == "pairs"
+                  else ["%s %s" % m for m in merges])
+    tj = {"version": "1.0", "truncation": None, "padding": None,
+          "added_tokens": added, "normalizer": normalizer,
+          "pre_tokenizer": pre_tokenizer,
+          "post_processor": bos_template("<s>", vocab["<s>"]),
+          "decoder": decoder,
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                    "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": True,
+                    "byte_fallback": True, "ignore_merges": False,
+                    "vocab": vocab, "merges": merges_out}}
+    return tj, _spm_config_json(style, added)
+
 
 def write_json(path, obj):
     with open(path, "w", encoding="utf-8") as f:
@@ -1343,11 +1861,12 @@ def write_json(path, obj):
         f.write("\n")
 
 
-def make_dir(directory, style, vocab_size=1000, corpus=None,
-             merges_format="strings"):
+def make_dir(directory, style, vocab_size=None, corpus=None,
+             merges_format="strings", metaspace_decoder=False):
     os.makedirs(directory, exist_ok=True)
     tj, cfg = build_tokenizer_files(style, corpus or BUILTIN_CORPUS,
-                                    vocab_size, merges_format)
+                                    vocab_size, merges_format,
+                                    metaspace_decoder)
     write_json(os.path.join(directory, "tokenizer.json"), tj)
     write_json(os.path.join(directory, "tokenizer_config.json"), cfg)
     return tj, cfg
@@ -1744,6 +2263,326 @@ def check_cli(ck, workdir):
           ["<|begin_of_text|>" + s for s in lines])
 
 
+# --- SentencePiece-style pieces (Metaspace, Prepend/Replace, byte fallback) --
+
+# Hand-written SentencePiece-style BPE used by the checks below:
+#   0 <unk> 1 <s> 2 </s> | bytes 3 <0xC3> 4 <0xA9> 5 <0xF0> 6 <0x9F> 7 <0x98>
+#   8 <0x80> | 9 ▁ 10 H 11 e 12 y 13 a | merges (rank: pair -> id)
+#   r0 ▁ ▁ -> ▁▁ 14   r1 ▁ H -> ▁H 15   r2 ▁H e -> ▁He 16   r3 ▁He y -> ▁Hey 17
+#   r4 ▁ a -> ▁a 18
+_SPM_BASE = ["<unk>", "<s>", "</s>", "<0xC3>", "<0xA9>", "<0xF0>", "<0x9F>",
+             "<0x98>", "<0x80>", "\u2581", "H", "e", "y", "a"]
+_SPM_MERGES = [("\u2581", "\u2581"), ("\u2581", "H"), ("\u2581H", "e"),
+               ("\u2581He", "y"), ("\u2581", "a")]
+LEGACY_NORMALIZER = {"type": "Sequence", "normalizers": [
+    {"type": "Prepend", "prepend": "\u2581"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+
+
+def _metaspace(scheme=None, split=None, **extra):
+    spec = {"type": "Metaspace", "replacement": "\u2581"}
+    if scheme is not None:
+        spec["prepend_scheme"] = scheme
+    if split is not None:
+        spec["split"] = split
+    spec.update(extra)
+    return spec
+
+
+def _spm_json(pre_tokenizer=None, normalizer=None, decoder=None,
+              fuse_unk=True, added=None):
+    vocab = {t: i for i, t in enumerate(
+        _SPM_BASE + [a + b for a, b in _SPM_MERGES])}
+    if added is None:
+        added = [_added_token_entry(i, t) for i, t in enumerate(_SPM_BASE[:3])]
+    return {"version": "1.0", "added_tokens": added, "normalizer": normalizer,
+            "pre_tokenizer": pre_tokenizer, "post_processor": None,
+            "decoder": decoder,
+            "model": {"type": "BPE", "vocab": vocab, "unk_token": "<unk>",
+                      "fuse_unk": fuse_unk, "byte_fallback": True,
+                      "merges": ["%s %s" % m for m in _SPM_MERGES]}}
+
+
+def _piece_texts(tok, text):
+    return [p for p, _ in tok.pieces(text)]
+
+
+def check_metaspace(ck):
+    always = Tokenizer(_spm_json(_metaspace("always", True)))
+    # metaspace.rs tests basic / multiple_spaces
+    ck.eq("metaspace always split", _piece_texts(always, "Hey   friend!"),
+          ["\u2581Hey", "\u2581", "\u2581", "\u2581friend!"])
+    ck.eq("always: Hey  a", always.encode("Hey  a"), [17, 9, 18])
+    # " Hey" -> "▁Hey" already starts with ▁: no second prefix
+    ck.eq("always: leading space", always.encode(" Hey"), [17])
+    ck.eq("always: after special", always.encode("Hey<s>Hey"), [17, 1, 17])
+    ck.eq("always: special first", always.encode("<s>Hey"), [1, 17])
+    ck.eq("always: empty", always.encode(""), [])
+    ck.eq("always: tab is not a space", _piece_texts(always, "\tHey"),
+          ["\u2581\tHey"])
+    # byte fallback: é = C3 A9, 😀 = F0 9F 98 80 (models/bpe/model.rs)
+    ck.eq("byte fallback é", always.encode("\u00e9"), [9, 3, 4])
+    ck.eq("byte fallback emoji", always.encode("\U0001F600"), [9, 5, 6, 7, 8])
+    # 'x' has no byte token here (<0x78>) -> <unk>, fused (fuse_unk)
+    ck.eq("unk fused", always.encode("xx"), [9, 0])
+    unfused = Tokenizer(_spm_json(_metaspace("always", True), fuse_unk=False))
+    ck.eq("unk not fused", unfused.encode("xx"), [9, 0, 0])
+    ck.eq("unk then bytes", always.encode("x\u00e9x"), [9, 3, 4, 0])
+
+    first = Tokenizer(_spm_json(_metaspace("first", False)))
+    # one piece "▁Hey▁▁a": r0 (▁,▁) first -> ▁Hey ▁▁ a
+    ck.eq("first no split: Hey  a", first.encode("Hey  a"), [17, 14, 13])
+    ck.eq("first: leading space", first.encode(" Hey"), [17])
+    # the piece after an added token does not start at original offset 0
+    ck.eq("first: after special", first.encode("Hey<s>Hey"),
+          [17, 1, 10, 11, 12])
+    ck.eq("first: special first", first.encode("<s>Hey"), [1, 10, 11, 12])
+    # metaspace.rs test non_legacy_meta_space (First, split=false)
+    for text, want in [
+            ("Hey my friend <s>how\u2581are you",
+             ["\u2581Hey\u2581my\u2581friend\u2581", "<s>",
+              "how\u2581are\u2581you"]),
+            (" Hey <s>how", ["\u2581Hey\u2581", "<s>", "how"]),
+            (" Hey <s>how <s>are <s> you",
+             ["\u2581Hey\u2581", "<s>", "how\u2581", "<s>", "are\u2581",
+              "<s>", "\u2581you"])]:
+        ck.eq("first pieces %r" % text, _piece_texts(first, text), want)
+    first_split = Tokenizer(_spm_json(_metaspace("first", True)))
+    ck.eq("first split pieces", _piece_texts(first_split, "Hey a<s>b c"),
+          ["\u2581Hey", "\u2581a", "<s>", "b", "\u2581c"])
+
+    never = Tokenizer(_spm_json(_metaspace("never", True)))
+    ck.eq("never split", _piece_texts(never, "Hey a"), ["Hey", "\u2581a"])
+    ck.eq("never ids", never.encode("Hey a"), [10, 11, 12, 18])
+    never_whole = Tokenizer(_spm_json(_metaspace("never", False)))
+    ck.eq("never no split", _piece_texts(never_whole, "Hey a"),
+          ["Hey\u2581a"])
+
+    # Deserialize rules of metaspace.rs
+    legacy_true = Tokenizer(_spm_json(_metaspace(add_prefix_space=True)))
+    ck.eq("add_prefix_space true = always, split",
+          _piece_texts(legacy_true, "Hey a"), ["\u2581Hey", "\u2581a"])
+    legacy_false = Tokenizer(_spm_json(_metaspace("never",
+                                                  add_prefix_space=False)))
+    ck.eq("add_prefix_space false + never", _piece_texts(legacy_false, "Hey"),
+          ["Hey"])
+    ck.raises("add_prefix_space false alone", ValueError, lambda: Tokenizer(
+        _spm_json(_metaspace(add_prefix_space=False))))
+    ck.raises("missing replacement", ValueError, lambda: Tokenizer(
+        _spm_json({"type": "Metaspace", "prepend_scheme": "always"})))
+    ck.raises("bad prepend_scheme", ValueError, lambda: Tokenizer(
+        _spm_json(_metaspace("sometimes"))))
+    under = Tokenizer(_spm_json(dict(_metaspace("always"), replacement="_")))
+    ck.eq("custom replacement", _piece_texts(under, "a b\u2581c"),
+          ["_a", "_b\u2581c"])
+    # Sequence[Split, Metaspace first]: only the slice at offset 0 is "first"
+    seq = Tokenizer(_spm_json({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": "-"},
+         "behavior": "Isolated"}, _metaspace("first", False)]}))
+    ck.eq("split then first", _piece_texts(seq, "a-b"),
+          ["\u2581a", "-", "b"])
+
+
+def check_first_after_normalized_token(ck):
+    """A normalized added token at the start: the rest starts at original
+    offset 0 only if it still comes from the first original character
+    (normalizer.rs alignments; NFD gives both "e" and U+0301 of "é" the
+    alignment of "é")."""
+    e_tok = dict(_added_token_entry(11, "e"), normalized=True)
+    added = [_added_token_entry(i, t) for i, t in enumerate(_SPM_BASE[:3])]
+    nfd = Tokenizer(_spm_json(_metaspace("first", False), {"type": "NFD"},
+                              added=added + [e_tok]))
+    ck.eq("first: rest of the first char", _piece_texts(nfd, "\u00e9a"),
+          ["e", "\u2581\u0301a"])
+    plain = Tokenizer(_spm_json(_metaspace("first", False), None,
+                                added=added + [e_tok]))
+    ck.eq("first: next char", _piece_texts(plain, "ea"), ["e", "a"])
+
+
+def check_legacy_normalizer(ck):
+    legacy = Tokenizer(_spm_json(None, LEGACY_NORMALIZER))
+    # Prepend + Replace on the whole piece, no pre-tokenizer: "▁▁Hey"
+    # -> r0 (▁,▁) before r1 (▁,H) -> ▁▁ H e y
+    ck.eq("legacy leading space", legacy.encode(" Hey"), [14, 10, 11, 12])
+    ck.eq("legacy Hey a", legacy.encode("Hey a"), [17, 18])
+    ck.eq("legacy one piece", _piece_texts(legacy, "Hey  a"),
+          ["\u2581Hey\u2581\u2581a"])
+    ck.eq("legacy Hey  a", legacy.encode("Hey  a"), [17, 14, 13])
+    # every non-added piece gets the prefix (Prepend runs per piece)
+    ck.eq("legacy after special", legacy.encode("Hey<s>Hey"), [17, 1, 17])
+    ck.eq("legacy empty", legacy.encode(""), [])
+    ck.eq("legacy byte fallback", legacy.encode("a\u00e9"), [18, 3, 4])
+    regex = build_normalizer({"type": "Replace", "pattern": {"Regex": " {2,}"},
+                              "content": "\u2581"})
+    ck.eq("Replace regex", regex("a   b c  d"), "a\u2581b c\u2581d")
+    ck.eq("Replace string", build_normalizer({
+        "type": "Replace", "pattern": {"String": "ab"}, "content": "X"})(
+            "aabab"), "aXX")
+    ck.raises("Replace empty string", ValueError, lambda: build_normalizer(
+        {"type": "Replace", "pattern": {"String": ""}, "content": "x"}))
+    ck.raises("Replace unsupported regex", PatternError,
+              lambda: build_normalizer({"type": "Replace", "pattern": {
+                  "Regex": r"\bx"}, "content": "y"}))
+    empty = build_normalizer({"type": "Replace", "pattern": {"Regex": "x*"},
+                              "content": "y"})
+    ck.raises("Replace regex matching empty", PatternError,
+              lambda: empty("abc"))
+    ck.raises("unsupported normalizer", ValueError,
+              lambda: build_normalizer({"type": "Precompiled"}))
+    # Gemma's layout (GemmaConverter): Replace only, Split(" ") that never
+    # matches after it, decoder without Strip
+    gemma = Tokenizer(_spm_json(
+        {"type": "Split", "pattern": {"String": " "},
+         "behavior": "MergedWithPrevious", "invert": False},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        {"type": "Sequence", "decoders": SPM_DECODER["decoders"][:3]}))
+    ck.eq("gemma layout", gemma.encode("Hey a"), [10, 11, 12, 18])
+    ck.eq("gemma leading space", gemma.encode(" Hey"), [17])
+    ck.eq("gemma decode", gemma.decode([17, 18]), " Hey a")
+
+
+SPM_DECODER = {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+    {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+
+
+def check_spm_decoders(ck):
+    bf = byte_fallback_decode_chain
+    # decoders/byte_fallback.rs tests
+    bad = "\ufffd"
+    for tokens, want in [(["Hey", "friend!"], ["Hey", "friend!"]),
+                         (["<0x61>"], ["a"]), (["<0xE5>"], [bad]),
+                         (["<0xE5>", "<0x8f>"], [bad, bad]),
+                         (["<0xE5>", "<0x8f>", "<0xab>"], ["\u53eb"]),
+                         (["<0xE5>", "<0x8f>", "<0xab>", "a"], ["\u53eb", "a"]),
+                         (["<0xE5>", "<0x8f>", "a"], [bad, bad, "a"])]:
+        ck.eq("ByteFallback %r" % tokens, bf(tokens), want)
+    forms = ("<0x41>", "<0x+A>", "<0xG1>", "<0x4>", "<0x041>", "<0x\u00e9>")
+    ck.eq("byte token forms", [byte_token_value(t) for t in forms],
+          [0x41, 10, None, None, None, None])
+    # decoders/strip.rs tests
+    ck.eq("Strip H 1 0", build_decoder({"type": "Strip", "content": "H",
+                                        "start": 1, "stop": 0})(
+        ["Hey", " friend!", "HHH"]), ["ey", " friend!", "HH"])
+    ck.eq("Strip y 0 1", build_decoder({"type": "Strip", "content": "y",
+                                        "start": 0, "stop": 1})(
+        ["Hey", " friend!"]), ["He", " friend!"])
+    # metaspace.rs test decode, plus: every ▁ of the first token is dropped
+    ms = build_decoder(_metaspace("always"))
+    ck.eq("Metaspace decoder", ms(["\u2581Hey", "\u2581friend!"]),
+          ["Hey", " friend!"])
+    ck.eq("Metaspace decoder never", build_decoder(_metaspace("never"))(
+        ["\u2581Hey", "\u2581friend!"]), [" Hey", " friend!"])
+    ck.eq("Metaspace decoder first token",
+          ms(["\u2581\u2581a", "\u2581\u2581"]), ["a", "  "])
+    ck.eq("Metaspace decoder after special", ms(["<s>", "\u2581Hey"]),
+          ["<s>", " Hey"])
+    tok = Tokenizer(_spm_json(None, LEGACY_NORMALIZER, SPM_DECODER))
+    ck.eq("decode sequence", tok.decode([17, 3, 4, 9, 18]),
+          "Hey\u00e9  a")
+    ck.eq("decode keeps special", tok.decode([1, 17, 18]), "<s> Hey a")
+    ck.eq("decode skip special", tok.decode([1, 17, 18], True), "Hey a")
+    ck.eq("decode bad bytes", tok.decode([18, 3, 13]), "a\ufffda")
+    ck.eq("decode truncated emoji", tok.decode([5, 6]), "\ufffd\ufffd")
+    ck.eq("decode no decoder", Tokenizer(_spm_json()).decode([17, 18]),
+          "\u2581Hey \u2581a")
+    ck.raises("unsupported decoder", ValueError,
+              lambda: build_decoder({"type": "WordPiece"}))
+
+
+def _spm_expected_round_trip(style, text):
+    """decode(encode(text)) for the trained styles: llama2's Prepend always
+    adds the ▁ that Strip removes; mistral's Metaspace adds none when the
+    text already starts with a space, so Strip eats that space."""
+    if style == "mistral" and text.startswith(" "):
+        return text[1:]
+    return text
+
+
+def check_trained_spm_style(ck, style, workdir):
+    d = os.path.join(workdir, style)
+    tj, cfg = make_dir(d, style)
+    tok = Tokenizer.from_dir(d)
+    vocab = tok.model.vocab
+    ck.eq("%s vocab size" % style, len(vocab), 400)
+    ck.eq("%s specials and bytes first" % style,
+          [t for t, i in sorted(vocab.items(), key=lambda x: x[1])][:259],
+          SPM_SPECIALS + ["<0x%02X>" % b for b in range(256)])
+    ck.eq("%s vocab ids contiguous" % style, sorted(vocab.values()),
+          list(range(len(vocab))))
+    ck.true("%s learned merges" % style, len(tok.model.merges) > 50,
+            str(len(tok.model.merges)))
+    strings = ROUND_TRIP + _random_strings(150)
+    bad = [s for s in strings if tok.decode(tok.encode(s, False))
+           != _spm_expected_round_trip(style, s)]
+    ck.eq("%s round trip (%d strings)" % (style, len(strings)), bad[:3], [])
+    bad = [s for s in strings if tok.decode(tok.encode(s), True)
+           != _spm_expected_round_trip(style, s)]
+    ck.eq("%s round trip skipping <s>" % style, bad[:3], [])
+    n_fallback = sum(1 for s in strings for i in tok.encode(s, False)
+                     if 3 <= i < 259)
+    ck.true("%s byte fallback used" % style, n_fallback > 100,
+            str(n_fallback))
+    mismatch = [p for s in strings for p, t in tok.pieces(s) if t is None and
+                tok.model.merge_naive(tok.model.initial_ids(p)) !=
+                tok.model.merge_heap(tok.model.initial_ids(p))]
+    ck.eq("%s heap merge == naive merge" % style, mismatch[:3], [])
+    ck.eq("%s corpus round trip" % style,
+          tok.decode(tok.encode(BUILTIN_CORPUS, False)), BUILTIN_CORPUS)
+    ck.eq("%s BOS" % style, tok.encode("Hello")[0], 1)
+    ck.eq("%s template == config" % style, Tokenizer(tj).encode("a b"),
+          tok.encode("a b"))
+    ck.eq("%s empty" % style, tok.encode(""), [1])
+    after = "<s> a</s> b" if style == "llama2" else "<s> a</s>b"
+    ck.eq("%s text after a special" % style,
+          tok.decode(tok.encode("a</s>b")), after)
+    ck.eq("%s </s> inside" % style, tok.encode("a</s>", False)[-1], 2)
+    ck.eq("%s leading spaces" % style, tok.decode(tok.encode("   x", False)),
+          "   x" if style == "llama2" else "  x")
+    ck.eq("%s config" % style, (cfg["tokenizer_class"], cfg["add_bos_token"],
+                                cfg["add_eos_token"], cfg["legacy"]),
+          ("LlamaTokenizer", True, False, False))
+    other = build_tokenizer_files(style, BUILTIN_CORPUS, 400, "pairs")[0]
+    ck.eq("%s pairs format same ids" % style,
+          Tokenizer(other, cfg).encode(BUILTIN_CORPUS),
+          tok.encode(BUILTIN_CORPUS))
+
+
+def check_metaspace_decoder_style(ck):
+    tj, cfg = build_tokenizer_files("mistral", BUILTIN_CORPUS, 400,
+                                    metaspace_decoder=True)
+    tok = Tokenizer(tj, cfg)
+    ck.eq("metaspace decoder style", tj["decoder"]["type"], "Metaspace")
+    ck.eq("metaspace decoder round trip", tok.decode(tok.encode(
+        "the text is in the", False)), "the text is in the")
+    ck.true("metaspace decoder keeps byte tokens", "<0xE4>" in tok.decode(
+        tok.encode("a \u4e2d", False)))
+    ck.raises("metaspace decoder only for mistral", ValueError,
+              lambda: build_tokenizer_files("llama2", BUILTIN_CORPUS, 400,
+                                            metaspace_decoder=True))
+
+
+def check_cli_spm(ck, workdir):
+    d = os.path.join(workdir, "cli_mistral")
+    script = os.path.abspath(__file__)
+    subprocess.run([sys.executable, script, "make", d, "--style", "mistral"],
+                   check=True, capture_output=True)
+    lines = ["Hello world", " a</s>b", "caf\u00e9 \U0001F600"]
+    stdin = "".join(json.dumps(s) + "\n" for s in lines)
+    res = subprocess.run([sys.executable, script, "encode", d], input=stdin,
+                         capture_output=True, text=True, check=True)
+    got = [json.loads(line) for line in res.stdout.splitlines()]
+    tok = Tokenizer.from_dir(d)
+    ck.eq("CLI mistral encode", got, [tok.encode(s) for s in lines])
+    res = subprocess.run([sys.executable, script, "decode", d,
+                          "--skip-special-tokens"], input=res.stdout,
+                         capture_output=True, text=True, check=True)
+    ck.eq("CLI mistral decode",
+          [json.loads(x) for x in res.stdout.splitlines()],
+          ["Hello world", "ab", "caf\u00e9 \U0001F600"])
+
+
 def selftest():
     ck = Checker()
     check_byte_table(ck)
@@ -1754,10 +2593,18 @@ def selftest():
     check_tiny_added_tokens(ck)
     check_model_options(ck)
     check_normalized_added_token(ck)
+    check_metaspace(ck)
+    check_first_after_normalized_token(ck)
+    check_legacy_normalizer(ck)
+    check_spm_decoders(ck)
+    check_metaspace_decoder_style(ck)
     with tempfile.TemporaryDirectory() as workdir:
-        for style in ("llama3", "qwen2", "gpt2"):
+        for style in BYTE_STYLES:
             check_trained_style(ck, style, workdir)
+        for style in SPM_STYLES:
+            check_trained_spm_style(ck, style, workdir)
         check_cli(ck, workdir)
+        check_cli_spm(ck, workdir)
     for failure in ck.failures:
         print("FAIL", failure)
     if ck.failures:
@@ -1783,14 +2630,15 @@ def cmd_make(args):
     if args.corpus:
         with open(args.corpus, encoding="utf-8") as f:
             corpus = f.read()
-    tj, _ = make_dir(args.dir, args.style, args.vocab_size, corpus,
-                     args.merges_format)
+    vocab_size = args.vocab_size or DEFAULT_VOCAB_SIZE[args.style]
+    tj, _ = make_dir(args.dir, args.style, vocab_size, corpus,
+                     args.merges_format, args.metaspace_decoder)
     n_vocab = len(tj["model"]["vocab"])
     print("wrote %s: %d vocab, %d merges, %d added tokens%s"
           % (args.dir, n_vocab, len(tj["model"]["merges"]),
              len(tj["added_tokens"]),
              " (corpus has no more pairs seen twice)"
-             if n_vocab < args.vocab_size else ""), file=sys.stderr)
+             if n_vocab < vocab_size else ""), file=sys.stderr)
     return 0
 
 
@@ -1816,13 +2664,19 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("make", help="train and write a tokenizer directory")
     p.add_argument("dir")
-    p.add_argument("--style", choices=["llama3", "qwen2", "gpt2"],
+    p.add_argument("--style", choices=list(BYTE_STYLES + SPM_STYLES),
                    required=True)
-    p.add_argument("--vocab-size", type=int, default=1000,
-                   help="model vocab size (bytes + merges [+ gpt2 specials])")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help="model vocab size: bytes + merges [+ gpt2 specials] "
+                   "(default 1000); llama2/mistral: <unk> <s> </s> + 256 "
+                   "byte tokens + merges + characters (default 400)")
     p.add_argument("--corpus", help="UTF-8 training text")
     p.add_argument("--merges-format", choices=["strings", "pairs"],
                    default="strings")
+    p.add_argument("--metaspace-decoder", action="store_true",
+                   help="mistral only: decoder Metaspace(first, split false) "
+                   "instead of the shipped Replace/ByteFallback/Fuse/Strip "
+                   "(byte-fallback tokens then decode as \"<0xC3>\" text)")
     p.set_defaults(fn=cmd_make)
     p = sub.add_parser("encode", help="JSON strings on stdin -> id lists")
     p.add_argument("dir")
