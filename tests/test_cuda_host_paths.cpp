@@ -110,7 +110,7 @@ TEST_CASE("chunked kernel on the host: fp16 staging of an additive state past 65
   check_close(fast, slow, 2e-2);
 }
 
-TEST_CASE("chunked kernel on the host: bf16 gate gradients over T = 8192 against float64", "[kernels]") {
+TEST_CASE("chunked kernel on the host: bf16 gate gradients over T = 8192 against float64", "[kernels_long]") {
   // The gates' gradients are running sums over the whole sequence of terms made from the bf16-staged products.
   torch::manual_seed(43);
   const auto in = random_inputs(1, 1, 8192, 16, 16, true, true);
