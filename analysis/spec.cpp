@@ -99,15 +99,13 @@ void average_columns(Reader& r, const nlohmann::json& t, TableSpec& spec) {
 
 }  // namespace
 
-TableSpec table_spec(const Experiment& ex) {
-  Reader r(ex);
-  const auto& t = ex.table;
-  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption",
-                            "average", "percent_of"});
-  TableSpec spec;
+namespace {
+
+// table.stage: the stages the table reads (the last stage by default); returns the axes they vary.
+std::set<std::string> read_table_stages(Reader& r, const Experiment& ex, const nlohmann::json& t, TableSpec& spec) {
   spec.stages = t.contains("stage") ? r.names(t["stage"], "table.stage") : std::vector<std::string>{ex.stages.back().name};
   if (spec.stages.empty()) r.fail("table.stage", "must name at least one stage");
-  std::set<std::string> axes;  // the axes of the chosen stages
+  std::set<std::string> axes;
   for (size_t i = 0; i < spec.stages.size(); ++i) {
     const auto* st = find_stage(ex, spec.stages[i]);
     if (!st)
@@ -115,11 +113,16 @@ TableSpec table_spec(const Experiment& ex) {
              fmt::format("no stage '{}'{}", spec.stages[i], did_you_mean(spec.stages[i], stage_names(ex))));
     axes.insert(st->axes.begin(), st->axes.end());
   }
+  return axes;
+}
+
+// table.rows and table.columns (by default the first axis in rows, the others in columns); returns the axes used.
+std::set<std::string> read_rows_and_columns(Reader& r, const Experiment& ex, const nlohmann::json& t, const std::set<std::string>& axes,
+                                            TableSpec& spec) {
   std::vector<std::string> axis_order;  // grid order
   for (const auto& a : ex.axes)
     if (axes.count(a.name)) axis_order.push_back(a.name);
   if (spec.stages.size() > 1) axis_order.push_back("stage");
-
   if (t.contains("rows") || t.contains("columns")) {
     spec.rows = t.contains("rows") ? r.names(t["rows"], "table.rows") : std::vector<std::string>{};
     spec.columns = t.contains("columns") ? r.names(t["columns"], "table.columns") : std::vector<std::string>{};
@@ -136,7 +139,10 @@ TableSpec table_spec(const Experiment& ex) {
         r.fail(key, fmt::format("'{}' is not an axis of stage {}{}", name, fmt::join(spec.stages, ", "), did_you_mean(name, axis_order)));
       if (!used.insert(name).second) r.fail(key, fmt::format("'{}' is used twice", name));
     }
+  return used;
+}
 
+void read_table_metrics(Reader& r, const Experiment& ex, const nlohmann::json& t, TableSpec& spec) {
   if (t.contains("metric") && t.contains("metrics")) r.fail("table.metrics", "give either metric or metrics, not both");
   if (t.contains("metric")) spec.metrics = {r.metric(t["metric"], "table.metric")};
   if (t.contains("metrics")) {
@@ -145,7 +151,11 @@ TableSpec table_spec(const Experiment& ex) {
     for (size_t i = 0; i < list.size(); ++i) spec.metrics.push_back(r.metric(list[i], fmt::format("table.metrics[{}]", i)));
   }
   if (spec.metrics.empty()) spec.metrics = {default_metric(ex)};
+}
 
+// table.reduce: how the runs of an axis that is neither a row nor a column combine in a cell ("best" or "mean").
+void read_reduce(Reader& r, const Experiment& ex, const nlohmann::json& t, const std::set<std::string>& axes,
+                 const std::set<std::string>& used, TableSpec& spec) {
   if (t.contains("reduce")) {
     if (!t["reduce"].is_object()) r.fail("table.reduce", "must be a table of axis = \"best\" | \"mean\"");
     for (const auto& [axis, how] : t["reduce"].items()) {
@@ -166,47 +176,67 @@ TableSpec table_spec(const Experiment& ex) {
              fmt::format("axis '{}' varies within a cell: make it a row or column, or add it to table.reduce "
                          "(\"best\" or \"mean\")", a.name));
   if (spec.stages.size() > 1 && !used.count("stage")) r.fail("table.stage", "several stages: put \"stage\" in rows or columns");
+}
 
-  if (t.contains("digits")) {  // digits = 2, or per metric: digits = { test_bpc = 3, tokens_per_s = 0 }
-    const auto decimals = [&](const nlohmann::json& v, const std::string& key) {
-      if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() > 12) r.fail(key, "must be an integer from 0 to 12");
-      return v.get<int>();
-    };
-    if (t["digits"].is_object()) {
-      std::vector<std::string> names;
-      for (const auto& m : spec.metrics) names.push_back(m.name);
-      for (const auto& [name, v] : t["digits"].items()) {
-        if (std::find(names.begin(), names.end(), name) == names.end())
-          r.fail("table.digits." + name, fmt::format("'{}' is not a metric of the table{}", name, did_you_mean(name, names)));
-        spec.metric_digits[name] = decimals(v, "table.digits." + name);
-      }
-    } else {
-      spec.digits = decimals(t["digits"], "table.digits");
-    }
+// table.digits = 2, or per metric: digits = { test_bpc = 3, tokens_per_s = 0 }.
+void read_digits(Reader& r, const nlohmann::json& t, TableSpec& spec) {
+  if (!t.contains("digits")) return;
+  const auto decimals = [&](const nlohmann::json& v, const std::string& key) {
+    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() > 12) r.fail(key, "must be an integer from 0 to 12");
+    return v.get<int>();
+  };
+  if (!t["digits"].is_object()) {
+    spec.digits = decimals(t["digits"], "table.digits");
+    return;
   }
+  std::vector<std::string> names;
+  for (const auto& m : spec.metrics) names.push_back(m.name);
+  for (const auto& [name, v] : t["digits"].items()) {
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      r.fail("table.digits." + name, fmt::format("'{}' is not a metric of the table{}", name, did_you_mean(name, names)));
+    spec.metric_digits[name] = decimals(v, "table.digits." + name);
+  }
+}
+
+// table.reference: stages shown as reference rows or levels ({ label, stage, row }).
+void read_references(Reader& r, const Experiment& ex, const nlohmann::json& t, TableSpec& spec) {
+  if (!t.contains("reference")) return;
+  if (!t["reference"].is_array()) r.fail("table.reference", "must be a list of { label = ..., stage = ... }");
+  for (size_t i = 0; i < t["reference"].size(); ++i) {
+    const auto key = fmt::format("table.reference[{}]", i);
+    const auto& e = t["reference"][i];
+    if (!e.is_object()) r.fail(key, "must be { label = ..., stage = ... }");
+    r.known_keys(e, key, {"label", "stage", "row"});
+    if (!e.contains("stage")) r.fail(key, "needs a stage");
+    TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "", r.text(e["stage"], key + ".stage")};
+    if (!find_stage(ex, ref.stage)) r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
+    if (ref.label.empty()) ref.label = ref.stage;
+    if (e.contains("row")) {
+      if (!e["row"].is_boolean()) r.fail(key + ".row", "must be true or false");
+      ref.row = e["row"].get<bool>();
+    }
+    spec.references.push_back(ref);
+  }
+}
+
+}  // namespace
+
+TableSpec table_spec(const Experiment& ex) {
+  Reader r(ex);
+  const auto& t = ex.table;
+  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption",
+                            "average", "percent_of"});
+  TableSpec spec;
+  const auto axes = read_table_stages(r, ex, t, spec);
+  const auto used = read_rows_and_columns(r, ex, t, axes, spec);
+  read_table_metrics(r, ex, t, spec);
+  read_reduce(r, ex, t, axes, used, spec);
+  read_digits(r, t, spec);
   if (t.contains("labels")) {
     if (!t["labels"].is_object()) r.fail("table.labels", "must be a table of value = \"label\"");
     for (const auto& [k, v] : t["labels"].items()) spec.labels[k] = r.text(v, "table.labels." + k);
   }
-  if (t.contains("reference")) {
-    if (!t["reference"].is_array()) r.fail("table.reference", "must be a list of { label = ..., stage = ... }");
-    for (size_t i = 0; i < t["reference"].size(); ++i) {
-      const auto key = fmt::format("table.reference[{}]", i);
-      const auto& e = t["reference"][i];
-      if (!e.is_object()) r.fail(key, "must be { label = ..., stage = ... }");
-      r.known_keys(e, key, {"label", "stage", "row"});
-      if (!e.contains("stage")) r.fail(key, "needs a stage");
-      TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "", r.text(e["stage"], key + ".stage")};
-      if (!find_stage(ex, ref.stage))
-        r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
-      if (ref.label.empty()) ref.label = ref.stage;
-      if (e.contains("row")) {
-        if (!e["row"].is_boolean()) r.fail(key + ".row", "must be true or false");
-        ref.row = e["row"].get<bool>();
-      }
-      spec.references.push_back(ref);
-    }
-  }
+  read_references(r, ex, t, spec);
   if (t.contains("caption")) spec.caption = r.text(t["caption"], "table.caption");
   average_columns(r, t, spec);
   return spec;

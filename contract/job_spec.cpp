@@ -13,9 +13,10 @@ namespace fwlab {
 
 using namespace spec_reader;
 
-JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
-  JobSpec s;
-  Reader r(j, "");
+namespace {
+
+// The top-level keys: the job's kind, seed, threads, device, source checkpoint and model keys.
+void read_job_keys(Reader& r, JobSpec& s) {
   r.get("kind", s.kind);
   one_of(s.kind, {"train", "transfer", "attention", "generation-bench", "eval", "translate"}, "kind");
   r.get("seed", s.seed);
@@ -31,7 +32,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
     s.model = *m;
   }
   s.model_dtype = take_model_dtype(s.model, s.kind, r.has("init_checkpoint"));
+}
 
+void read_data(Reader& r, JobSpec& s, const std::string& repo_root) {
   auto d = r.sub("data");
   d.get("source", s.data.source);
   one_of(s.data.source, {"brown", "wikitext103", "enwik8", "tokens", "mqar", "retrieval", "parallel"}, "data.source");
@@ -74,7 +77,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
       throw SpecError("data." + what.substr(0, colon), what.substr(colon + 2));
     }
   }
+}
 
+void read_optim(Reader& r, JobSpec& s) {
   auto o = r.sub("optim");
   o.get("lr", s.optim.lr);
   o.get("min_lr", s.optim.min_lr);
@@ -93,7 +98,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.optim.eps > 0, "optim.eps", "must be positive");
   require(s.optim.grad_clip >= 0, "optim.grad_clip", "must be >= 0 (0: off)");
   require(s.optim.warmup_steps >= 0, "optim.warmup_steps", "must be >= 0");
+}
 
+void read_train(Reader& r, JobSpec& s) {
   auto t = r.sub("train");
   t.get("steps", s.train.steps);
   t.get("batch_size", s.train.batch_size);
@@ -121,7 +128,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.train.batch_size * s.train.seq_len <= (int64_t{1} << 26), "train.batch_size",
           fmt::format("{} sequences of {} tokens is {} tokens per step, beyond what fwlab supports (at most {}; use train.grad_accum)",
                       s.train.batch_size, s.train.seq_len, s.train.batch_size * s.train.seq_len, int64_t{1} << 26));
+}
 
+void read_eval(Reader& r, JobSpec& s, const std::string& repo_root) {
   auto e = r.sub("eval");
   e.get("every", s.eval.every);
   e.get("max_tokens", s.eval.max_tokens);
@@ -139,7 +148,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
   at_most(s.eval.mqar_batches, int64_t{1} << 20, "eval.mqar_batches");
+}
 
+void read_transfer(Reader& r, JobSpec& s) {
   auto tr = r.sub("transfer");
   tr.get("mse_weight", s.transfer.mse_weight);
   tr.get("ce_weight", s.transfer.ce_weight);
@@ -161,7 +172,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
     require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
     require(!s.model.empty(), "model", "kind 'transfer' needs a model that swaps some of the teacher's mixers");
   }
+}
 
+void read_attention(Reader& r, JobSpec& s) {
   auto at = r.sub("attention");
   at.get("teacher", s.attention.teacher);
   at.get("max_tokens", s.attention.max_tokens);
@@ -172,7 +185,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
     require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
     require(!s.data.generated(), "data.source", fmt::format("kind 'attention' compares attention on validation text; '{}' has none", s.data.source));
   }
+}
 
+void read_divergence(Reader& r, JobSpec& s) {
   auto dv = r.sub("divergence");
   dv.get("spike_factor", s.divergence.spike_factor);
   dv.get("spike_steps", s.divergence.spike_steps);
@@ -183,7 +198,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   require(s.divergence.spike_steps > 0, "divergence.spike_steps", "must be positive");
   require(s.divergence.spike_min_rise >= 0, "divergence.spike_min_rise", fmt::format("must be >= 0 (nats), got {}", s.divergence.spike_min_rise));
   require(s.divergence.max_state > 0, "divergence.max_state", "must be positive");
+}
 
+void read_bench(Reader& r, JobSpec& s) {
   auto b = r.sub("bench");
   b.get("seq_lens", s.bench.seq_lens);
   b.get("repeats", s.bench.repeats);
@@ -199,7 +216,9 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   at_most(s.bench.repeats, int64_t{1} << 20, "bench.repeats");
   at_most(s.bench.tokens, int64_t{1} << 20, "bench.tokens");
   at_most(s.bench.batch, int64_t{1} << 16, "bench.batch");
+}
 
+void read_debug(Reader& r, JobSpec& s) {
   auto g = r.sub("debug");
   g.get("nan_param_at_step", s.debug.nan_param_at_step);
   g.get("nan_param", s.debug.nan_param);
@@ -208,32 +227,52 @@ JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   g.get("wrong_kernel", s.debug.wrong_kernel);
   one_of(s.debug.wrong_kernel, {"", "decay_fused_cpu", "decay_chunks_cuda"}, "debug.wrong_kernel");
   g.reject_unknown();
+}
+
+// The model configuration is checked here too (unless it depends on a source checkpoint read at run time): its
+// vocabulary against the data, its context against what the job feeds.
+void check_model(const JobSpec& s) {
+  if (!s.init_checkpoint.empty()) return;
+  try {
+    auto cfg = model_config_from_json(s.model);
+    check_translate_model(s, cfg);
+    if (s.kind == "translate") return;  // sentences longer than the context are the worker's to drop (translate_job.cpp)
+    if (s.data.source == "mqar")
+      require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
+    else if (s.data.source == "retrieval")
+      require(cfg.vocab >= s.data.retrieval.vocab(), "model.vocab",
+              fmt::format("must be >= {} (retrieval: keys + values + keys * values tokens)", s.data.retrieval.vocab()));
+    else if (s.data.source != "tokens" && !s.data.hf_tokenizer())  // hf: known once its files are read (the worker checks)
+      require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
+              fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
+    const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
+                                          : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) +
+                                                (cfg.encoder_decoder() ? 0 : s.bench.tokens);  // an encoder-decoder decodes L tokens
+    require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
+  } catch (const ConfigError& err) {
+    if (err.field().rfind("model", 0) == 0) throw;
+    throw SpecError("model." + err.field(), std::string(err.what()).substr(err.field().size() + 2));
+  }
+}
+
+}  // namespace
+
+JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
+  JobSpec s;
+  Reader r(j, "");
+  read_job_keys(r, s);
+  read_data(r, s, repo_root);
+  read_optim(r, s);
+  read_train(r, s);
+  read_eval(r, s, repo_root);
+  read_transfer(r, s);
+  read_attention(r, s);
+  read_divergence(r, s);
+  read_bench(r, s);
+  read_debug(r, s);
   read_translate_spec(r, s);
   r.reject_unknown();
-
-  // The model configuration is checked here too (unless it depends on a source checkpoint read at run time).
-  if (s.init_checkpoint.empty()) {
-    try {
-      auto cfg = model_config_from_json(s.model);
-      check_translate_model(s, cfg);
-      if (s.kind == "translate") return s;  // sentences longer than the context are the worker's to drop (translate_job.cpp)
-      if (s.data.source == "mqar")
-        require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
-      else if (s.data.source == "retrieval")
-        require(cfg.vocab >= s.data.retrieval.vocab(), "model.vocab",
-                fmt::format("must be >= {} (retrieval: keys + values + keys * values tokens)", s.data.retrieval.vocab()));
-      else if (s.data.source != "tokens" && !s.data.hf_tokenizer())  // hf: known once its files are read (the worker checks)
-        require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
-                fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
-      const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
-                                            : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) +
-                                                  (cfg.encoder_decoder() ? 0 : s.bench.tokens);  // an encoder-decoder decodes L tokens
-      require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
-    } catch (const ConfigError& err) {
-      if (err.field().rfind("model", 0) == 0) throw;
-      throw SpecError("model." + err.field(), std::string(err.what()).substr(err.field().size() + 2));
-    }
-  }
+  check_model(s);
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "contract/feature_map_table.h"
+#include "contract/mixer_table.h"
 #include "contract/rule_table.h"
 
 namespace fwlab {
@@ -16,7 +17,6 @@ ConfigError::ConfigError(std::string field, const std::string& message)
 
 namespace {
 
-const std::vector<std::string> kKinds = {"softmax", "local", "fast_weight", "sru", "srupp", "base_conv"};
 const std::vector<std::string> kOutNorms = {"none", "rmsnorm"};
 const std::vector<std::string> kNorms = {"attn", "none"};
 
@@ -41,6 +41,11 @@ constexpr int64_t kMaxLayers = int64_t{1} << 12;
 constexpr int64_t kMaxConvTaps = 64;
 
 }  // namespace
+
+bool MixerSpec::is_recurrent() const {
+  const auto* row = find_mixer(kind);
+  return row && row->recurrent;
+}
 
 std::string MixerSpec::describe() const {
   if (kind == "fast_weight") {
@@ -142,7 +147,7 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
 }  // namespace
 
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
-  require_one_of(s.kind, kKinds, p + "kind");
+  require_one_of(s.kind, mixer_names(), p + "kind");
   if (s.kind == "local") require_positive(s.window, p + "window");
   if (s.swa_window < 0) throw ConfigError(p + "swa_window", fmt::format("must be >= 0 (0: none), got {}", s.swa_window));
   if (s.swa_window > 0 && s.kind != "fast_weight")

@@ -23,7 +23,7 @@ class ConfigError : public std::runtime_error {
 
 // The token mixer of one layer.
 struct MixerSpec {
-  std::string kind = "softmax";        // softmax | local | fast_weight | sru | srupp | base_conv
+  std::string kind = "softmax";        // a row of contract/mixer_table.h (softmax | local | fast_weight | sru | srupp | base_conv)
   std::string rule = "add";            // fast_weight: a row of contract/rule_table.h (add | gated | delta | decay | gated_delta)
   std::string feature_map = "relu";    // fast_weight: a row of contract/feature_map_table.h (relu | elu1 | identity | dpfp | rfa | hedgehog)
   std::string norm = "none";           // fast_weight: attn | none, as the rule's row allows
@@ -48,7 +48,7 @@ struct MixerSpec {
   // the head's value dimension with a learned weight shared by the heads: DeltaNet's and Gated DeltaNet's o_norm).
   std::string out_norm = "none";
 
-  bool is_recurrent() const { return kind == "fast_weight" || kind == "sru" || kind == "srupp"; }
+  bool is_recurrent() const;    // its row in contract/mixer_table.h: a fixed-size state, no cache that grows
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
   bool operator==(const MixerSpec&) const = default;
 };

@@ -3,20 +3,13 @@
 #include <algorithm>
 
 #include "contract/feature_map_table.h"
+#include "contract/mixer_table.h"
 #include "contract/model_config.h"
 #include "contract/rule_table.h"
 
 namespace fwlab {
 
 namespace {
-
-int64_t srupp_attn_dim(const MixerSpec& s, const ModelConfig& c) { return s.attn_dim > 0 ? s.attn_dim : c.d_model / 4; }
-
-// q, k, v (grouped-query: n_kv_heads key and value heads) and o, with the biases the block has.
-int64_t attention_projection_parameters(const ModelConfig& c) {
-  const int64_t d = c.d_model, inner = c.n_heads * c.head_dim, qkv_out = inner + 2 * c.kv_heads() * c.head_dim;
-  return d * qkv_out + (c.qkv_bias ? qkv_out : 0) + inner * d + (c.o_bias ? d : 0);
-}
 
 int64_t mlp_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model, ff = c.ff_dim();
@@ -25,25 +18,7 @@ int64_t mlp_parameters(const ModelConfig& c) {
   return 2 * d * ff + (c.mlp_bias ? ff + d : 0);
 }
 
-int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) {
-  const int64_t d = c.d_model, H = c.n_heads, hd = c.head_dim;
-  const int64_t qkv_o = attention_projection_parameters(c);
-  if (s.kind == "softmax" || s.kind == "local") return qkv_o;
-  // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r.
-  const int64_t sru_cell = 4 * d;
-  if (s.kind == "sru") return 3 * d * d + sru_cell;
-  if (s.kind == "base_conv") return d * d + d + s.conv * d + d;  // projection and the convolution, each with a bias
-  if (s.kind == "srupp") {
-    const int64_t da = srupp_attn_dim(s, c);
-    int64_t n = d * da + da * 3 * d + sru_cell;         // W1, W3
-    if (s.attention) n += da * 2 * da + 1 + 2 * da;     // W2 (K, V), alpha, layernorm
-    return n;
-  }
-  const LayerDims dims{d, H, hd, s.m};
-  const int64_t conv = s.conv * (H * hd + 2 * c.kv_heads() * hd);  // one filter per q, k, v channel, no bias
-  const int64_t out_norm = s.out_norm == "rmsnorm" ? hd : 0;  // one weight over the value dimension, shared by the heads
-  return qkv_o + conv + out_norm + find_feature_map(s.feature_map)->parameters(dims) + find_rule(s.rule)->parameters(dims);
-}
+int64_t mixer_parameters(const MixerSpec& s, const ModelConfig& c) { return find_mixer(s.kind)->parameters(s, c); }
 
 }  // namespace
 
@@ -51,7 +26,33 @@ bool softmax_only(const ModelConfig& cfg) {
   return std::all_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.kind == "softmax"; });
 }
 
-bool has_attention_projections(const MixerSpec& s) { return s.kind == "softmax" || s.kind == "local" || s.kind == "fast_weight"; }
+bool has_attention_projections(const MixerSpec& s) { return find_mixer(s.kind)->attention_projections; }
+
+// q, k, v (grouped-query: n_kv_heads key and value heads) and o, with the biases the block has.
+int64_t attention_projection_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model, inner = c.n_heads * c.head_dim, qkv_out = inner + 2 * c.kv_heads() * c.head_dim;
+  return d * qkv_out + (c.qkv_bias ? qkv_out : 0) + inner * d + (c.o_bias ? d : 0);
+}
+
+int64_t fast_weight_parameters(const MixerSpec& s, const ModelConfig& c) {
+  const int64_t H = c.n_heads, hd = c.head_dim;
+  const LayerDims dims{c.d_model, H, hd, s.m};
+  const int64_t conv = s.conv * (H * hd + 2 * c.kv_heads() * hd);  // one filter per q, k, v channel, no bias
+  const int64_t out_norm = s.out_norm == "rmsnorm" ? hd : 0;  // one weight over the value dimension, shared by the heads
+  return attention_projection_parameters(c) + conv + out_norm + find_feature_map(s.feature_map)->parameters(dims) +
+         find_rule(s.rule)->parameters(dims);
+}
+
+// A fast-weight layer repeats the key and value heads to every query head first (LoLCATs), so its state and
+// sliding window are per query head.
+StateSize fast_weight_state(const MixerSpec& s, const ModelConfig& c) {
+  const int64_t H = c.n_heads, hd = c.head_dim, kv = c.kv_heads() * hd;
+  int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
+  if (s.norm == "attn") fixed += H * s.m;  // normaliser z
+  fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
+  if (s.conv > 0) fixed += (s.conv - 1) * (H * hd + 2 * kv);  // the convolution's last inputs
+  return {fixed, 0};
+}
 
 int64_t count_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model, norm = c.block_norm == "rmsnorm" ? d : 2 * d;
@@ -80,21 +81,7 @@ StateSize cross_state_size(const ModelConfig& c) {
   return {c.n_layers * c.n_heads * c.cross.m * (c.head_dim + 1), 0};  // S [m, hd] and z [m] per head and layer
 }
 
-StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) {
-  // Softmax caches keys and values of the n_kv_heads shared heads; a fast-weight layer repeats them to every
-  // query head first (LoLCATs), so its state and sliding window are per query head.
-  const int64_t H = c.n_heads, hd = c.head_dim, kv = c.kv_heads() * hd;
-  if (s.kind == "softmax") return c.attention_window > 0 ? StateSize{2 * kv * c.attention_window, 0} : StateSize{0, 2 * kv};
-  if (s.kind == "local") return {2 * kv * s.window, 0};
-  if (s.kind == "sru") return {c.d_model, 0};
-  if (s.kind == "base_conv") return {(s.conv - 1) * c.d_model, 0};  // the convolution's last inputs
-  if (s.kind == "srupp") return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
-  int64_t fixed = find_rule(s.rule)->state_elements(LayerDims{c.d_model, H, hd, s.m});
-  if (s.norm == "attn") fixed += H * s.m;  // normaliser z
-  fixed += 2 * H * hd * s.swa_window;      // the sliding window's keys and values
-  if (s.conv > 0) fixed += (s.conv - 1) * (H * hd + 2 * kv);  // the convolution's last inputs
-  return {fixed, 0};
-}
+StateSize mixer_state_size(const MixerSpec& s, const ModelConfig& c) { return find_mixer(s.kind)->state(s, c); }
 
 StateSize state_size(const ModelConfig& c) {
   StateSize total = cross_state_size(c);

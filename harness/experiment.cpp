@@ -415,9 +415,10 @@ void add_seed_axis(const toml::node* seeds, Experiment& ex, const Parser& p) {
 
 }  // namespace
 
-Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets) {
-  Parser p(path);
-  // Only a regular file: reading a FIFO or a device would hang or never end.
+namespace {
+
+// The file as TOML: only a regular file (reading a FIFO or a device would hang or never end), of a sane size.
+toml::table parse_file(const std::string& path) {
   std::error_code ec;
   const auto kind = std::filesystem::status(path, ec).type();
   if (kind == std::filesystem::file_type::not_found) throw ExperimentError(fmt::format("{}:1:1: no such file", path));
@@ -425,27 +426,28 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     throw ExperimentError(fmt::format("{}:1:1: not a regular file (an experiment file is a TOML text file)", path));
   if (std::filesystem::file_size(path, ec) > kMaxExperimentBytes)
     throw ExperimentError(fmt::format("{}:1:1: larger than {} MiB: not an experiment file", path, kMaxExperimentBytes >> 20));
-  toml::table doc;
   try {
-    doc = toml::parse_file(std::string_view(path));
+    return toml::parse_file(std::string_view(path));
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
     throw ExperimentError(fmt::format("{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description()));
   }
-  // TOML++ iterates a table in key order; the grid keeps the order the file wrote its axes in (a profile's
-  // replacement stays in its axis's place), so tables and job lists follow the file.
-  std::vector<std::pair<SourcePos, std::string>> written;
+}
+
+// TOML++ iterates a table in key order; the grid keeps the order the file wrote its axes in (a profile's
+// replacement stays in its axis's place), so tables and job lists follow the file.
+using WrittenOrder = std::vector<std::pair<SourcePos, std::string>>;
+WrittenOrder grid_order(const toml::table& doc, const Parser& p) {
+  WrittenOrder written;
   if (auto* g = doc["grid"].as_table())
     for (const auto& [k, v] : *g) written.emplace_back(p.pos(v), std::string(k.str()));
   std::sort(written.begin(), written.end(), [](const auto& a, const auto& b) {
     return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
   });
-  Experiment ex;
-  ex.written_axes = written_axis_values(doc, p);
-  apply_profile(doc, profile, p);
-  apply_sets(doc, sets, p, ex);
-  ex.file = path;
-  ex.sets = sets;
+  return written;
+}
+
+void check_sections(const toml::table& doc, const Parser& p, Experiment& ex) {
   for (const auto& [k, v] : doc) {
     const std::string key(k.str());
     if (!kTopSections.count(key))
@@ -453,7 +455,10 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
   }
   if (auto* profiles = doc["profile"].as_table())
     for (const auto& [k, v] : *profiles) ex.profiles.emplace_back(k.str());
+}
 
+// [experiment]: name (a plain file name: it becomes a folder beside the results database), description, seeds.
+const toml::table& read_meta(const toml::table& doc, const Parser& p, Experiment& ex, const std::string& path) {
   auto* meta = doc["experiment"].as_table();
   if (!meta) throw ExperimentError(fmt::format("{}:1:1: experiment: missing [experiment] section with a name", path));
   for (const auto& [k, v] : *meta) {
@@ -463,7 +468,6 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     if (key != "seeds" && !v.is_string()) p.fail(v, "experiment." + key, "must be a string");
   }
   ex.name = meta->get("name") ? *meta->get("name")->value<std::string>() : "";
-  // The name becomes a folder beside the results database: only a plain file name, never '.', '..' or a path.
   const bool plain = !ex.name.empty() && ex.name.size() <= 100 && ex.name[0] != '.' &&
                      std::all_of(ex.name.begin(), ex.name.end(), [](char c) {
                        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
@@ -472,10 +476,11 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     p.fail(meta->get("name") ? *meta->get("name") : static_cast<const toml::node&>(*meta), "experiment.name",
            "must be a plain name of letters, digits, '_', '-' and '.' (at most 100, not starting with '.')");
   if (auto d = meta->get("description")) ex.description = *d->value<std::string>();
+  return *meta;
+}
 
-  if (auto* d = doc["defaults"].as_table()) p.flatten(*d, "", "defaults", ex.defaults);
-
-  // Grid axes, then presets, so that stages and rules can be checked against them.
+// [grid]: the axes, each a non-empty list of distinct values, in the order the file wrote them.
+void read_grid(const toml::table& doc, const Parser& p, Experiment& ex, const WrittenOrder& written) {
   if (auto* g = doc["grid"].as_table()) {
     for (const auto& [k, v] : *g) {
       Axis a;
@@ -497,115 +502,145 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     return it - written.begin();  // axes only a profile adds come last
   };
   std::stable_sort(ex.axes.begin(), ex.axes.end(), [&](const Axis& a, const Axis& b) { return rank(a) < rank(b); });
-  if (auto* pr = doc["preset"].as_table()) {
-    for (const auto& [axis_key, by_value] : *pr) {
-      const std::string axis(axis_key.str());
-      auto it = std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == axis; });
-      if (it == ex.axes.end()) {
-        std::vector<std::string> names;
-        for (const auto& a : ex.axes) names.push_back(a.name);
-        p.fail(by_value, "preset." + axis, "is not an axis of the grid" + did_you_mean(axis, names));
-      }
-      if (!by_value.is_table()) p.fail(by_value, "preset." + axis, "must hold one table per value");
-      for (const auto& [value_key, settings] : *by_value.as_table()) {
-        const std::string value(value_key.str());
-        if (!settings.is_table()) p.fail(settings, fmt::format("preset.{}.{}", axis, value), "must be a table of settings");
-        p.flatten(*settings.as_table(), "", fmt::format("preset.{}.{}", axis, value), ex.presets[axis][value]);
-      }
+}
+
+std::vector<std::string> axis_names(const Experiment& ex) {
+  std::vector<std::string> names;
+  for (const auto& a : ex.axes) names.push_back(a.name);
+  return names;
+}
+
+// [preset.AXIS.VALUE]: a bundle of settings one axis value selects.
+void read_presets(const toml::table& doc, const Parser& p, Experiment& ex) {
+  auto* pr = doc["preset"].as_table();
+  if (!pr) return;
+  for (const auto& [axis_key, by_value] : *pr) {
+    const std::string axis(axis_key.str());
+    const auto names = axis_names(ex);
+    if (std::find(names.begin(), names.end(), axis) == names.end())
+      p.fail(by_value, "preset." + axis, "is not an axis of the grid" + did_you_mean(axis, names));
+    if (!by_value.is_table()) p.fail(by_value, "preset." + axis, "must hold one table per value");
+    for (const auto& [value_key, settings] : *by_value.as_table()) {
+      const std::string value(value_key.str());
+      if (!settings.is_table()) p.fail(settings, fmt::format("preset.{}.{}", axis, value), "must be a table of settings");
+      p.flatten(*settings.as_table(), "", fmt::format("preset.{}.{}", axis, value), ex.presets[axis][value]);
     }
   }
-  // [axis.NAME] key = "...": the job key an axis with a name of its own sets (pairs -> data.mqar.pairs).
+}
+
+// [axis.NAME] key = "...": the job key an axis with a name of its own sets (pairs -> data.mqar.pairs).
+std::map<std::string, std::string> read_axis_keys(const toml::table& doc, const Parser& p, const Experiment& ex) {
   std::map<std::string, std::string> axis_keys;
-  if (auto* ax = doc.get("axis")) {
-    if (!ax->is_table()) p.fail(*ax, "axis", "must be a table of [axis.NAME] sections");
-    for (const auto& [k, v] : *ax->as_table()) {
-      const std::string name(k.str()), where = "axis." + name;
-      std::vector<std::string> names;
-      for (const auto& a : ex.axes) names.push_back(a.name);
-      if (std::find(names.begin(), names.end(), name) == names.end())
-        p.fail(v, where, "is not an axis of the grid" + did_you_mean(name, names));
-      if (!v.is_table()) p.fail(v, where, "must be a table with key = \"job key\"");
-      for (const auto& [field, node] : *v.as_table()) {
-        if (field.str() != "key") p.fail(node, where + "." + std::string(field.str()), "unknown key (axis sections hold only 'key')");
-        if (!node.is_string()) p.fail(node, where + ".key", "must be a job key, e.g. \"data.mqar.pairs\"");
-        std::string key = *node.value<std::string>();
-        if (key_aliases().count(key)) key = key_aliases().at(key);
-        const auto dot = key.find('.');
-        if (!kJobScalars.count(key) && (dot == std::string::npos || !kJobSections.count(key.substr(0, dot))))
-          p.fail(node, where + ".key", fmt::format("'{}' is not a job key (a short name or section.key)", key));
-        axis_keys[name] = key;
-      }
+  auto* ax = doc.get("axis");
+  if (!ax) return axis_keys;
+  if (!ax->is_table()) p.fail(*ax, "axis", "must be a table of [axis.NAME] sections");
+  for (const auto& [k, v] : *ax->as_table()) {
+    const std::string name(k.str()), where = "axis." + name;
+    const auto names = axis_names(ex);
+    if (std::find(names.begin(), names.end(), name) == names.end()) p.fail(v, where, "is not an axis of the grid" + did_you_mean(name, names));
+    if (!v.is_table()) p.fail(v, where, "must be a table with key = \"job key\"");
+    for (const auto& [field, node] : *v.as_table()) {
+      if (field.str() != "key") p.fail(node, where + "." + std::string(field.str()), "unknown key (axis sections hold only 'key')");
+      if (!node.is_string()) p.fail(node, where + ".key", "must be a job key, e.g. \"data.mqar.pairs\"");
+      std::string key = *node.value<std::string>();
+      if (key_aliases().count(key)) key = key_aliases().at(key);
+      const auto dot = key.find('.');
+      if (!kJobScalars.count(key) && (dot == std::string::npos || !kJobSections.count(key.substr(0, dot))))
+        p.fail(node, where + ".key", fmt::format("'{}' is not a job key (a short name or section.key)", key));
+      axis_keys[name] = key;
     }
   }
+  return axis_keys;
+}
+
+// The job key an axis's scalar values set: its [axis.NAME] key, a short name, or its own name when that is a job key.
+void resolve_axis_key(Axis& a, const nlohmann::json& v, const Experiment& ex) {
+  const auto presets = ex.presets.find(a.name);
+  if (presets != ex.presets.end() && v.is_string()) {
+    if (presets->second.count(v.get<std::string>())) return;
+    std::vector<std::string> names;
+    for (const auto& [n, s] : presets->second) names.push_back(n);
+    throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name, v.get<std::string>(),
+                                      did_you_mean(v.get<std::string>(), names)));
+  }
+  if (!a.key.empty()) return;
+  if (key_aliases().count(a.name)) a.key = key_aliases().at(a.name);
+  else if (kJobScalars.count(a.name)) a.key = a.name;
+  else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot))) a.key = a.name;
+  else {
+    std::vector<std::string> known;
+    for (const auto& [al, t] : key_aliases()) known.push_back(al);
+    throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}", a.pos.str(), a.name,
+                                      a.name, a.name, did_you_mean(a.name, known)));
+  }
+}
+
+void resolve_axis_keys(Experiment& ex, const std::map<std::string, std::string>& axis_keys) {
   for (auto& a : ex.axes) {
     if (axis_keys.count(a.name)) a.key = axis_keys.at(a.name);
-    const bool has_presets = ex.presets.count(a.name) > 0;
-    for (const auto& v : a.values) {
-      const bool named = v.is_string() && has_presets && ex.presets[a.name].count(v.get<std::string>());
-      if (named) continue;
-      if (has_presets && v.is_string()) {
-        std::vector<std::string> names;
-        for (const auto& [n, s] : ex.presets[a.name]) names.push_back(n);
-        throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name,
-                                          v.get<std::string>(), did_you_mean(v.get<std::string>(), names)));
-      }
-      if (!a.key.empty()) continue;
-      if (key_aliases().count(a.name)) a.key = key_aliases().at(a.name);
-      else if (kJobScalars.count(a.name)) a.key = a.name;
-      else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot))) a.key = a.name;
-      else {
-        std::vector<std::string> known;
-        for (const auto& [al, t] : key_aliases()) known.push_back(al);
-        throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}",
-                                          a.pos.str(), a.name, a.name, a.name, did_you_mean(a.name, known)));
-      }
+    for (const auto& v : a.values) resolve_axis_key(a, v, ex);
+  }
+}
+
+// One [stage.NAME]: from, axes, timeout and its settings.
+Stage read_stage(const std::string& name, const toml::node& v, const toml::table& stages, const Parser& p, const Experiment& ex) {
+  Stage s;
+  s.name = name;
+  s.pos = p.pos(v);
+  const std::string where = "stage." + s.name;
+  if (!v.is_table()) p.fail(v, where, "must be a table");
+  const auto& t = *v.as_table();
+  if (auto f = t.get("from")) {
+    s.from_pos = p.pos(*f);
+    if (!f->is_string()) p.fail(*f, where + ".from", "must be the name of another stage");
+    s.from = *f->value<std::string>();
+    if (!stages.contains(s.from)) {
+      std::vector<std::string> names;
+      for (const auto& [n, x] : stages) names.emplace_back(n.str());
+      p.fail(*f, where + ".from", fmt::format("stage '{}' does not exist{}", s.from, did_you_mean(s.from, names)));
     }
   }
-
-  add_seed_axis(meta->get("seeds"), ex, p);
-  check_job_sets_against_grid(ex);
-
-  auto* stages = doc["stage"].as_table();
-  if (!stages || stages->empty()) throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
-  std::vector<Stage> unordered;
-  for (const auto& [k, v] : *stages) {
-    Stage s;
-    s.name = std::string(k.str());
-    s.pos = p.pos(v);
-    const std::string where = "stage." + s.name;
-    if (!v.is_table()) p.fail(v, where, "must be a table");
-    const auto& t = *v.as_table();
-    if (auto f = t.get("from")) {
-      s.from_pos = p.pos(*f);
-      if (!f->is_string()) p.fail(*f, where + ".from", "must be the name of another stage");
-      s.from = *f->value<std::string>();
-      if (!stages->contains(s.from)) {
-        std::vector<std::string> names;
-        for (const auto& [n, x] : *stages) names.emplace_back(n.str());
-        p.fail(*f, where + ".from", fmt::format("stage '{}' does not exist{}", s.from, did_you_mean(s.from, names)));
-      }
-    }
-    if (auto a = t.get("axes")) {
-      s.axes = string_list(*a, where + ".axes", p);
-      s.axes_given = true;
-      for (const auto& name : s.axes)
-        if (std::none_of(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == name; }))
-          p.fail(*a, where + ".axes", fmt::format("'{}' is not an axis of the grid", name));
-      if (ex.seeds > 1 && !s.axes.empty() && std::count(s.axes.begin(), s.axes.end(), "seed") == 0) s.axes.push_back("seed");
-    } else {
-      for (const auto& x : ex.axes) s.axes.push_back(x.name);
-    }
-    if (auto to = t.get("timeout")) {
-      if (!to->is_number() || to->value<double>().value_or(-1) <= 0) p.fail(*to, where + ".timeout", "must be a positive number of seconds");
-      s.timeout_s = *to->value<double>();
-    }
-    p.flatten(t, "", where, s.settings, {"from", "axes", "timeout"});
-    if (ex.seeds > 1 && s.settings.count("seed") && std::count(s.axes.begin(), s.axes.end(), "seed"))
-      throw ExperimentError(fmt::format("{}: {}.seed: experiment.seeds = {} varies the seed of this stage; its own seed would "
-                                        "override every one of them", s.settings.at("seed").pos.str(), where, ex.seeds));
-    unordered.push_back(std::move(s));
+  if (auto a = t.get("axes")) {
+    s.axes = string_list(*a, where + ".axes", p);
+    s.axes_given = true;
+    for (const auto& axis : s.axes)
+      if (std::none_of(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; }))
+        p.fail(*a, where + ".axes", fmt::format("'{}' is not an axis of the grid", axis));
+    if (ex.seeds > 1 && !s.axes.empty() && std::count(s.axes.begin(), s.axes.end(), "seed") == 0) s.axes.push_back("seed");
+  } else {
+    for (const auto& x : ex.axes) s.axes.push_back(x.name);
   }
-  // Dependency order; a cycle is an error naming one of its stages.
+  if (auto to = t.get("timeout")) {
+    if (!to->is_number() || to->value<double>().value_or(-1) <= 0) p.fail(*to, where + ".timeout", "must be a positive number of seconds");
+    s.timeout_s = *to->value<double>();
+  }
+  p.flatten(t, "", where, s.settings, {"from", "axes", "timeout"});
+  if (ex.seeds > 1 && s.settings.count("seed") && std::count(s.axes.begin(), s.axes.end(), "seed"))
+    throw ExperimentError(fmt::format("{}: {}.seed: experiment.seeds = {} varies the seed of this stage; its own seed would "
+                                      "override every one of them", s.settings.at("seed").pos.str(), where, ex.seeds));
+  return s;
+}
+
+// The error for stages that never become placeable: the cycle through the first of them.
+[[noreturn]] void fail_cycle(const std::vector<Stage>& unordered, const std::set<std::string>& placed) {
+  for (const auto& s : unordered) {
+    if (placed.count(s.name)) continue;
+    std::string chain = s.name, at = s.from;
+    std::set<std::string> seen{s.name};
+    while (!at.empty() && !seen.count(at)) {
+      chain += " -> " + at;
+      seen.insert(at);
+      at = std::find_if(unordered.begin(), unordered.end(), [&](const Stage& x) { return x.name == at; })->from;
+    }
+    chain += " -> " + at;
+    throw ExperimentError(fmt::format("{}: stage.{}.from: dependency cycle {}", s.from_pos.str(), s.name, chain));
+  }
+  throw std::logic_error("fail_cycle: every stage was placed");
+}
+
+// The stages in dependency order (a cycle is an error naming one of its stages); a stage varies at least the axes
+// of the stage it starts from.
+void order_stages(const std::vector<Stage>& unordered, Experiment& ex) {
   std::set<std::string> placed;
   while (ex.stages.size() < unordered.size()) {
     bool progress = false;
@@ -615,61 +650,61 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
       placed.insert(s.name);
       progress = true;
     }
-    if (!progress) {
-      for (const auto& s : unordered)
-        if (!placed.count(s.name)) {
-          std::string chain = s.name;
-          std::string at = s.from;
-          std::set<std::string> seen{s.name};
-          while (!at.empty() && !seen.count(at)) {
-            chain += " -> " + at;
-            seen.insert(at);
-            at = std::find_if(unordered.begin(), unordered.end(), [&](const Stage& x) { return x.name == at; })->from;
-          }
-          chain += " -> " + at;
-          throw ExperimentError(fmt::format("{}: stage.{}.from: dependency cycle {}", s.from_pos.str(), s.name, chain));
-        }
-    }
+    if (!progress) fail_cycle(unordered, placed);
   }
-  for (const auto& s : ex.stages)
-    if (!s.from.empty()) {
-      const auto& parent = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& x) { return x.name == s.from; });
-      for (const auto& a : parent.axes)
-        if (std::find(s.axes.begin(), s.axes.end(), a) == s.axes.end())
-          throw ExperimentError(fmt::format("{}: stage.{}.axes: stage '{}' it starts from varies '{}', so this stage must too",
-                                            s.pos.str(), s.name, parent.name, a));
-    }
+  for (const auto& s : ex.stages) {
+    if (s.from.empty()) continue;
+    const auto& parent = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& x) { return x.name == s.from; });
+    for (const auto& a : parent.axes)
+      if (std::find(s.axes.begin(), s.axes.end(), a) == s.axes.end())
+        throw ExperimentError(fmt::format("{}: stage.{}.axes: stage '{}' it starts from varies '{}', so this stage must too", s.pos.str(),
+                                          s.name, parent.name, a));
+  }
+}
 
-  auto rules = [&](const char* section, std::vector<CellRule>& out, bool extra) {
-    if (!doc.contains(section)) return;
-    auto* arr = doc[section].as_array();
-    if (!arr) p.fail(*doc.get(section), section, fmt::format("must be written [[{}]]", section));
-    for (size_t i = 0; i < arr->size(); ++i) {
-      auto* t = arr->get(i)->as_table();
-      if (!t) p.fail(*arr->get(i), section, fmt::format("must be written [[{}]]", section));
-      auto r = read_rule(*t, fmt::format("{}[{}]", section, i), ex, p, extra);
-      if (!extra && about_left_out_value(r, ex)) continue;  // it matches no cell of the subset
-      if (!r.stage.empty() && !stages->contains(r.stage)) p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
-      for (const auto& match : r.match) {
-        const auto& [axis, value] = match;
-        const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == match.first; });
-        if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
-          p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
-      }
-      out.push_back(std::move(r));
+const toml::table& read_stages(const toml::table& doc, const Parser& p, Experiment& ex, const std::string& path) {
+  auto* stages = doc["stage"].as_table();
+  if (!stages || stages->empty()) throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
+  std::vector<Stage> unordered;
+  for (const auto& [k, v] : *stages) unordered.push_back(read_stage(std::string(k.str()), v, *stages, p, ex));
+  order_stages(unordered, ex);
+  return *stages;
+}
+
+// [[not_applicable]], [[exclude]] or [[cell]] (`extra`): rules matching cells by axis values.
+void read_rules(const toml::table& doc, const char* section, const toml::table& stages, const Parser& p, Experiment& ex,
+                std::vector<CellRule>& out, bool extra) {
+  if (!doc.contains(section)) return;
+  auto* arr = doc[section].as_array();
+  if (!arr) p.fail(*doc.get(section), section, fmt::format("must be written [[{}]]", section));
+  for (size_t i = 0; i < arr->size(); ++i) {
+    auto* t = arr->get(i)->as_table();
+    if (!t) p.fail(*arr->get(i), section, fmt::format("must be written [[{}]]", section));
+    auto r = read_rule(*t, fmt::format("{}[{}]", section, i), ex, p, extra);
+    if (!extra && about_left_out_value(r, ex)) continue;  // it matches no cell of the subset
+    if (!r.stage.empty() && !stages.contains(r.stage))
+      p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
+    for (const auto& [axis, value] : r.match) {
+      const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
+      if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
+        p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
     }
-  };
-  rules("not_applicable", ex.not_applicable, false);
-  rules("exclude", ex.exclude, false);
-  rules("cell", ex.extra_cells, true);
+    out.push_back(std::move(r));
+  }
+}
+
+void read_cell_rules(const toml::table& doc, const toml::table& stages, const Parser& p, Experiment& ex) {
+  read_rules(doc, "not_applicable", stages, p, ex, ex.not_applicable, false);
+  read_rules(doc, "exclude", stages, p, ex, ex.exclude, false);
+  read_rules(doc, "cell", stages, p, ex, ex.extra_cells, true);
   for (size_t i = 0; i < ex.extra_cells.size(); ++i)
     if (ex.extra_cells[i].stage.empty())
       throw ExperimentError(fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
+}
 
-  if (auto* e = doc.get("executor")) ex.executor = parse_executor(*e, p);
-
-  // [table], [[plot]] and [published] belong to the analysis commands, which check them; keep where each key was
-  // written.
+// [table], [[plot]] and [published] belong to the analysis commands, which check them; keep where each key was
+// written.
+void read_analysis_sections(const toml::table& doc, const Parser& p, Experiment& ex) {
   std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n, const std::string& key) {
     ex.analysis_pos[key] = p.pos(n);
     if (auto* t = n.as_table())
@@ -692,6 +727,33 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
     ex.published = p.to_json(*pub, "published");
     remember(*pub, "published");
   }
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets) {
+  Parser p(path);
+  auto doc = parse_file(path);
+  const auto written = grid_order(doc, p);
+  Experiment ex;
+  ex.written_axes = written_axis_values(doc, p);
+  apply_profile(doc, profile, p);
+  apply_sets(doc, sets, p, ex);
+  ex.file = path;
+  ex.sets = sets;
+  check_sections(doc, p, ex);
+  const auto& meta = read_meta(doc, p, ex, path);
+  if (auto* d = doc["defaults"].as_table()) p.flatten(*d, "", "defaults", ex.defaults);
+  // Grid axes, then presets, so that stages and rules can be checked against them.
+  read_grid(doc, p, ex, written);
+  read_presets(doc, p, ex);
+  resolve_axis_keys(ex, read_axis_keys(doc, p, ex));
+  add_seed_axis(meta.get("seeds"), ex, p);
+  check_job_sets_against_grid(ex);
+  const auto& stages = read_stages(doc, p, ex, path);
+  read_cell_rules(doc, stages, p, ex);
+  if (auto* e = doc.get("executor")) ex.executor = parse_executor(*e, p);
+  read_analysis_sections(doc, p, ex);
   return ex;
 }
 

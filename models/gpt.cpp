@@ -4,19 +4,9 @@
 
 #include <cmath>
 
-#include "models/base_conv.h"
 #include "models/mixers.h"
 
 namespace fwlab {
-
-std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg) {
-  if (spec.kind == "softmax") return std::make_shared<SoftmaxAttention>(cfg, 0);
-  if (spec.kind == "local") return std::make_shared<SoftmaxAttention>(cfg, spec.window);
-  if (spec.kind == "fast_weight") return std::make_shared<FastWeight>(spec, cfg);
-  if (spec.kind == "sru" || spec.kind == "srupp") return std::make_shared<Sru>(spec, cfg);
-  if (spec.kind == "base_conv") return std::make_shared<BaseConv>(spec, cfg);
-  throw ConfigError("kind", fmt::format("unknown mixer kind '{}'", spec.kind));
-}
 
 Block::Block(const MixerSpec& spec, const ModelConfig& cfg)
     : activation_(cfg.activation), gated_(cfg.mlp == "gated"), has_mlp_(cfg.mlp != "none") {

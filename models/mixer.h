@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "contract/model_config.h"
 
@@ -46,7 +48,10 @@ class Mixer : public torch::nn::Module {
   torch::Tensor last_state_;
 };
 
+// The mixer of spec.kind (models/mixer_registry.cpp); ConfigError for a kind it does not hold.
 std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg);
+// The kinds the registry holds (a test binds them to contract/mixer_table.h).
+std::vector<std::string> registered_mixers();
 
 // Linear layers of GPT-2: N(0, 0.02) weights, zero bias. Skipped while a SkipInitialisation lives.
 void init_gpt2_linear(torch::nn::Linear& layer, double std = 0.02);

@@ -1,5 +1,7 @@
 #include "models/trainable.h"
 
+#include "contract/mixer_table.h"
+
 #include <stdexcept>
 
 namespace fwlab {
@@ -27,7 +29,7 @@ bool trains(const std::string& name, const ModelConfig& cfg, const std::string& 
   const bool feature_map = kind == "fast_weight" && starts_with(rest, "phi.");
   if (trainable == "no_feature_maps") return !feature_map;
   if (trainable == "new_mixers") {
-    if (kind == "sru" || kind == "srupp" || kind == "base_conv") return true;
+    if (const auto* row = find_mixer(kind); row && row->all_new) return true;  // sru, srupp, base_conv
     return kind == "fast_weight" && !starts_with(rest, "qkv.") && !starts_with(rest, "o.");
   }
   throw std::invalid_argument("'" + trainable + "' is not all, new_mixers, no_feature_maps or lora");

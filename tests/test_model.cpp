@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "contract/feature_map_table.h"
+#include "contract/mixer_table.h"
 #include "contract/rule_table.h"
 #include "models/distill.h"
 #include "models/feature_maps/feature_map.h"
@@ -312,8 +313,9 @@ TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys an
         "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp, base_conv");
 }
 
-TEST_CASE("every rule and feature map of the tables: registered, and the formulas count what the layer holds", "[model]") {
+TEST_CASE("every rule, feature map and mixer of the tables: registered, and the formulas count what the layer holds", "[model]") {
   CHECK(registered_rules() == rule_names());
+  CHECK(registered_mixers() == mixer_names());
   CHECK(registered_feature_maps() == feature_map_names());
   for (const auto& rule : rule_table())
     for (const auto& map : feature_map_table()) {
