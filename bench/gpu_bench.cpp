@@ -1,18 +1,21 @@
 // The GPU benchmark of issue 13, one run, figures and ratios side by side (JSON lines, then a table):
 //
-// Op level (bf16 inputs, head dim D = 64, m = 32 and 64, T = 1k ... 16k at a fixed number of tokens per batch,
+// Op level (bf16 inputs, head dim D = 64, m = 32 and 64, T = 1k, 4k, 16k at a fixed number of tokens per batch,
 // forward and forward + backward): the chunked CUDA decay kernel; the fused recurrent CUDA twin (fp32, the only
-// precision it has); the libtorch chunked form (fp32: its states follow the input dtype); softmax attention
-// through scaled_dot_product_attention (libtorch >= 2.0; an explicit masked softmax before). Reported: ms, TFLOP/s
+// precision it has); the libtorch chunked form (fp32: its states follow the input dtype); the gated delta rule as
+// fwlab runs it on a GPU today (m = 64: libtorch's per-step loop, fp32, no chunked kernel); softmax attention
+// through scaled_dot_product_attention (libtorch >= 2.0, flash attention where libtorch picks it; an explicit
+// masked softmax before). Reported: ms, TFLOP/s
 // against the stated FLOP count, peak GPU memory, and the memory the reference kernel's approach needs (every S_t
 // and its gradient, fp16: 2 * 2 * B*H*T*D*m bytes).
 //   FLOPs, per head and token: decay forward 4*D*m (state write and read) + C*(m + D) (in-chunk pairs, C = 64);
-//   causal softmax forward 2*T*D (half of QK^T and PV); a backward counts 2x the forward for decay and 2.5x for
+//   gated delta forward 6*D*m (S k, the rank-one update, S q); causal softmax forward 2*T*D (half of QK^T and PV); a backward counts 2x the forward for decay and 2.5x for
 //   softmax (FlashAttention's convention).
 //
 // Model level (bf16 autocast, GPT-2-small sized: 12 layers, d 768, 12 heads): a training step (forward, backward,
 // AdamW) of all-decay m = 32 vs all-softmax at T = 1024 and 4096 with 16k tokens per step: tokens/s and peak
-// memory; and greedy generation per token with 4096 tokens of context (softmax with its KV cache).
+// memory; and greedy generation per token with 4096 and 32768 tokens of context (softmax with its KV cache, filled
+// with random rows rather than generated: bench/timing.h, generation_rate_prefilled).
 //
 //   fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]
 // --smoke: tiny sizes (and the CPU where no GPU is), to check the program itself.
@@ -94,7 +97,7 @@ torch::Tensor causal_softmax(const torch::Tensor& q, const torch::Tensor& k, con
 
 void op_level(const Options& o) {
   const int64_t H = 12, D = 64, C = 64;
-  const std::vector<int64_t> lengths = o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 2048, 4096, 8192, 16384};
+  const std::vector<int64_t> lengths = o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 4096, 16384};
   fmt::print("\n== op level: bf16, H = {}, D = {}, {} tokens per batch ==\n", H, D, o.tokens);
   fmt::print("{:>6} {:>3} {:>24} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms", "TFLOP/s",
              "x chunked", "peak MiB", "all-S_t MiB");
@@ -115,6 +118,7 @@ void op_level(const Options& o) {
         std::string form;
         std::function<torch::Tensor()> forward;
         double fwd_flops, bwd_factor;
+        int repeats = 0;  // 0: the options' repeats
       };
       auto fp32 = [](const torch::Tensor& x) { return x.detach().to(torch::kFloat32).requires_grad_(true); };
       const auto q32 = fp32(q), k32 = fp32(k), v32 = fp32(v);
@@ -124,6 +128,14 @@ void op_level(const Options& o) {
         rows.push_back({"fused recurrent CUDA (fp32)", [&] { return K::decay_recurrence_cuda_fused(q32, k32, v32, log_a, log_b, {}).y; }, decay_fwd_flops, 3.0});
       }
       rows.push_back({"libtorch chunked (fp32)", [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; }, decay_fwd_flops, 3.0});
+      if (m == D) {  // the gated delta rule's head is square in DeltaNet's layer (d_k = d_v)
+        auto unit = [](const torch::Tensor& x) { return torch::nn::functional::normalize(x.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1)).requires_grad_(true); };
+        const auto ku = unit(k32), qu = unit(q32);
+        const auto alpha = torch::sigmoid(torch::randn({B, H, T, 1}, gates) + 3.0).requires_grad_(true);
+        const auto beta = torch::sigmoid(torch::randn({B, H, T, 1}, gates)).requires_grad_(true);
+        rows.push_back({"gated delta loop (fp32)", [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
+                        tokens_heads * 6.0 * D * m, 3.0, 1});
+      }
       const auto qs = rand({B, H, T, D}, bf16), ks = rand({B, H, T, D}, bf16), vs = rand({B, H, T, D}, bf16);
       const bool fused_attention = TORCH_VERSION_MAJOR >= 2 && o.device.is_cuda();
       rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)", [&] { return causal_softmax(qs, ks, vs); },
@@ -131,11 +143,13 @@ void op_level(const Options& o) {
 
       double chunked_ms = 0;
       for (const auto& row : rows) {
-        const auto fwd = measure(o, [&] {
+        Options ro = o;
+        if (row.repeats > 0) ro.repeats = std::min(o.repeats, row.repeats);
+        const auto fwd = measure(ro, [&] {
           torch::NoGradGuard guard;
           row.forward();
         });
-        const auto both = measure(o, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
+        const auto both = measure(ro, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
         if (chunked_ms == 0) chunked_ms = both.ms;
         const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
         fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms, both.ms, tflops,
@@ -160,15 +174,17 @@ ModelConfig gpt2_small(const std::string& mixer, int64_t context, bool smoke) {
 }
 
 void model_level(const Options& o) {
-  const int64_t tokens = o.smoke ? 512 : 16384, gen_context = o.smoke ? 64 : 4096, gen_tokens = o.smoke ? 4 : 32;
+  const int64_t tokens = o.smoke ? 512 : 16384, gen_tokens = o.smoke ? 4 : 32;
+  const std::vector<int64_t> gen_contexts = o.smoke ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{4096, 32768};
   const std::string precision = o.device.is_cuda() ? "bf16" : "fp32";
   fmt::print("\n== model level: GPT-2-small sized, {}, {} tokens per step ==\n", precision, tokens);
-  fmt::print("{:>6} {:>8} {:>12} {:>10} {:>11} {:>16}\n", "T", "mixer", "tokens/s", "x softmax", "peak MiB", "gen ms/token");
+  fmt::print("{:>6} {:>8} {:>12} {:>10} {:>11} {:>16} {:>16}\n", "T", "mixer", "tokens/s", "x softmax", "peak MiB",
+             fmt::format("gen ms/tok @{}", gen_contexts[0]), fmt::format("gen ms/tok @{}", gen_contexts[1]));
   for (const int64_t T : o.smoke ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{1024, 4096}) {
     double softmax_rate = 0;
     for (const std::string mixer : {"softmax", "decay"}) {
       torch::manual_seed(0);
-      GPT model(gpt2_small(mixer, std::max(T, gen_context + gen_tokens), o.smoke));
+      GPT model(gpt2_small(mixer, std::max(T, gen_contexts.back() + gen_tokens), o.smoke));
       model->to(o.device);
       model->train();
       torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(6e-4));
@@ -190,12 +206,14 @@ void model_level(const Options& o) {
       const double rate = static_cast<double>(B * T) / (train.ms * 1e-3);
       if (mixer == "softmax") softmax_rate = rate;
       model->eval();
-      const double gen_rate = T == 1024 || o.smoke ? bench::generation_rate(model, gen_context, gen_tokens, [&] { wait_device(o.device); }) : 0;
-      fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16.3f}\n", T, mixer, rate, rate / softmax_rate,
-                 train.peak < 0 ? -1.0 : train.peak / double(1 << 20), gen_rate > 0 ? 1e3 / gen_rate : 0.0);
+      std::vector<double> gen_ms(gen_contexts.size(), 0.0);  // once per mixer: at the first T
+      for (size_t i = 0; i < gen_contexts.size() && (T == 1024 || o.smoke); ++i)
+        gen_ms[i] = 1e3 / bench::generation_rate_prefilled(model, gen_contexts[i], gen_tokens, [&] { wait_device(o.device); });
+      fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16.3f} {:>16.3f}\n", T, mixer, rate, rate / softmax_rate,
+                 train.peak < 0 ? -1.0 : train.peak / double(1 << 20), gen_ms[0], gen_ms[1]);
       fmt::print("{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, \"peak_bytes\": {}, "
-                 "\"generation_context\": {}, \"generation_ms_per_token\": {:.4f}}}\n",
-                 T, mixer, B, rate, train.peak, gen_context, gen_rate > 0 ? 1e3 / gen_rate : 0.0);
+                 "\"generation_ms_per_token\": {{\"{}\": {:.4f}, \"{}\": {:.4f}}}}}\n",
+                 T, mixer, B, rate, train.peak, gen_contexts[0], gen_ms[0], gen_contexts[1], gen_ms[1]);
     }
   }
 }

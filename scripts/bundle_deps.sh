@@ -20,7 +20,8 @@
 #
 # What the bundle is (all from `apt-get download` + `dpkg -x`, nothing installed on this machine):
 #  - headers + CMake/pkg-config files of fmt, nlohmann_json, simdjson, SQLite3, TOML++, CLI11, Catch2 2.x, ICU,
-#    OpenSSL, and Boost.Process's headers (the transitive #include closure of the Boost headers fwlab includes,
+#    OpenSSL, SentencePiece, cpp-httplib (with Brotli; zlib is the host's), pkgconf (bin/, for hosts without
+#    pkg-config), and Boost.Process's headers (the transitive #include closure of the Boost headers fwlab includes,
 #    conservative: every #include line whatever its #if, plus all of boost/mpl and boost/preprocessor, whose
 #    headers are reached through macro-built file names: ~3 MB compressed instead of 16 MB for all of Boost;
 #    fwlab uses no Boost library binary and no find_package(Boost), so Boost's CMake files are left out);
@@ -31,7 +32,8 @@
 #    std::string, and PyTorch's pip wheels before 2.7 are (mostly) built with _GLIBCXX_USE_CXX11_ABI=0, which
 #    fwlab applies to every target: Debian's libfmt.so and libCatch2WithMain.a would not link with it, and
 #    libtomlplusplus.so would link and then read another std::string layout (toml::table holds std::string keys).
-#    What stays compiled (simdjson, ICU's C API, OpenSSL, SQLite) does not pass std::string to fwlab.
+#    What stays compiled (simdjson, ICU's C API, OpenSSL, SQLite) does not pass std::string to fwlab; SentencePiece
+#    and cpp-httplib do, so with a pre-2.7 PyTorch (ABI 0) the worker and cli do not link against the bundle.
 #  - Relocatable: library symlinks are relative (checked), .pc files say prefix=${pcfiledir}/../.. and the CMake
 #    files compute the prefix from their own location (Debian's "/usr move" blocks removed); OpenSSL's multiarch
 #    headers (include/x86_64-linux-gnu/openssl) are merged into include/openssl, where any compiler finds them.
@@ -76,7 +78,8 @@ check_bundle() {
   local dangling; dangling=$(find "$dir" -xtype l -printf '%P\n')
   [ -z "$dangling" ] || bad "dangling symlinks: $dangling"
   for f in fmt/format.h fmt/ranges.h nlohmann/json.hpp simdjson.h sqlite3.h toml++/toml.h boost/process.hpp \
-           boost/process/extend.hpp CLI/CLI.hpp catch2/catch.hpp unicode/uchar.h openssl/evp.h openssl/configuration.h; do
+           boost/process/extend.hpp CLI/CLI.hpp catch2/catch.hpp unicode/uchar.h openssl/evp.h openssl/configuration.h \
+           sentencepiece_processor.h httplib.h; do
     [ -f "$dir/include/$f" ] || bad "missing include/$f"
   done
   for f in libsimdjson.so libsqlite3.so libicuuc.so libicudata.so libcrypto.so; do
@@ -92,7 +95,7 @@ check_bundle() {
     local so need
     while IFS= read -r so; do
       for need in $(readelf -d "$so" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-        case $need in libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) ;;
+        case $need in libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*|libz.so.1) ;;  # zlib: every host has one
           *) [ -e "$dir/lib/$arch/$need" ] || bad "${so##*/} needs $need, not in the bundle"
              [[ $(readelf -d "$so") == *'PATH)'*'$ORIGIN'* ]] || bad "${so##*/} needs $need but has no RUNPATH \$ORIGIN" ;;
         esac
@@ -297,7 +300,7 @@ make_bundle() {
   local boost_pkg=${FWLAB_BUNDLE_BOOST_PKG:-$(apt-cache search --names-only '^libboost1\.[0-9]+-dev$' | awk '{print $1}' | sort -V | tail -1)}
   [ -n "$boost_pkg" ] || die "no libboost1.XX-dev package known to apt"
   local dev_pkgs=(libfmt-dev nlohmann-json3-dev libsimdjson-dev libsqlite3-dev libtomlplusplus-dev libcli11-dev catch2
-                  libicu-dev libssl-dev "$boost_pkg")
+                  libicu-dev libssl-dev libsentencepiece-dev libcpp-httplib-dev libbrotli-dev "$boost_pkg")
   local header_only_runtime='^(libfmt[0-9]+|libtomlplusplus[0-9]+)$'  # made header-only below: their .so is not needed
   local specs=() p v dep
   for p in "${dev_pkgs[@]}"; do
@@ -311,13 +314,15 @@ make_bundle() {
   done
   local patchelf; patchelf=$(command -v patchelf || true)
   [ -n "$patchelf" ] || specs+=("patchelf=$(candidate patchelf)")
+  specs+=("pkgconf-bin=$(candidate pkgconf-bin)" "libpkgconf3=$(candidate libpkgconf3)")  # the worker's and cli's pkg_check_modules
   echo "bundle_deps: downloading ${specs[*]}"
   local sandbox=(); [ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
   (cd "$work/debs" && apt-get download -q "${sandbox[@]}" "${specs[@]}" >"$work/download.log" 2>&1) ||
     { cat "$work/download.log"; die "apt-get download failed"; }
   local deb
   for deb in "$work"/debs/*.deb; do
-    case ${deb##*/} in patchelf_*) dpkg -x "$deb" "$work/tools" ;; *) dpkg -x "$deb" "$work/root" ;; esac
+    case ${deb##*/} in patchelf_*) dpkg -x "$deb" "$work/tools" ;; pkgconf-bin_*|libpkgconf3_*) dpkg -x "$deb" "$work/pkgconf" ;;
+                       *) dpkg -x "$deb" "$work/root" ;; esac
   done
   [ -n "$patchelf" ] || patchelf=$work/tools/usr/bin/patchelf
 
@@ -337,6 +342,13 @@ make_bundle() {
          "$pre/lib/$arch/engines-3" "$pre/lib/$arch/ossl-modules" "$pre/lib/$arch"/cmake/Boost* "$pre/lib/$arch"/cmake/boost*
   find "$pre/lib" -name '*.a' -delete
   rm -f "$pre/lib/$arch"/libfmt.so* "$pre/lib/$arch"/libtomlplusplus.so*
+  # pkgconf, for hosts without pkg-config (fwlab-deps.cmake points FindPkgConfig at it), finding its library next door.
+  mkdir -p "$pre/bin"
+  cp "$work/pkgconf/usr/bin/pkgconf" "$pre/bin/"
+  cp -a "$work/pkgconf/usr/lib/$arch"/libpkgconf.so.* "$pre/lib/$arch/"
+  "$patchelf" --set-rpath "\$ORIGIN/../lib/$arch" "$pre/bin/pkgconf"
+  # cpp-httplib's zlib: the host's libz.so.1 (every glibc system has one); zlib1g-dev's symlink points outside /usr.
+  sed -i -E 's/, *zlib//' "$pre/lib/$arch/pkgconfig/cpp-httplib.pc"
 
   # OpenSSL's multiarch headers into include/openssl, where a compiler without Debian's multiarch paths finds them.
   if [ -d "$pre/include/$arch/openssl" ]; then
@@ -478,6 +490,11 @@ endif()
 set(ICU_ROOT "\${FWLAB_DEPS_ROOT}")
 set(OPENSSL_ROOT_DIR "\${FWLAB_DEPS_ROOT}")
 set(SQLite3_ROOT "\${FWLAB_DEPS_ROOT}")
+# pkg_check_modules (SentencePiece, cpp-httplib): the bundle's pkgconf and .pc files, whatever the host has.
+if(NOT PKG_CONFIG_EXECUTABLE)
+  set(PKG_CONFIG_EXECUTABLE "\${FWLAB_DEPS_ROOT}/bin/pkgconf" CACHE FILEPATH "pkg-config (fwlab-deps)")
+endif()
+set(ENV{PKG_CONFIG_PATH} "\${FWLAB_DEPS_ROOT}/lib/x86_64-linux-gnu/pkgconfig:\${FWLAB_DEPS_ROOT}/share/pkgconfig:\$ENV{PKG_CONFIG_PATH}")
 include_directories(SYSTEM "\${FWLAB_DEPS_ROOT}/include")
 
 # The bundled libraries need glibc >= $2 and $3 / $4 (GCC 12's libstdc++): say so now rather than as an

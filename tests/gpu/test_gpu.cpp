@@ -8,7 +8,11 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <dlfcn.h>
+
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #if defined(FWLAB_TORCH_CUDA)  // a CUDA libtorch: its streams (kernels/CMakeLists.txt defines it)
@@ -171,6 +175,7 @@ TEST_CASE("GPU: a hybrid model's parallel logits == its step-by-step logits on C
   auto cfg = test::small_config(MixerSpec{}, 4, 16);
   cfg.layers = {test::fw("decay", "identity", "none", 16), test::fw("gated", "elu1", "attn", 16), MixerSpec{}, test::fw("delta", "relu", "attn", 8)};
   cfg.layers[2].kind = "softmax";
+  cfg.context = 96;  // 90 steps, past a chunk boundary of the decay kernel
   GPT model(cfg);
   model->to(torch::kCUDA);
   model->eval();
@@ -219,6 +224,21 @@ TEST_CASE("GPU: a short worker run on CUDA follows the CPU run's loss curve", "[
   }
 }
 
+// The signals whose handler a library installed, and where that handler lives. The first run on an H100 (results/gpu)
+// crashed this binary with a call through address 0 right after the worker test's child process ran (popen); a
+// SIGCHLD handler left behind by a library is one explanation this list confirms or rules out on the next run.
+void print_signal_handlers() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa {};
+    if (sigaction(sig, nullptr, &sa) != 0) continue;
+    void* handler = (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(sa.sa_sigaction) : reinterpret_cast<void*>(sa.sa_handler);
+    if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN)) continue;
+    Dl_info info{};
+    const bool known = handler != nullptr && dladdr(handler, &info) != 0 && info.dli_fname != nullptr;
+    std::printf("signal %d (%s): handler %p in %s\n", sig, strsignal(sig), handler, known ? info.dli_fname : "(no library)");
+  }
+}
+
 int main(int argc, char** argv) {
   if (!K::cuda_kernels_built()) {
     std::puts("skipped: fwlab was built without its CUDA kernels (no nvcc found when configuring; see cmake/cuda.cmake)");
@@ -229,5 +249,7 @@ int main(int argc, char** argv) {
                                                : "skipped: libtorch cannot use the CUDA device");
     return 77;
   }
+  torch::ones({1}, torch::kCUDA).sum().item<float>();  // libtorch's CUDA libraries loaded and initialised first
+  print_signal_handlers();
   return Catch::Session().run(argc, argv);
 }
