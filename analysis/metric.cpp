@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "contract/eval_task.h"
+#include "contract/evaluation/eval_task.h"
 
 namespace fwlab {
 
@@ -55,7 +55,7 @@ Metric parse_metric(const std::string& name) {
     if (m.field.empty()) fail();
     return m;
   }
-  if (name.rfind("task:", 0) == 0) {  // an evaluation task's metric (contract/eval_task.h)
+  if (name.rfind("task:", 0) == 0) {  // an evaluation task's metric (contract/evaluation/eval_task.h)
     m.source = Metric::Source::Task;
     m.key = name.substr(5);
     if (const auto dot = m.key.find('.'); dot != std::string::npos) m.field = m.key.substr(dot + 1), m.key.resize(dot);

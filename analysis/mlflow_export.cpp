@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "harness/plan.h"
 
 namespace fwlab {

@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "analysis/table.h"
-#include "contract/job_status.h"
+#include "contract/job/job_status.h"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <set>
 
-#include "contract/job_status.h"
+#include "contract/job/job_status.h"
 
 namespace fwlab {
 

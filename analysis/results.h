@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/job_status.h"
+#include "contract/job/job_status.h"
 #include "harness/db.h"
 #include "harness/experiment.h"
 #include "harness/plan.h"
@@ -42,7 +42,7 @@ struct JobRecord {
   std::string cause, reason;
   std::vector<EvalRow> evals;  // by split, step
   std::optional<DivergenceRow> divergence;
-  // Its `kernel_fallback` events (contract/events.h: a custom kernel failed its first-use check), as recorded.
+  // Its `kernel_fallback` events (contract/job/events.h: a custom kernel failed its first-use check), as recorded.
   std::vector<nlohmann::json> kernel_fallbacks;
 
   const std::string& id() const { return planned.id; }

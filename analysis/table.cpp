@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "contract/mqar_spec.h"
-#include "contract/retrieval_spec.h"
+#include "contract/job/mqar_settings.h"
+#include "contract/job/retrieval_settings.h"
 
 namespace fwlab {
 

@@ -14,7 +14,7 @@
 #include "kernels/memory_policy.h"
 #include "models/convert.h"
 #include "models/generate.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 
 using namespace fwlab;
 using fwlab::bench::generation_rate;

@@ -14,7 +14,7 @@
 #include "bench/timing.h"
 #include "kernels/kernel_guard.h"
 #include "models/gpt.h"
-#include "worker/mqar.h"
+#include "text/batches/mqar.h"
 
 using namespace fwlab;
 

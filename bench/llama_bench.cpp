@@ -23,10 +23,10 @@
 
 #include "kernels/blas_core.h"
 #include "bench/timing.h"
-#include "contract/hf_family.h"
+#include "contract/formats/hf/family.h"
 #include "kernels/kernel_guard.h"
 #include "models/checkpoint.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 
 using namespace fwlab;
 namespace fs = std::filesystem;

@@ -1,13 +1,13 @@
 // `fwlab bleu HYP REF`: corpus BLEU of a file of translations against a file of references, one segment a line,
-// both ways fwlab reports it (contract/bleu.h): sacreBLEU's detokenized BLEU with its signature, and the seed
+// both ways fwlab reports it (contract/evaluation/bleu.h): sacreBLEU's detokenized BLEU with its signature, and the seed
 // papers' tokenized BLEU.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "contract/bleu.h"
-#include "contract/parallel_corpus.h"
+#include "contract/evaluation/bleu.h"
+#include "contract/formats/parallel_corpus.h"
 
 namespace fwlab::cli {
 

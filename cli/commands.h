@@ -29,7 +29,7 @@ int cmd_query(const std::string& sql, const std::string& format, const Common& c
 // `curve`: print (or, with `out`, write) one whole series as CSV instead of the job's summary.
 int cmd_show(const std::string& prefix, const std::string& curve, const std::string& out, const Common& c);
 int cmd_diff(const std::string& first, const std::string& second, const Common& c);
-// Corpus BLEU of HYP against REF, both ways (contract/bleu.h); `format`: text or json.
+// Corpus BLEU of HYP against REF, both ways (contract/evaluation/bleu.h); `format`: text or json.
 int cmd_bleu(const std::string& hypotheses, const std::string& references, const std::string& format);
 
 struct SiteOptions {

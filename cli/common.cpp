@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 
 namespace fwlab::cli {
 

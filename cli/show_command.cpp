@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "contract/did_you_mean.h"
+#include "contract/job/did_you_mean.h"
 #include "harness/plan.h"
 
 namespace fwlab::cli {

@@ -11,7 +11,7 @@
 #include "analysis/html.h"
 #include "analysis/site.h"
 #include "cli/commands.h"
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "contract/version.h"
 
 namespace fwlab::cli {

@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/planning.h"
-#include "contract/job_status.h"
+#include "contract/job/job_status.h"
 #include "harness/slurm_launcher.h"
 #include "harness/store.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/did_you_mean.h"
+#include "contract/job/did_you_mean.h"
 
 namespace fwlab::cli {
 

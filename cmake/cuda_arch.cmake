@@ -5,7 +5,7 @@
 # runs PyTorch's Caffe2/public/cuda.cmake, which sets CMAKE_CUDA_ARCHITECTURES OFF and appends its own
 # "-gencode arch=compute_XX,code=sm_XX" flags (from TORCH_CUDA_ARCH_LIST, or detection) to CMAKE_CUDA_FLAGS, so
 # cmake/cuda.cmake's sm_80/sm_90 default no longer applies. Where neither gives an architecture, nvcc's own default
-# applies (sm_75 for CUDA 13, sm_52 for CUDA 11 and 12), and kernels/cuda/decay_chunks.h takes its WMMA bf16
+# applies (sm_75 for CUDA 13, sm_52 for CUDA 11 and 12), and kernels/decay/cuda/chunks.h takes its WMMA bf16
 # path only under __CUDA_ARCH__ >= 800: such a build would silently run the scalar loops.
 #
 # Architectures are kept as tokens: sm_XX (device code for that GPU) and compute_XX (PTX, JIT-compiled on that GPU
@@ -164,7 +164,7 @@ function(fwlab_cuda_tensor_core_error out tokens source)
     string(REPLACE ";" " " shown "${tokens}")
     string(CONCAT message
       "fwlab: the CUDA kernels would be built for ${shown} (${source}), and none of these is sm_80 or newer: "
-      "kernels/cuda/decay_chunks.h takes its tensor-core (WMMA bf16) path only under __CUDA_ARCH__ >= 800, so they "
+      "kernels/decay/cuda/chunks.h takes its tensor-core (WMMA bf16) path only under __CUDA_ARCH__ >= 800, so they "
       "would silently run the scalar loops. Ask for an Ampere-or-newer architecture: with a CUDA libtorch (whose "
       "cuda.cmake sets CMAKE_CUDA_ARCHITECTURES OFF and passes -gencode flags) TORCH_CUDA_ARCH_LIST=\"8.0;9.0\" "
       "(environment, or -DTORCH_CUDA_ARCH_LIST=\"8.0;9.0\"); otherwise -DCMAKE_CUDA_ARCHITECTURES=\"80;90\". "

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/did_you_mean.h"
+#include "contract/job/did_you_mean.h"
 
 namespace fwlab {
 

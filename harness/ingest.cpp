@@ -1,6 +1,6 @@
 #include "harness/ingest.h"
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 
 #include <cmath>
 #include <filesystem>

@@ -10,7 +10,7 @@
 #include <boost/process/extend.hpp>
 #include <filesystem>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 
 namespace fwlab {
 

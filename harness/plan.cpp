@@ -9,12 +9,12 @@
 #include <optional>
 #include <set>
 
-#include "contract/file_identity.h"
-#include "contract/hf_checkpoint.h"
-#include "contract/safetensors_header.h"
-#include "contract/inputs.h"
-#include "contract/job_spec.h"
-#include "contract/model_dtype.h"
+#include "contract/job/file_identity.h"
+#include "contract/formats/hf/checkpoint.h"
+#include "contract/formats/safetensors_header.h"
+#include "contract/job/inputs.h"
+#include "contract/job/job_spec.h"
+#include "contract/job/model_dtype.h"
 
 namespace fwlab {
 

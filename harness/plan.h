@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "harness/experiment.h"
-#include "contract/file_identity.h"
-#include "contract/model_config.h"
+#include "contract/job/file_identity.h"
+#include "contract/model/model_config.h"
 #include "contract/version.h"
 
 namespace fwlab {

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "harness/ingest.h"
 #include "harness/sweep_log.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "harness/launcher.h"
 #include "harness/plan.h"
 #include "harness/store.h"

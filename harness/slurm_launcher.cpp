@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 
 namespace fwlab {
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "harness/ingest.h"
 
 namespace fwlab {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/job_status.h"
+#include "contract/job/job_status.h"
 #include "harness/db.h"
 #include "harness/plan.h"
 

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "contract/duration_text.h"
-#include "contract/events.h"
+#include "contract/job/duration_text.h"
+#include "contract/job/events.h"
 
 namespace fwlab {
 

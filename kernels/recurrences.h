@@ -31,14 +31,14 @@ RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Ten
 RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& log_a, const torch::Tensor& log_b,
                                         const torch::Tensor& state0);
-// The same recurrence through the fused recurrent CUDA kernel (kernels/cuda/decay_fused.h), the GPU twin of the
+// The same recurrence through the fused recurrent CUDA kernel (kernels/decay/cuda/fused.h), the GPU twin of the
 // fused CPU kernel, with the same memory-lean backward; CUDA float32 / float64 tensors, M <= 128, libtorch's
 // default stream. Throws where fwlab was built without CUDA (cuda_kernels_built() says which).
 RecurrenceResult decay_recurrence_cuda_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const torch::Tensor& log_a, const torch::Tensor& log_b,
                                              const torch::Tensor& state0);
 bool cuda_kernels_built();
-// The same recurrence through the chunked CUDA kernel (kernels/cuda/decay_chunks.h): chunks of 64 steps whose
+// The same recurrence through the chunked CUDA kernel (kernels/decay/cuda/chunks.h): chunks of 64 steps whose
 // products run on tensor cores for bfloat16 / float16 inputs (fp32 accumulation), states, gates and their sums in
 // fp32 (fp64 for fp64 inputs); the backward recomputes the chunk-start states instead of keeping any S_t. q, k, v
 // share a dtype (k and v are cast to q's); the final state is fp32 (fp64). Throws without a CUDA build.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "models/gpt.h"
-#include "contract/safetensors_header.h"
+#include "contract/formats/safetensors_header.h"
 
 namespace fwlab {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "contract/rule_table.h"
+#include "contract/model/rule_table.h"
 #include "models/mixers.h"
 #include "models/rules/kernel_families.h"
 
@@ -15,7 +15,7 @@ namespace {
 // RMSNorm's epsilon in fla's DeltaNet and GatedDeltaNet layers (norm_eps).
 constexpr double kOutNormEps = 1e-5;
 
-// Chunk length of the parallel form: the spec's, or the rule's default (contract/rule_table.cpp).
+// Chunk length of the parallel form: the spec's, or the rule's default (contract/model/rule_table.cpp).
 int64_t chunk_of(const MixerSpec& spec) { return spec.chunk > 0 ? spec.chunk : find_rule(spec.rule)->default_chunk; }
 
 // Softmax attention of q over the last `window` keys, [B, H, T, hd]. With a state, the keys and values of up to

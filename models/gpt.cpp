@@ -53,7 +53,7 @@ torch::Tensor Block::step(const torch::Tensor& x, MixerState& state) {
 GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
   if (cfg_.encoder_decoder())
-    throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq.h), not a GPT");
+    throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq/seq2seq.h), not a GPT");
   wte = register_module("wte", embedding_layer(cfg.vocab, cfg.d_model));
   if (cfg.positions == "learned") wpe = register_module("wpe", embedding_layer(cfg.context, cfg.d_model));
   if (!SkipInitialisation::active()) {

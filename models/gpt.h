@@ -1,6 +1,6 @@
 // A pre-norm decoder whose token mixer is chosen per layer. GPT-2's parts by default (learned position embeddings,
 // LayerNorm, GELU MLP, output projection tied to the token embedding, dropout); the model options of
-// contract/model_config.h give Llama's (rotary positions in the mixers, RMSNorm, SwiGLU, grouped-query heads, an
+// contract/model/model_config.h give Llama's (rotary positions in the mixers, RMSNorm, SwiGLU, grouped-query heads, an
 // untied head), in the same module tree so that every mixer and conversion method works in either block.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include "models/block_norm.h"
 #include "models/dropout.h"
 #include "models/mixer.h"
-#include "contract/model_config.h"
+#include "contract/model/model_config.h"
 
 namespace fwlab {
 

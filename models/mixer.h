@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/model_config.h"
+#include "contract/model/model_config.h"
 
 namespace fwlab {
 
@@ -50,7 +50,7 @@ class Mixer : public torch::nn::Module {
 
 // The mixer of spec.kind (models/mixer_registry.cpp); ConfigError for a kind it does not hold.
 std::shared_ptr<Mixer> make_mixer(const MixerSpec& spec, const ModelConfig& cfg);
-// The kinds the registry holds (a test binds them to contract/mixer_table.h).
+// The kinds the registry holds (a test binds them to contract/model/mixer_table.h).
 std::vector<std::string> registered_mixers();
 
 // Linear layers of GPT-2: N(0, 0.02) weights, zero bias. Skipped while a SkipInitialisation lives.

@@ -1,8 +1,8 @@
 // The token mixers fwlab builds, by kind: a new mixer is its files and one line here (and its row in
-// contract/mixer_table.cpp, which a test binds to this list).
+// contract/model/mixer_table.cpp, which a test binds to this list).
 #include <fmt/format.h>
 
-#include "contract/named_rows.h"
+#include "contract/model/named_rows.h"
 #include "models/base_conv.h"
 #include "models/mixers.h"
 

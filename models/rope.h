@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "contract/model_config.h"
+#include "contract/model/model_config.h"
 
 namespace fwlab {
 

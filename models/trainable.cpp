@@ -1,6 +1,6 @@
 #include "models/trainable.h"
 
-#include "contract/mixer_table.h"
+#include "contract/model/mixer_table.h"
 
 #include <stdexcept>
 

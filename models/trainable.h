@@ -1,4 +1,4 @@
-// Parameter groups: which parameters a job trains (train.trainable, contract/job_spec.h). Frozen parameters get
+// Parameter groups: which parameters a job trains (train.trainable, contract/job/job_spec.h). Frozen parameters get
 // requires_grad = false, so the optimizer never sees them and they stay bit-identical.
 #pragma once
 

@@ -1,10 +1,10 @@
-// Beam and greedy search (models/beam_search.h) on toy decoders whose log-probabilities are a deterministic
+// Beam and greedy search (models/seq2seq/beam_search.h) on toy decoders whose log-probabilities are a deterministic
 // function of each row's sentence and whole prefix, so that every answer can be checked without the search: against
 // an enumeration of every output, against an unbatched reference beam search written from fairseq's description,
 // and against each sentence decoded alone.
 // The torch header first, as the build's precompiled header does: glog's CHECK (through torch) would otherwise
 // replace Catch's in a standalone compile.
-#include "models/beam_search.h"
+#include "models/seq2seq/beam_search.h"
 
 #include <catch2/catch.hpp>
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cuda/decay_chunks.h"
+#include "kernels/decay/cuda/chunks.h"
 #include "kernels/recurrences.h"
 #include "tests/gpu/chunked_cases.h"
 #include "tests/test_util.h"

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "tests/test_support.h"
-#include "worker/corpus.h"
-#include "worker/dataset.h"
-#include "worker/mqar.h"
-#include "worker/retrieval.h"
+#include "text/corpora/corpus.h"
+#include "text/corpora/dataset.h"
+#include "text/batches/mqar.h"
+#include "text/batches/retrieval.h"
 
 using namespace fwlab;
 namespace fs = std::filesystem;

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/tasks/tasks.h"
+#include "contract/evaluation/tasks/tasks.h"
 #include "tests/test_support.h"
-#include "worker/passkey.h"
-#include "worker/tokenizer.h"
+#include "text/batches/passkey.h"
+#include "text/tokenizers/tokenizer.h"
 
 using namespace fwlab;
 namespace fs = std::filesystem;

@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/hf_checkpoint.h"
-#include "contract/inputs.h"
+#include "contract/formats/hf/checkpoint.h"
+#include "contract/job/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/generate.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 #include "tests/test_util.h"
 
 using namespace fwlab;

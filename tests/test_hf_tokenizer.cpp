@@ -1,4 +1,4 @@
-// Hugging Face tokenizers (worker/hf_tokenizer.h). Every tokenizer file is made here: tokenizer.json directories
+// Hugging Face tokenizers (text/tokenizers/hf_tokenizer.h). Every tokenizer file is made here: tokenizer.json directories
 // by the independent reference tests/python/hf_tokenizer.py (written from the tokenizers library's sources, not
 // from fwlab's code) or by hand, SentencePiece models by spm_train. Ids must equal the reference's /
 // spm_encode's on each string.
@@ -12,13 +12,13 @@
 #include <random>
 #include <sstream>
 
-#include "contract/inputs.h"
-#include "contract/job_spec.h"
+#include "contract/job/inputs.h"
+#include "contract/job/job_spec.h"
 #include "tests/test_support.h"
-#include "worker/dataset.h"
-#include "worker/hf_tokenizer.h"
-#include "worker/hf_tokenizer_json.h"
-#include "worker/sentencepiece_tokenizer.h"
+#include "text/corpora/dataset.h"
+#include "text/tokenizers/hf_tokenizer.h"
+#include "text/tokenizers/hf_tokenizer_json.h"
+#include "text/tokenizers/sentencepiece_tokenizer.h"
 
 using namespace fwlab;
 using nlohmann::json;

@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "tests/test_support.h"
-#include "contract/events.h"
-#include "contract/job_spec.h"
-#include "contract/model_dtype.h"
+#include "contract/job/events.h"
+#include "contract/job/job_spec.h"
+#include "contract/job/model_dtype.h"
 
 using namespace fwlab;
 

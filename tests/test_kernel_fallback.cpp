@@ -8,7 +8,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "tests/test_support.h"
 
 using namespace fwlab;

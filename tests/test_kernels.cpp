@@ -2,7 +2,7 @@
 // the gradients of every input, for lengths that are and are not multiples of the chunk (segment).
 #include <catch2/catch.hpp>
 
-#include "kernels/cuda/decay_rows.h"
+#include "kernels/decay/cuda/rows.h"
 #include "kernels/recurrences.h"
 #include "tests/test_util.h"
 
@@ -54,7 +54,7 @@ Grads run(const Inputs& in, Form form, const torch::Tensor& gy, const torch::Ten
   return {r.y, r.state, torch::autograd::grad({loss}, in.all())};
 }
 
-// The CUDA kernel's row code (kernels/cuda/decay_rows.h) run on the host, row after row: forward, then the
+// The CUDA kernel's row code (kernels/decay/cuda/rows.h) run on the host, row after row: forward, then the
 // hand-written backward with the same upstream gradients.
 Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs) {
   namespace C = fwlab::cuda;

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/hf_checkpoint.h"
+#include "contract/formats/hf/checkpoint.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/generate.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 #include "tests/test_util.h"
 
 using namespace fwlab;

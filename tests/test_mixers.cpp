@@ -7,8 +7,8 @@
 
 #include <deque>
 
-#include "contract/feature_map_table.h"
-#include "contract/rule_table.h"
+#include "contract/model/feature_map_table.h"
+#include "contract/model/rule_table.h"
 #include "models/base_conv.h"
 #include "models/mixers.h"
 #include "tests/test_util.h"

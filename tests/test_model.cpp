@@ -7,9 +7,9 @@
 
 #include <optional>
 
-#include "contract/feature_map_table.h"
-#include "contract/mixer_table.h"
-#include "contract/rule_table.h"
+#include "contract/model/feature_map_table.h"
+#include "contract/model/mixer_table.h"
+#include "contract/model/rule_table.h"
 #include "models/distill.h"
 #include "models/feature_maps/feature_map.h"
 #include "models/gpt.h"

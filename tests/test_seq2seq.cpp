@@ -1,9 +1,9 @@
-// The encoder-decoder (models/seq2seq.h): its step form against its parallel form, padding that leaks nothing,
+// The encoder-decoder (models/seq2seq/seq2seq.h): its step form against its parallel form, padding that leaks nothing,
 // T2R's fast-weight cross read against the formula written out here, conversion, checkpoint averaging, and the
 // beam search on a real model against an exhaustive search scored by the parallel form.
-#include "models/label_smoothing.h"
-#include "models/seq2seq_io.h"
-#include "models/translate.h"
+#include "models/seq2seq/label_smoothing.h"
+#include "models/seq2seq/seq2seq_io.h"
+#include "models/seq2seq/translate.h"
 #include "tests/test_util.h"
 
 #include <catch2/catch.hpp>

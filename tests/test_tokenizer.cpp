@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "tests/test_support.h"
-#include "worker/corpus.h"
-#include "worker/tokenizer.h"
+#include "text/corpora/corpus.h"
+#include "text/tokenizers/tokenizer.h"
 
 using namespace fwlab;
 

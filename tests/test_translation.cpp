@@ -11,10 +11,10 @@
 #include <random>
 #include <sstream>
 
-#include "contract/bleu.h"
-#include "contract/parallel_corpus.h"
-#include "worker/joint_vocabulary.h"
-#include "worker/sentencepiece_model.h"
+#include "contract/evaluation/bleu.h"
+#include "contract/formats/parallel_corpus.h"
+#include "text/tokenizers/joint_vocabulary.h"
+#include "text/tokenizers/sentencepiece_model.h"
 #include "tests/test_support.h"
 
 using namespace fwlab;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/blas_core.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 
 namespace fwlab::test {
 

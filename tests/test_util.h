@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/model_config.h"
+#include "contract/model/model_config.h"
 #include "tests/test_support.h"
 
 namespace fwlab::test {

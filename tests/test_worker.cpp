@@ -11,8 +11,8 @@
 #include <set>
 
 #include "tests/test_support.h"
-#include "contract/events.h"
-#include "contract/safetensors_header.h"
+#include "contract/job/events.h"
+#include "contract/formats/safetensors_header.h"
 #include "worker/loss_spike.h"
 
 using namespace fwlab;

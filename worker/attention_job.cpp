@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/corpus_files.h"
-#include "contract/inputs.h"
+#include "contract/job/corpus_files.h"
+#include "contract/job/inputs.h"
 #include "models/attention_analysis.h"
-#include "models/hf_checkpoint.h"
-#include "worker/dataset.h"
+#include "models/hf_import.h"
+#include "text/corpora/dataset.h"
 #include "worker/teacher_chain.h"
 #include "worker/trainer.h"
 

@@ -1,5 +1,5 @@
-// Multiple-choice and log-likelihood tasks in lm-eval's semantics (contract/eval_task.h builds the requests).
-#include "contract/corpus_files.h"
+// Multiple-choice and log-likelihood tasks in lm-eval's semantics (contract/evaluation/eval_task.h builds the requests).
+#include "contract/job/corpus_files.h"
 #include "worker/eval_tasks.h"
 #include "worker/loglikelihood.h"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/corpus_files.h"
-#include "worker/dataset.h"
+#include "contract/job/corpus_files.h"
+#include "text/corpora/dataset.h"
 #include "worker/eval_tasks.h"
 #include "worker/trainer.h"
 

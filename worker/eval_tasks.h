@@ -1,4 +1,4 @@
-// The runners of kind = "eval" jobs, one per kind of task adapter (contract/eval_task.h): each scores a model on
+// The runners of kind = "eval" jobs, one per kind of task adapter (contract/evaluation/eval_task.h): each scores a model on
 // one task and returns its metrics and one record per document (or passkey prompt) for JOB/tasks/NAME.jsonl.
 #pragma once
 
@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "contract/eval_task.h"
-#include "contract/job_spec.h"
+#include "contract/evaluation/eval_task.h"
+#include "contract/job/job_spec.h"
 #include "models/gpt.h"
-#include "worker/tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 namespace fwlab {
 

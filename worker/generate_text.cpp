@@ -6,12 +6,12 @@
 #include <memory>
 #include <thread>
 
-#include "contract/hf_checkpoint.h"
-#include "contract/job_status.h"
+#include "contract/formats/hf/checkpoint.h"
+#include "contract/job/job_status.h"
 #include "models/checkpoint.h"
-#include "models/hf_checkpoint.h"
-#include "worker/hf_tokenizer.h"
-#include "worker/tokenizer.h"
+#include "models/hf_import.h"
+#include "text/tokenizers/hf_tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 namespace fwlab {
 
@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The tokenizer a checkpoint was trained with: --tokenizer; else its metadata (fwlab); else, for hf:DIR, the
-// directory's own tokenizer.json / tokenizer.model (worker/hf_tokenizer.h) or its BPE files (Hugging Face's GPT-2
+// directory's own tokenizer.json / tokenizer.model (text/tokenizers/hf_tokenizer.h) or its BPE files (Hugging Face's GPT-2
 // ships vocab.json + merges.txt, the same files as GPT-2's encoder.json + vocab.bpe); else its vocabulary's.
 std::unique_ptr<Tokenizer> tokenizer_for(const GenerateArgs& a, const std::string& repo_root, int64_t vocab) {
   std::string name = a.tokenizer, bpe_dir = a.bpe_dir, encoder, merges;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "contract/inputs.h"
+#include "contract/job/inputs.h"
 #include "models/generate.h"
 #include "worker/trainer.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "models/gpt.h"
-#include "worker/tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 namespace fwlab {
 

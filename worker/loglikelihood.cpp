@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-#include "contract/corpus_files.h"
+#include "contract/job/corpus_files.h"
 
 namespace fwlab {
 

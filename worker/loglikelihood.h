@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "contract/eval_task.h"
+#include "contract/evaluation/eval_task.h"
 #include "models/gpt.h"
-#include "worker/tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 namespace fwlab {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "contract/job_spec.h"
+#include "contract/job/job_spec.h"
 
 namespace fwlab {
 

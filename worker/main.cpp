@@ -14,15 +14,15 @@
 
 #include "kernels/blas_core.h"
 #include "kernels/memory_policy.h"
-#include "contract/safetensors_header.h"
-#include "worker/corpus.h"
+#include "contract/formats/safetensors_header.h"
+#include "text/corpora/corpus.h"
 #include "worker/doctor.h"
 #include "kernels/kernel_guard.h"
-#include "contract/inputs.h"
+#include "contract/job/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
-#include "models/hf_checkpoint.h"
-#include "models/seq2seq_io.h"
+#include "models/hf_import.h"
+#include "models/seq2seq/seq2seq_io.h"
 #include "worker/generate_text.h"
 #include "worker/trainer.h"
 
@@ -165,7 +165,7 @@ int merge_lora_file(const std::string& in, const std::string& out) {
   return 0;
 }
 
-// fwlab-worker average: fairseq's average_checkpoints.py (models/seq2seq_io.h), for any fwlab checkpoints of one model.
+// fwlab-worker average: fairseq's average_checkpoints.py (models/seq2seq/seq2seq_io.h), for any fwlab checkpoints of one model.
 int average_files(const std::vector<std::string>& in, const std::string& out) {
   try {
     average_checkpoints(in, out);

@@ -5,7 +5,7 @@
 #include <torch/torch.h>
 
 #include "models/checkpoint.h"
-#include "contract/job_spec.h"
+#include "contract/job/job_spec.h"
 
 namespace fwlab {
 

@@ -7,9 +7,9 @@
 #include <numeric>
 #include <random>
 
-#include "contract/corpus_files.h"
-#include "contract/parallel_corpus.h"
-#include "worker/joint_vocabulary.h"
+#include "contract/job/corpus_files.h"
+#include "contract/formats/parallel_corpus.h"
+#include "text/tokenizers/joint_vocabulary.h"
 
 namespace fwlab {
 

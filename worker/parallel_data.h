@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "contract/job_spec.h"
-#include "worker/sentencepiece_model.h"
+#include "contract/job/job_spec.h"
+#include "text/tokenizers/sentencepiece_model.h"
 
 namespace fwlab {
 
@@ -26,7 +26,7 @@ struct ParallelData {
   int64_t dropped_train = 0, dropped_valid = 0, truncated_test = 0;
 };
 
-// Ids: 0 pad, 1 unk, 2 bos, 3 eos (worker/joint_vocabulary.h; a user's model must agree, checked by name).
+// Ids: 0 pad, 1 unk, 2 bos, 3 eos (text/tokenizers/joint_vocabulary.h; a user's model must agree, checked by name).
 inline constexpr int64_t kPadId = 0, kBosId = 2, kEosId = 3;
 
 // The vocabulary of a job: data.vocab, or the joint BPE of data.vocab_size (learned and cached on first use).

@@ -1,15 +1,15 @@
-// Passkey accuracy over prompt lengths x depths (worker/passkey.h builds the prompts): 10 greedy tokens, right
+// Passkey accuracy over prompt lengths x depths (text/batches/passkey.h builds the prompts): 10 greedy tokens, right
 // when their first number is the key. Each (length, depth) cell gets `trials` prompts with keys U{1..50000} and
 // filler from its own place in the corpus.
 #include <fmt/format.h>
 
 #include <random>
 
-#include "contract/corpus_files.h"
-#include "worker/dataset.h"
+#include "contract/job/corpus_files.h"
+#include "text/corpora/dataset.h"
 #include "worker/eval_tasks.h"
 #include "worker/greedy_until.h"
-#include "worker/passkey.h"
+#include "text/batches/passkey.h"
 
 namespace fwlab {
 

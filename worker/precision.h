@@ -1,4 +1,4 @@
-// Mixed precision for a training job (train.precision, contract/job_spec.h): autocast around the forward pass and
+// Mixed precision for a training job (train.precision, contract/job/job_spec.h): autocast around the forward pass and
 // dynamic loss scaling for fp16. What stays fp32 is decided where it is computed: autocast's own lists (LayerNorm,
 // softmax and the losses on CUDA), the residual stream (fp32 embeddings plus low-precision mixer outputs promote to
 // fp32), the gates, states and normalisers of the recurrent mixers (kernels/, models/fast_weight.cpp) and the

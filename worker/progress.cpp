@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "contract/duration_text.h"
+#include "contract/job/duration_text.h"
 
 namespace fwlab {
 

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "contract/hf_checkpoint.h"
-#include "contract/inputs.h"
-#include "contract/job_spec.h"
+#include "contract/formats/hf/checkpoint.h"
+#include "contract/job/inputs.h"
+#include "contract/job/job_spec.h"
 
 namespace fwlab {
 

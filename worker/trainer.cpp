@@ -1,8 +1,8 @@
 #include "worker/trainer.h"
 
 #include "contract/version.h"
-#include "worker/mqar.h"
-#include "worker/retrieval.h"
+#include "text/batches/mqar.h"
+#include "text/batches/retrieval.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -24,12 +24,12 @@
 #include "kernels/recurrences.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
-#include "models/hf_checkpoint.h"
+#include "models/hf_import.h"
 #include "models/trainable.h"
 #include "models/distill.h"
 #include "models/transfer.h"
-#include "worker/corpus.h"
-#include "worker/dataset.h"
+#include "text/corpora/corpus.h"
+#include "text/corpora/dataset.h"
 #include "worker/loss_spike.h"
 #include "worker/optimizer.h"
 #include "worker/teacher_chain.h"
@@ -282,7 +282,7 @@ GPT build_model_fp32_or_file(const JobSpec& spec, EventLog* log) {
 GPT build_model(const JobSpec& spec, EventLog* log) {
   torch::manual_seed(spec.seed);
   auto model = build_model_fp32_or_file(spec, log);
-  // A model from scratch has no file: "file" is refused for it (contract/model_dtype.cpp), float32 is its own.
+  // A model from scratch has no file: "file" is refused for it (contract/job/model_dtype.cpp), float32 is its own.
   const auto dtype = compute_dtype(spec.model_dtype, model->wte->weight.scalar_type());
   if (model->wte->weight.scalar_type() != dtype) model->to(dtype);
   fmt::print(stderr, "fwlab-worker: the model computes in {} (model.dtype = {})\n", c10::toString(dtype), spec.model_dtype);

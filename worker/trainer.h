@@ -6,8 +6,8 @@
 
 #include "models/convert.h"
 #include "models/gpt.h"
-#include "contract/events.h"
-#include "contract/job_spec.h"
+#include "contract/job/events.h"
+#include "contract/job/job_spec.h"
 
 namespace fwlab {
 

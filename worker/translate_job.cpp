@@ -9,8 +9,8 @@
 #include <deque>
 #include <filesystem>
 
-#include "models/label_smoothing.h"
-#include "models/seq2seq_io.h"
+#include "models/seq2seq/label_smoothing.h"
+#include "models/seq2seq/seq2seq_io.h"
 #include "worker/optimizer.h"
 #include "worker/trainer.h"
 #include "worker/translate_job.h"

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "contract/events.h"
-#include "contract/job_spec.h"
-#include "models/seq2seq.h"
+#include "contract/job/events.h"
+#include "contract/job/job_spec.h"
+#include "models/seq2seq/seq2seq.h"
 #include "worker/parallel_data.h"
 
 namespace fwlab {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <numeric>
 
-#include "contract/bleu.h"
-#include "models/translate.h"
+#include "contract/evaluation/bleu.h"
+#include "models/seq2seq/translate.h"
 #include "worker/translate_job.h"
 
 namespace fwlab {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "models/seq2seq_io.h"
+#include "models/seq2seq/seq2seq_io.h"
 #include "worker/trainer.h"
 #include "worker/translate_job.h"
 

@@ -1,4 +1,4 @@
-// 16-bit stages for the chunked kernel's host runs (decay_chunks_host.h), so that the host rounds the tensor-core
+// 16-bit stages for the chunked kernel's host runs (kernels/decay/cuda/chunks_host.h), so that the host rounds the tensor-core
 // operands as the GPU does: HostBf16 holds bfloat16 bits (the upper half of a float, rounded to nearest even, as
 // __float2bfloat16); fp16 is the compiler's _Float16 where it has one (GCC and clang on x86-64 and aarch64), whose
 // conversions round to nearest and overflow to infinity like __float2half. Host code only: never on the GPU.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cuda/decay_chunks.h"
+#include "kernels/decay/cuda/chunks.h"
 
 namespace fwlab::cuda {
 

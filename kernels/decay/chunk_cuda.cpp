@@ -1,4 +1,4 @@
-// The autograd binding of the chunked decay kernel (kernels/cuda/decay_chunks.h), with two runners: the CUDA
+// The autograd binding of the chunked decay kernel (kernels/decay/cuda/chunks.h), with two runners: the CUDA
 // kernels, and the same block programs run on the host for CPU tensors (the twin that tests bind to the naive
 // recurrence in float64, so every line of the preparation and of the gates' gradients below is checked too).
 //
@@ -9,16 +9,16 @@
 // gates' gradients follow from the sums without it (flash-linear-attention's identity, here on both sides): with
 // the gates' running sums over the whole sequence, every pair term depends on G_t - G_s, so
 //   dL/dB_t = q_t * dq_t - k_t * dk_t,   dL/dA_t = y_t * dy_t - v_t * dv_t,
-// where the diagonal's terms cancel exactly and are left out (decay_chunks.h),
+// where the diagonal's terms cancel exactly and are left out (kernels/decay/cuda/chunks.h),
 // plus, at the last step, the final state's own term (dS_T * S_T summed over rows / columns), and
 // dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a.
 #include "kernels/recurrences.h"
 
 #if defined(FWLAB_HAVE_CUDA)
-#include "kernels/cuda/decay_chunks_api.h"
+#include "kernels/decay/cuda/chunks_api.h"
 #include "kernels/cuda_stream.h"
 #endif
-#include "kernels/cuda/decay_chunks_host.h"
+#include "kernels/decay/cuda/chunks_host.h"
 #include "kernels/cuda/host_half.h"
 
 namespace fwlab::kernels {
@@ -229,7 +229,7 @@ struct Rounded {
       : q(q_.to(acc)), k(k_.to(q_.scalar_type()).to(acc)), v(v_.to(q_.scalar_type()).to(acc)) {}
 };
 
-// The gates' gradients from the kernel's sums without the diagonal pair (decay_chunks.h says why), dS the final
+// The gates' gradients from the kernel's sums without the diagonal pair (kernels/decay/cuda/chunks.h says why), dS the final
 // state's gradient (undefined: none) and S the final state.
 std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const torch::Tensor& y_off, const torch::Tensor& dy,
                                                        const torch::Tensor& dq_off, const torch::Tensor& dk_off, const torch::Tensor& dv_off,

@@ -1,11 +1,11 @@
-// The autograd binding of the fused recurrent CUDA kernel (kernels/cuda/decay_fused.h). It uses libtorch's
+// The autograd binding of the fused recurrent CUDA kernel (kernels/decay/cuda/fused.h). It uses libtorch's
 // CPU-side API (tensors, data pointers), libtorch's current CUDA stream where libtorch has CUDA (cuda_stream.h)
 // and the kernel's plain C++ API, so it compiles against any libtorch, Debian's CPU build included; without nvcc
 // it is a stub that says so.
 #include "kernels/recurrences.h"
 
 #if defined(FWLAB_HAVE_CUDA)
-#include "kernels/cuda/decay_fused.h"
+#include "kernels/decay/cuda/fused.h"
 #include "kernels/cuda_stream.h"
 #endif
 

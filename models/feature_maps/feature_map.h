@@ -1,5 +1,5 @@
 // Kernel feature maps φ applied per head to queries and keys (NOTES.md, "Feature maps"). Each map's torch-free
-// row (contract/feature_map_table.h) says what it costs and which sizes it takes; the class here computes it. A
+// row (contract/model/feature_map_table.h) says what it costs and which sizes it takes; the class here computes it. A
 // new map is one file here, its row and one line in registry.cpp.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "contract/model_config.h"
+#include "contract/model/model_config.h"
 
 namespace fwlab {
 
@@ -40,7 +40,7 @@ using FeatureMapFactory = std::shared_ptr<FeatureMap> (*)(const MixerSpec& spec,
 
 // The map named by spec.feature_map (models/feature_maps/registry.cpp); throws ConfigError for a name it does not hold.
 std::shared_ptr<FeatureMap> make_feature_map(const MixerSpec& spec, int64_t n_heads, int64_t head_dim);
-// The names the registry holds (a test binds them to contract/feature_map_table.h).
+// The names the registry holds (a test binds them to contract/model/feature_map_table.h).
 std::vector<std::string> registered_feature_maps();
 
 // Per-head x Wᵀ for W [H, n, head_dim], x [B, H, T, head_dim] or [B, H, head_dim].

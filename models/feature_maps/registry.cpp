@@ -1,8 +1,8 @@
 // The feature maps fwlab knows, by name: a new map is its files and one line here (and its row in
-// contract/feature_map_table.cpp, which a test binds to this list).
+// contract/model/feature_map_table.cpp, which a test binds to this list).
 #include <fmt/format.h>
 
-#include "contract/named_rows.h"
+#include "contract/model/named_rows.h"
 #include "models/feature_maps/dpfp.h"
 #include "models/feature_maps/elu1.h"
 #include "models/feature_maps/hedgehog.h"

@@ -1,7 +1,7 @@
 // The additive rule: S_t = S_{t-1} + v_t φ(k_t)ᵀ (Katharopoulos et al. 2020), the decay family without gates.
 #include "models/rules/add.h"
 
-#include "contract/feature_map_table.h"
+#include "contract/model/feature_map_table.h"
 #include "models/rules/kernel_families.h"
 
 namespace fwlab {

@@ -1,4 +1,4 @@
-// The 'delta' update rule (contract/rule_table.h holds its row; registry.cpp registers it).
+// The 'delta' update rule (contract/model/rule_table.h holds its row; registry.cpp registers it).
 #pragma once
 
 #include "models/rules/update_rule.h"

@@ -1,4 +1,4 @@
-// The two recurrence kernel families the update rules run (contract/rule_table.h, KernelFamily): each has a
+// The two recurrence kernel families the update rules run (contract/model/rule_table.h, KernelFamily): each has a
 // parallel and step form (recur) and the coefficients the attention analysis reads.
 #pragma once
 

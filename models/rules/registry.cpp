@@ -1,8 +1,8 @@
 // The update rules fwlab knows, by name: a new rule is its files and one line here (and its row in
-// contract/rule_table.cpp, which a test binds to this list).
+// contract/model/rule_table.cpp, which a test binds to this list).
 #include <fmt/format.h>
 
-#include "contract/named_rows.h"
+#include "contract/model/named_rows.h"
 #include "models/rules/add.h"
 #include "models/rules/decay.h"
 #include "models/rules/delta.h"

@@ -1,4 +1,4 @@
-// One update rule of a fast-weight layer (NOTES: "Update rules"). Its torch-free row (contract/rule_table.h) says
+// One update rule of a fast-weight layer (NOTES: "Update rules"). Its torch-free row (contract/model/rule_table.h) says
 // what it applies to and what it costs; the class here owns the parameters it adds to the layer, turns the layer's
 // features and values into the inputs of its kernel family and runs that family. A new rule is one file here,
 // its row and one line in registry.cpp.
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "contract/rule_table.h"
+#include "contract/model/rule_table.h"
 #include "kernels/recurrences.h"
 #include "models/mixer.h"
 
@@ -56,7 +56,7 @@ using RuleFactory = std::unique_ptr<UpdateRule> (*)(torch::nn::Module& layer, co
 
 // The rule named by spec.rule (models/rules/registry.cpp); throws ConfigError for a name it does not hold.
 std::unique_ptr<UpdateRule> make_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg);
-// The names the registry holds (a test binds them to contract/rule_table.h).
+// The names the registry holds (a test binds them to contract/model/rule_table.h).
 std::vector<std::string> registered_rules();
 
 // [B, T, H*e] -> [B, H, T, e]

@@ -8,11 +8,11 @@
 #include <variant>
 #include <vector>
 
-#include "contract/did_you_mean.h"
-#include "contract/events.h"
-#include "contract/file_identity.h"
+#include "contract/job/did_you_mean.h"
+#include "contract/job/events.h"
+#include "contract/job/file_identity.h"
 #include "harness/experiment.h"
-#include "worker/tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 namespace {
 

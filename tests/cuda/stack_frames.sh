@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 for arch in "$@"; do
-  for file in "$src"/kernels/cuda/*.cu; do
+  for file in "$src"/kernels/cuda/*.cu "$src"/kernels/*/cuda/*.cu; do
     "$nvcc" -I"$src" -O3 -std=c++17 --generate-code="arch=compute_$arch,code=sm_$arch" -Xptxas -v -c "$file" -o "$work/k.o" \
       >"$work/log" 2>&1 || { cat "$work/log"; exit 1; }
     # Lines come in pairs: "Compiling entry function 'NAME' for 'sm_XX'" then "N bytes stack frame, ...".

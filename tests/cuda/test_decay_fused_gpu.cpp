@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/decay_fused.h"
+#include "kernels/decay/cuda/fused.h"
 
 namespace C = fwlab::cuda;
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_target.h"
-#include "worker/tokenizer.h"
+#include "text/tokenizers/tokenizer.h"
 
 using namespace fwlab;
 

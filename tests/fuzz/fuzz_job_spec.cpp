@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/fuzz/fuzz_target.h"
-#include "contract/job_spec.h"
+#include "contract/job/job_spec.h"
 
 using namespace fwlab;
 

@@ -1,8 +1,8 @@
 // The safetensors reader (checkpoint headers) and the model configuration a checkpoint carries.
 #include <nlohmann/json.hpp>
 
-#include "contract/model_config.h"
-#include "contract/safetensors_header.h"
+#include "contract/model/model_config.h"
+#include "contract/formats/safetensors_header.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace fwlab;

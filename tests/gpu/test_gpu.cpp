@@ -21,7 +21,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "contract/events.h"
+#include "contract/job/events.h"
 #include "kernels/recurrences.h"
 #include "models/gpt.h"
 #include "tests/gpu/chunked_cases.h"

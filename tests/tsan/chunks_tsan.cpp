@@ -1,4 +1,4 @@
-// The chunked CUDA kernel's block programs (kernels/cuda/decay_chunks.h) on the host with 8 threads per block, under
+// The chunked CUDA kernel's block programs (kernels/decay/cuda/chunks.h) on the host with 8 threads per block, under
 // ThreadSanitizer (ctest: kernels_host_tsan): every read of a block's shared scratch must be ordered after the write
 // it reads by a barrier, as on the GPU, and TSan reports any that is not. Torch-free, so that TSan sees only this
 // code. Also checks the results: the forward against a plain float64 recurrence, and every output of 8 threads
@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/decay_chunks_host.h"
+#include "kernels/decay/cuda/chunks_host.h"
 
 namespace C = fwlab::cuda;
 
