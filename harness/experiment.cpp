@@ -685,7 +685,8 @@ void read_rules(const toml::table& doc, const char* section, const toml::table& 
     if (!r.stage.empty() && !stages.contains(r.stage))
       p.fail(*t, fmt::format("{}[{}].stage", section, i), fmt::format("stage '{}' does not exist", r.stage));
     for (const auto& [axis, value] : r.match) {
-      const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; });
+      const std::string& name = axis;  // a lambda cannot capture a structured binding before C++20 in clang 14
+      const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == name; });
       if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
         p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
     }

@@ -61,7 +61,7 @@ std::string run_smoke(const test::TempDir& dir, const Expected& e) {
 
 }  // namespace
 
-TEST_CASE("catalog: table1 at the smoke profile, end to end; a re-run does nothing", "[catalog]") {
+TEST_CASE("catalog: table1 at the smoke profile end to end and a re-run does nothing", "[catalog]") {
   test::TempDir dir("table1");
   const auto md = run_smoke(dir, {"table1",
                                   {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |", "| gated_delta (not in the paper) | N/A |", "Reference: softmax teacher (before fine-tuning): ",
@@ -88,7 +88,7 @@ TEST_CASE("catalog: table2 at the smoke profile", "[catalog]") {
   run_smoke(dir, {"table2", {"| model | m | state / sequence | test ppl |", "| Softmax, fine-tuned the same steps (control) | none |", "| Gated | 16 |", "| Decay | 32 |", "| Gated delta (not in the paper) | 32 |"}, {"curves", "vs_m"}});
 }
 
-TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows with the length, decay's does not", "[catalog]") {
+TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows with the length and decay's does not", "[catalog]") {
   test::TempDir dir("fig1");
   run_smoke(dir, {"fig1_generation", {"| Softmax (KV cache) |", "| Delta, m = 32 |", "| Decay, m = 32 |", "| Gated delta, m = 32 (not in the paper) |"}, {"generation"}});
   Db db(dir.file("fwlab.db"), true);
@@ -103,7 +103,7 @@ TEST_CASE("catalog: fig1_generation at the smoke profile: softmax state grows wi
   CHECK(bytes("gated_delta", 256) == bytes("delta", 256));  // the same state: S of head_dim x m per head
 }
 
-TEST_CASE("catalog: t2r_table2 at the smoke profile (translation: BLEU of every decoder, the teacher as the reference)", "[catalog]") {
+TEST_CASE("catalog: t2r_table2 at the smoke profile (translation: BLEU of every decoder with the teacher as the reference)", "[catalog]") {
   test::TempDir dir("t2r_mt");
   run_smoke(dir, {"t2r_table2", {"| model | Random init | Pretrain |", "| T2R (32 / 4) |", "Reference: softmax transformer (teacher): "}, {}});
   Db db(dir.file("fwlab.db"), true);
@@ -129,7 +129,7 @@ TEST_CASE("catalog: sru_iwslt at the smoke profile (an SRU++ encoder-decoder aga
   CHECK(std::abs(params("srupp") - params("transformer")) * 10 < params("transformer"));
 }
 
-TEST_CASE("catalog: t2r_mt_speed at the smoke profile: the softmax decoder's memory grows with the length, T2R's does not", "[catalog]") {
+TEST_CASE("catalog: t2r_mt_speed at the smoke profile: the softmax decoder's memory grows with the length and T2R's does not", "[catalog]") {
   test::TempDir dir("t2r_speed");
   run_smoke(dir, {"t2r_mt_speed", {"| Softmax (KV cache) |", "| T2R (32 / 4) |", "| ELU + 1 (64 / 64) |"}, {"generation"}});
   Db db(dir.file("fwlab.db"), true);
@@ -156,7 +156,7 @@ TEST_CASE("catalog: t2r_feature_size at the smoke profile", "[catalog]") {
   run_smoke(dir, {"t2r_feature_size", {"| stage | m=4 | m=16 |", "| T2R, random init |", "| T2R, pretrain |"}, {"curves_scratch", "curves_finetune", "vs_m"}});
 }
 
-TEST_CASE("catalog: transfer at the smoke profile (conversions as columns, the window hybrid for decay only)", "[catalog]") {
+TEST_CASE("catalog: transfer at the smoke profile (conversions as columns and the window hybrid for decay only)", "[catalog]") {
   test::TempDir dir("transfer");
   const auto md = run_smoke(dir, {"transfer",
                                   {"| rule | attention | m | swap → finetune | transfer → finetune | transfer → LoRA |",
@@ -170,7 +170,7 @@ TEST_CASE("catalog: transfer at the smoke profile (conversions as columns, the w
                   "AND json_extract(config, '$.model.lora_rank') = 8") == 4);
 }
 
-TEST_CASE("catalog: conversion_eval at the smoke profile (eval stages: tasks as columns, average, % of the teacher row)", "[catalog]") {
+TEST_CASE("catalog: conversion_eval at the smoke profile (eval stages: tasks as columns with their average and % of the teacher row)", "[catalog]") {
   test::TempDir dir("conversion_eval");
   const auto md = run_smoke(dir, {"conversion_eval",
                                   {"| stage | rule | LAMBADA-Brown acc | cloze acc_norm | passkey acc | average | % of softmax teacher |",
@@ -207,14 +207,14 @@ TEST_CASE("catalog: sru_attention at the smoke profile", "[catalog]") {
   run_smoke(dir, {"sru_attention", {"| attention | params | test bpc | train tokens/s |", "| k = 10 (last layer only) |", "| No attention |"}, {"curves"}});
 }
 
-TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell, softmax reference row)", "[catalog]") {
+TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell and a softmax reference row)", "[catalog]") {
   test::TempDir dir("mqar");
   const auto md = run_smoke(dir, {"mqar", {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| gated_delta |", "| deltanet |", "| softmax |"},
                                   {"curves_add", "curves_decay", "curves_gated_delta", "curves_deltanet", "vs_m"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy (best over lr)."));
 }
 
-TEST_CASE("catalog: capacity at the smoke profile (retrieval task, accuracy vs pairs with softmax along it)", "[catalog]") {
+TEST_CASE("catalog: capacity at the smoke profile (retrieval task: accuracy vs pairs with softmax along it)", "[catalog]") {
   test::TempDir dir("capacity");
   const auto md = run_smoke(dir, {"capacity", {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |", "| deltanet | 4 |",
                                                "| softmax (keeps every pair) |"},
@@ -289,7 +289,7 @@ TEST_CASE("catalog: every profile of every experiment file expands without error
   }
 }
 
-TEST_CASE("catalog: every axis of every experiment file takes a one-value subset with --set grid.AXIS=[...]", "[catalog]") {
+TEST_CASE("catalog: every axis of every experiment file takes a one-value subset with --set grid.AXIS=(one value)", "[catalog]") {
   // Rules, table rows and published numbers about the values left out are set aside, never an error.
   for (const auto& entry : fs::directory_iterator(fs::path(FWLAB_SOURCE_DIR) / "experiments")) {
     if (entry.path().extension() != ".toml") continue;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/recurrences.h"
+#include "kernels/segment_checkpoints.h"
 
 namespace fwlab::kernels {
 
@@ -29,12 +30,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Steps between saved states. The backward recomputes at most C states per segment into a buffer of C x D x M
-// (64 KiB at C = 16, D = M = 32, float32), and the checkpoints take T/C x D x M. Measured here (B4 H4 T1024
-// D=M=32, 2 threads, fwd+bwd): C = 8: 14.3 ms, 16: 13.2 ms, 32: 20.7 ms, 64: 17.8 ms — beyond 16 the buffer
-// falls out of the faster caches. 16 is the fastest and keeps the checkpoints at 1/16 of every state.
-constexpr int64_t kSegment = 16;
 
 // One head's tensors. a: D values per step (per value dimension), 1 (scalar per head) or none; b: M or none.
 template <typename T>
@@ -96,7 +91,7 @@ FWLAB_HOT void forward_head(const HeadView<T>& h, T* S, T* y, T* checkpoints) {
   const int64_t DM = h.D * h.M;
   std::vector<T> a(static_cast<size_t>(h.D)), b(static_cast<size_t>(h.M));
   for (int64_t t = 0; t < h.Tn; ++t) {
-    if (t % kSegment == 0) std::copy(S, S + DM, checkpoints + (t / kSegment) * DM);
+    keep_checkpoint(t, S, DM, checkpoints);
     step_decays(h, t, a.data(), b.data());
     advance(h, t, a.data(), b.data(), S, S, y);
   }
@@ -106,22 +101,14 @@ template <typename T>
 FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T* dy, const T* dS_final, T* dq, T* dk, T* dv, T* dla,
                    T* dlb, T* dS0) {
   const int64_t D = h.D, M = h.M, DM = D * M;
-  std::vector<T> G(static_cast<size_t>(DM), T(0)), states(static_cast<size_t>(kSegment * DM));
+  std::vector<T> G(static_cast<size_t>(DM), T(0)), states;
   std::vector<T> a(static_cast<size_t>(D)), b(static_cast<size_t>(M)), db(static_cast<size_t>(M));
   if (dS_final) std::copy(dS_final, dS_final + DM, G.begin());
-  const int64_t segments = (h.Tn + kSegment - 1) / kSegment;
-  for (int64_t seg = segments - 1; seg >= 0; --seg) {
-    const int64_t start = seg * kSegment, end = std::min(h.Tn, start + kSegment);
-    // states[t - start] = S_t for t in [start, end), recomputed forward from S_start (the checkpoint).
-    const T* checkpoint = checkpoints + seg * DM;
-    for (int64_t t = start; t < end; ++t) {
-      T* S = states.data() + (t - start) * DM;
-      step_decays(h, t, a.data(), b.data());
-      advance(h, t, a.data(), b.data(), t == start ? checkpoint : S - DM, S, static_cast<T*>(nullptr));
-    }
-    for (int64_t t = end - 1; t >= start; --t) {
-      const T* St = states.data() + (t - start) * DM;
-      const T* Sprev = t == start ? checkpoint : St - DM;
+  auto recompute = [&](int64_t t, const T* Sprev, T* S) {
+    step_decays(h, t, a.data(), b.data());
+    advance(h, t, a.data(), b.data(), Sprev, S, static_cast<T*>(nullptr));
+  };
+  backward_by_segments(h.Tn, DM, checkpoints, states, recompute, [&](int64_t t, const T* Sprev, const T* St) {
       const T* qt = h.q + t * M;
       const T* kt = h.k + t * M;
       const T* vt = h.v + t * D;
@@ -159,8 +146,7 @@ FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T
       if (h.a_width == 1) dla[t] = da_scalar;
       if (dlb)
         for (int64_t j = 0; j < M; ++j) dlb[t * M + j] = b[j] * db[j];
-    }
-  }
+  });
   std::copy(G.begin(), G.end(), dS0);
 }
 
@@ -215,8 +201,7 @@ struct DecayFunction : public torch::autograd::Function<DecayFunction> {
     const auto s = sizes_of(q, v, log_a);
     auto S = S0.contiguous().clone();
     auto y = torch::empty({s.B, s.H, s.T, s.D}, v.options());
-    const int64_t segments = (s.T + kSegment - 1) / kSegment;
-    auto checkpoints = torch::empty({s.B, s.H, std::max<int64_t>(segments, 1), s.D, s.M}, v.options());
+    auto checkpoints = torch::empty({s.B, s.H, segment_count(s.T), s.D, s.M}, v.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_fused", [&] {
       at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)

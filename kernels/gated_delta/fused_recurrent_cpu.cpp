@@ -12,6 +12,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/recurrences.h"
+#include "kernels/segment_checkpoints.h"
 
 namespace fwlab::kernels {
 
@@ -19,14 +20,12 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-constexpr int64_t kSegment = 16;
 
 // One head's inputs: q, k [T, M]; v [T, D]; alpha, beta [T].
 template <typename T>
 struct Head {
   const T *q, *k, *v, *alpha, *beta;
   int64_t steps, M, D;
-  int64_t segments() const { return steps > 0 ? (steps + kSegment - 1) / kSegment : 1; }
 };
 
 // S_out <- alpha S_in + beta (v - alpha S_in k) k^T for step t, row by row (S_in k first, then the update); S_out
@@ -50,7 +49,7 @@ template <typename T>
 void forward_head(const Head<T>& h, T* S, T* y, T* checkpoints) {
   const int64_t DM = h.D * h.M;
   for (int64_t t = 0; t < h.steps; ++t) {
-    if (t % kSegment == 0) std::copy(S, S + DM, checkpoints + (t / kSegment) * DM);
+    keep_checkpoint(t, S, DM, checkpoints);
     step(h, t, S, S);
     const T* qt = h.q + t * h.M;
     for (int64_t i = 0; i < h.D; ++i) {
@@ -109,20 +108,11 @@ void backward_step(const Head<T>& h, const HeadGrads<T>& g, int64_t t, const T* 
 template <typename T>
 void backward_head(const Head<T>& h, const T* checkpoints, const HeadGrads<T>& g) {
   const int64_t DM = h.D * h.M;
-  std::vector<T> G(static_cast<size_t>(DM), T(0)), states(static_cast<size_t>((kSegment + 1) * DM));
+  std::vector<T> G(static_cast<size_t>(DM), T(0)), states;
   if (g.dS_final) std::copy(g.dS_final, g.dS_final + DM, G.begin());
-  for (int64_t seg = h.segments() - 1; seg >= 0; --seg) {
-    const int64_t start = seg * kSegment, end = std::min(start + kSegment, h.steps);
-    std::copy(checkpoints + seg * DM, checkpoints + (seg + 1) * DM, states.begin());  // states[n]: S_{start + n - 1}
-    for (int64_t t = start; t < end; ++t) {
-      T* next = states.data() + (t - start + 1) * DM;
-      step(h, t, next - DM, next);
-    }
-    for (int64_t t = end - 1; t >= start; --t) {
-      const T* S_t = states.data() + (t - start + 1) * DM;
-      backward_step(h, g, t, S_t - DM, S_t, G.data());
-    }
-  }
+  backward_by_segments(
+      h.steps, DM, checkpoints, states, [&](int64_t t, const T* S_prev, T* S_t) { step(h, t, S_prev, S_t); },
+      [&](int64_t t, const T* S_prev, const T* S_t) { backward_step(h, g, t, S_prev, S_t, G.data()); });
   std::copy(G.begin(), G.end(), g.dS0);
 }
 
@@ -145,7 +135,7 @@ struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction>
     const int64_t BH = q.size(0) * q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
     auto S = S0.contiguous().clone();
     auto y = torch::empty({q.size(0), q.size(1), T, D}, v.options());
-    auto checkpoints = torch::empty({BH, T > 0 ? (T + kSegment - 1) / kSegment : 1, D, M}, v.options());
+    auto checkpoints = torch::empty({BH, segment_count(T), D, M}, v.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gated_delta_recurrence_fused", [&] {
       at::parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
