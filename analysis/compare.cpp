@@ -29,10 +29,14 @@ std::string number_text(double v) { return fmt::format("{:g}", v); }
 
 std::string published_text(const PublishedCell& c) {
   switch (c.kind) {
-    case PublishedCell::Kind::Value: return number_text(c.value);
-    case PublishedCell::Kind::Diverged: return "*";
-    case PublishedCell::Kind::NotApplicable: return "N/A";
-    case PublishedCell::Kind::NotReported: return "–";
+    case PublishedCell::Kind::Value:
+      return number_text(c.value);
+    case PublishedCell::Kind::Diverged:
+      return "*";
+    case PublishedCell::Kind::NotApplicable:
+      return "N/A";
+    case PublishedCell::Kind::NotReported:
+      return "–";
   }
   return "";
 }
@@ -47,17 +51,22 @@ struct Pair {
   std::string name;
   const CellValue* ours;
   PublishedCell paper;
-  bool comparable() const { return ours && ours->kind == CellValue::Kind::Value && paper.kind == PublishedCell::Kind::Value; }
+  bool comparable() const {
+    return ours && ours->kind == CellValue::Kind::Value && paper.kind == PublishedCell::Kind::Value;
+  }
 };
 
-void add_mark_lines(const std::vector<Pair>& cells, PublishedCell::Kind paper_kind, CellValue::Kind our_kind, const char* what,
-                    std::vector<std::string>& out) {
+void add_mark_lines(const std::vector<Pair>& cells, PublishedCell::Kind paper_kind, CellValue::Kind our_kind,
+                    const char* what, std::vector<std::string>& out) {
   std::vector<std::string> both, paper_only, ours_only;
   for (const auto& c : cells) {
     const bool p = c.paper.kind == paper_kind, o = c.ours && c.ours->kind == our_kind;
-    if (p && o) both.push_back(c.name);
-    else if (p) paper_only.push_back(fmt::format("{} (fwlab: {})", c.name, c.ours ? c.ours->text : "not in the table"));
-    else if (o) ours_only.push_back(fmt::format("{} (paper: {})", c.name, published_text(c.paper)));
+    if (p && o)
+      both.push_back(c.name);
+    else if (p)
+      paper_only.push_back(fmt::format("{} (fwlab: {})", c.name, c.ours ? c.ours->text : "not in the table"));
+    else if (o)
+      ours_only.push_back(fmt::format("{} (paper: {})", c.name, published_text(c.paper)));
   }
   if (both.empty() && paper_only.empty() && ours_only.empty()) return;
   out.push_back(fmt::format("{}: both {}{}{}", what, both.empty() ? "none" : fmt::format("{}", fmt::join(both, "; ")),
@@ -78,7 +87,9 @@ std::vector<size_t> match_columns(const Table& t, const PublishedSpec& pub, Comp
     columns.push_back(kAbsent);
     for (size_t i = 0; i < t.column_keys.size() && columns.back() == kAbsent; ++i)
       if (t.column_metrics[i] == metric && (key.empty() || t.column_keys[i] == key)) columns.back() = i;
-    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()] : key.empty() ? metric : key);
+    c.column_headers.push_back(columns.back() != kAbsent ? t.column_headers[columns.back()]
+                               : key.empty()             ? metric
+                                                         : key);
     if (columns.back() == kAbsent && !pub.metric_columns.empty()) unmeasured.push_back(metric);
   }
   if (!unmeasured.empty()) c.caption += fmt::format(" Not measured in this table: {}.", fmt::join(unmeasured, ", "));
@@ -105,24 +116,29 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   Comparison c;
   c.title = fmt::format("{} against {}", t.title, pub.source);
   const auto units = pub.metric_columns.empty() ? pub.metric.units() : std::string("each column's metric");
-  c.caption = fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", units, pub.higher_is_better ? "higher" : "lower",
-                          pub.note.empty() ? "" : fmt::format(". {}", pub.note));
+  c.caption =
+      fmt::format("Cells: fwlab / the paper, {} ({} is better){}.", units, pub.higher_is_better ? "higher" : "lower",
+                  pub.note.empty() ? "" : fmt::format(". {}", pub.note));
   c.row_headers = t.row_headers;
   const auto columns = match_columns(t, pub, c);
   std::vector<Pair> cells;
   std::vector<std::string> rows_seen;
   std::map<std::string, int> label_uses;  // rows whose labels coincide (two "Gated" rows told apart by m) get their key
   for (const auto& labels : t.row_labels) ++label_uses[fmt::format("{}", fmt::join(labels, ", "))];
-  const auto add_row = [&](std::vector<std::string> labels, const std::string& key, const std::vector<CellValue>* ours) {
+  const auto add_row = [&](std::vector<std::string> labels, const std::string& key,
+                           const std::vector<CellValue>* ours) {
     const auto it = pub.rows.find(key);
     if (it == pub.rows.end()) return;
     rows_seen.push_back(key);
-    if (!labels.empty() && label_uses[fmt::format("{}", fmt::join(labels, ", "))] > 1) labels.back() += fmt::format(" ({})", key);
+    if (!labels.empty() && label_uses[fmt::format("{}", fmt::join(labels, ", "))] > 1)
+      labels.back() += fmt::format(" ({})", key);
     c.row_labels.push_back(labels);
     std::vector<std::string> texts;
     for (size_t j = 0; j < pub.columns.size(); ++j) {
       const CellValue* mine = ours && columns[j] != kAbsent ? &(*ours)[columns[j]] : nullptr;
-      const auto name = pub.columns[j].empty() && pub.metric_columns.empty() ? fmt::format("{}", fmt::join(labels, ", ")) : fmt::format("{}, {}", fmt::join(labels, ", "), c.column_headers[j]);
+      const auto name = pub.columns[j].empty() && pub.metric_columns.empty()
+                            ? fmt::format("{}", fmt::join(labels, ", "))
+                            : fmt::format("{}, {}", fmt::join(labels, ", "), c.column_headers[j]);
       cells.push_back({c.row_labels.size() - 1, j, name, mine, it->second[j]});
       texts.push_back(fmt::format("{} / {}", mine ? mine->text : "–", published_text(it->second[j])));
     }
@@ -144,17 +160,22 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
     if (p.comparable()) both.push_back(&p);
   for (size_t i = 0; i < both.size(); ++i)
     for (size_t j = i + 1; j < both.size(); ++j) {
-      const double paper = both[i]->paper.value - both[j]->paper.value, ours = both[i]->ours->mean - both[j]->ours->mean;
+      const double paper = both[i]->paper.value - both[j]->paper.value,
+                   ours = both[i]->ours->mean - both[j]->ours->mean;
       if (paper == 0) continue;  // a tie in the paper orders nothing
       const bool agree = (paper > 0 && ours > 0) || (paper < 0 && ours < 0);
-      const bool noise = std::fabs(ours) <= both[i]->ours->sd + both[j]->ours->sd && (both[i]->ours->values > 1 || both[j]->ours->values > 1);
+      const bool noise = std::fabs(ours) <= both[i]->ours->sd + both[j]->ours->sd &&
+                         (both[i]->ours->values > 1 || both[j]->ours->values > 1);
       for (auto* a : {&c.overall, both[i]->row == both[j]->row ? &c.within_rows : nullptr,
                       both[i]->column == both[j]->column ? &c.within_columns : nullptr})
-        if (a && noise) a->noise += 1;
-        else if (a) a->pairs += 1, a->agree += agree ? 1 : 0;
+        if (a && noise)
+          a->noise += 1;
+        else if (a)
+          a->pairs += 1, a->agree += agree ? 1 : 0;
     }
   std::vector<double> ours, paper;
-  for (const auto* p : both) ours.push_back(p->ours->mean), paper.push_back(p->paper.value), c.spreads |= p->ours->values > 1;
+  for (const auto* p : both)
+    ours.push_back(p->ours->mean), paper.push_back(p->paper.value), c.spreads |= p->ours->values > 1;
   c.ranked = static_cast<int>(both.size());
   c.spearman = spearman(ours, paper);
 
@@ -168,12 +189,14 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
     const auto ro = average_ranks(o), rp = average_ranks(p);
     std::vector<size_t> order(both.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::fabs(ro[a] - rp[a]) > std::fabs(ro[b] - rp[b]); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return std::fabs(ro[a] - rp[a]) > std::fabs(ro[b] - rp[b]); });
     for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
       const size_t i = order[k];
       if (ro[i] == rp[i]) break;
-      c.largest.push_back(fmt::format("{}: fwlab {} (rank {:g} of {}), paper {} (rank {:g})", both[i]->name, both[i]->ours->text, ro[i],
-                                      both.size(), number_text(both[i]->paper.value), rp[i]));
+      c.largest.push_back(fmt::format("{}: fwlab {} (rank {:g} of {}), paper {} (rank {:g})", both[i]->name,
+                                      both[i]->ours->text, ro[i], both.size(), number_text(both[i]->paper.value),
+                                      rp[i]));
     }
   }
   return c;
@@ -190,16 +213,24 @@ std::string render_comparison(const Comparison& c) {
     out += fmt::format("| {} |\n", fmt::join(line, " | "));
   }
   if (!c.spreads) {
-    out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value): within rows {}, within columns {}, overall {}.\n",
-                       share(c.within_rows), share(c.within_columns), share(c.overall));
+    out += fmt::format(
+        "\nOrderings that agree (pairs of cells the paper orders, both with a value): within rows {}, within columns "
+        "{}, overall {}.\n",
+        share(c.within_rows), share(c.within_columns), share(c.overall));
   } else {
-    out += fmt::format("\nOrderings that agree (pairs of cells the paper orders, both with a value, and fwlab's mean ± sd intervals apart): "
-                       "within rows {}, within columns {}, overall {}.\n",
-                       share(c.within_rows), share(c.within_columns), share(c.overall));
-    out += fmt::format("Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor disagreeing): within rows {}, "
-                       "within columns {}, overall {}.\n", c.within_rows.noise, c.within_columns.noise, c.overall.noise);
+    out += fmt::format(
+        "\nOrderings that agree (pairs of cells the paper orders, both with a value, and fwlab's mean ± sd intervals "
+        "apart): "
+        "within rows {}, within columns {}, overall {}.\n",
+        share(c.within_rows), share(c.within_columns), share(c.overall));
+    out += fmt::format(
+        "Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor disagreeing): within "
+        "rows {}, "
+        "within columns {}, overall {}.\n",
+        c.within_rows.noise, c.within_columns.noise, c.overall.noise);
   }
-  out += c.spearman ? fmt::format("Spearman rank correlation over the {} cells with both values: {:.2f}.\n", c.ranked, *c.spearman)
+  out += c.spearman ? fmt::format("Spearman rank correlation over the {} cells with both values: {:.2f}.\n", c.ranked,
+                                  *c.spearman)
                     : fmt::format("Spearman rank correlation: not defined ({} cells with both values).\n", c.ranked);
   for (const auto& m : c.marks) out += fmt::format("\n{}.\n", m);
   if (!c.largest.empty()) out += fmt::format("\nLargest rank differences: {}.\n", fmt::join(c.largest, "; "));

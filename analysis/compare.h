@@ -28,9 +28,9 @@ struct Comparison {
   Agreement within_rows, within_columns, overall;
   std::optional<double> spearman;  // rank correlation over the cells where both have a value (3 or more)
   int ranked = 0;
-  bool spreads = false;               // some compared cell pools several runs (mean ± sd)
-  std::vector<std::string> marks;     // how the divergence and N/A marks compare
-  std::vector<std::string> largest;   // the cells whose ranks differ most
+  bool spreads = false;              // some compared cell pools several runs (mean ± sd)
+  std::vector<std::string> marks;    // how the divergence and N/A marks compare
+  std::vector<std::string> largest;  // the cells whose ranks differ most
 };
 
 Comparison compare_with_published(const Table& table, const PublishedSpec& published);

@@ -17,6 +17,7 @@ int run_in(const std::string& dir, const std::string& program, const std::string
 
 // Writes OUT_DIR/NAME.gp and runs it there (its outputs are named relative to it); throws PlotError (analysis/plot.h)
 // when gnuplot is missing or fails, with its messages.
-void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir, const std::string& gnuplot);
+void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir,
+                   const std::string& gnuplot);
 
 }  // namespace fwlab

@@ -13,12 +13,23 @@ std::string esc(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -43,12 +54,14 @@ nav { font-size: .9em; margin-bottom: 1em; } img.plot, svg.chart { max-width: 10
 const char* kContentPolicy = "default-src 'none'; img-src data:; style-src 'unsafe-inline'";
 
 std::string page(const std::string& title, const std::string& body, int refresh_s) {
-  const auto refresh = refresh_s > 0 ? fmt::format("<meta http-equiv=\"refresh\" content=\"{}\">\n", refresh_s) : std::string();
+  const auto refresh =
+      refresh_s > 0 ? fmt::format("<meta http-equiv=\"refresh\" content=\"{}\">\n", refresh_s) : std::string();
   // The policy forbids every script and every fetch: a string that escaped escaping still could not run.
-  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                     "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n{}<title>{}</title>\n<style>{}</style>\n"
-                     "</head>\n<body>\n{}\n</body>\n</html>\n",
-                     kContentPolicy, refresh, esc(title), kStyle, body);
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n{}<title>{}</title>\n<style>{}</style>\n"
+      "</head>\n<body>\n{}\n</body>\n</html>\n",
+      kContentPolicy, refresh, esc(title), kStyle, body);
 }
 
 namespace {
@@ -75,25 +88,31 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const Range ty{fy(ys.lo), fy(ys.hi)};
   const auto px = [&](double x) { return left + (x - xs.lo) / xs.span() * (W - left - right); };
   const auto py = [&](double y) { return top + (1.0 - (fy(y) - ty.lo) / ty.span()) * (H - top - bottom); };
-  std::string svg = fmt::format("<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-                                "role=\"img\" aria-label=\"{}\">\n<text x=\"{}\" y=\"18\" font-size=\"13\">{}</text>\n",
-                                W, H, W, H, esc(title), left, esc(title));
-  if (!std::isfinite(xs.lo)) return svg + fmt::format("<text x=\"{}\" y=\"{}\">no points</text>\n</svg>\n", left, H / 2);
-  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", left, top, W - left - right,
-                     H - top - bottom);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{:.4g}</text>\n", left - 4, top + 10, ys.hi);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{:.4g}</text>\n", left - 4, H - bottom, ys.lo);
+  std::string svg = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "role=\"img\" aria-label=\"{}\">\n<text x=\"{}\" y=\"18\" font-size=\"13\">{}</text>\n",
+      W, H, W, H, esc(title), left, esc(title));
+  if (!std::isfinite(xs.lo))
+    return svg + fmt::format("<text x=\"{}\" y=\"{}\">no points</text>\n</svg>\n", left, H / 2);
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", left, top,
+                     W - left - right, H - top - bottom);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{:.4g}</text>\n", left - 4, top + 10,
+                     ys.hi);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{:.4g}</text>\n", left - 4,
+                     H - bottom, ys.lo);
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{:.6g}</text>\n", left, H - bottom + 14, xs.lo);
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">step {:.6g}</text>\n", W - right, H - bottom + 14, xs.hi);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">step {:.6g}</text>\n", W - right,
+                     H - bottom + 14, xs.hi);
   for (size_t i = 0; i < series.size(); ++i) {
     std::string points;
     for (const auto& [x, y] : series[i].points)
       if (std::isfinite(x) && std::isfinite(y)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
     const auto* colour = kColours[i % std::size(kColours)];
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>\n", colour,
-                       points, esc(series[i].name));
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{}\">{}</text>\n", left + 8, top + 14 + 13 * static_cast<double>(i),
-                       colour, esc(series[i].name));
+    svg += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>\n",
+        colour, points, esc(series[i].name));
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{}\">{}</text>\n", left + 8,
+                       top + 14 + 13 * static_cast<double>(i), colour, esc(series[i].name));
   }
   return svg + "</svg>\n";
 }

@@ -16,10 +16,20 @@ namespace {
 
 const std::set<std::string> kEvalFields = {"loss", "ppl", "bpc", "accuracy"};
 // Metric keys of the worker's record (worker/README.md "The record").
-const std::set<std::string> kSeriesKeys = {"train_loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "peak_rss_bytes",
-                                           "state_max_abs", "gen_ms_per_token", "gen_ms_per_token_min",
-                                           "gen_ms_per_token_max", "gen_state_bytes", "gen_peak_rss_bytes",
-                                           "bleu", "sacrebleu"};  // translation jobs: test BLEU, tokenized and 13a
+const std::set<std::string> kSeriesKeys = {"train_loss",
+                                           "lr",
+                                           "grad_norm",
+                                           "step_ms",
+                                           "tokens_per_s",
+                                           "peak_rss_bytes",
+                                           "state_max_abs",
+                                           "gen_ms_per_token",
+                                           "gen_ms_per_token_min",
+                                           "gen_ms_per_token_max",
+                                           "gen_state_bytes",
+                                           "gen_peak_rss_bytes",
+                                           "bleu",
+                                           "sacrebleu"};  // translation jobs: test BLEU, tokenized and 13a
 
 // Metric keys with per-layer (and per-head) variants: "attn_distance", "attn_distance.l2", "attn_distance.l2.h0";
 // transfer_mse only per layer ("transfer_mse.2").
@@ -45,9 +55,11 @@ Metric parse_metric(const std::string& name) {
   const auto fail = [&] {
     throw std::invalid_argument(fmt::format(
         "unknown metric '{}' (use test_<f> or valid_<f> with f in loss, ppl, bpc, accuracy; params; state_elements; "
-        "config:<job key>; task:<task>[.<metric>]; or a metric key of the record, optionally @<step>: {}; {} (with .l<layer>[.h<head>]), "
+        "config:<job key>; task:<task>[.<metric>]; or a metric key of the record, optionally @<step>: {}; {} (with "
+        ".l<layer>[.h<head>]), "
         "transfer_mse.<layer>)",
-        name, fmt::join(kSeriesKeys, ", "), fmt::join(std::vector<std::string>{"attn_distance", "attn_entropy", "teacher_entropy"}, ", ")));
+        name, fmt::join(kSeriesKeys, ", "),
+        fmt::join(std::vector<std::string>{"attn_distance", "attn_entropy", "teacher_entropy"}, ", ")));
   };
   if (name.rfind("config:", 0) == 0) {
     m.source = Metric::Source::Config;
@@ -95,7 +107,8 @@ Metric parse_metric(const std::string& name) {
 std::optional<double> Metric::value(const JobRecord& job, const ResultSet& results) const {
   switch (source) {
     case Source::Job:
-      return static_cast<double>(field == "params" ? job.planned.params : job.planned.state.elements_at(job.planned.context));
+      return static_cast<double>(field == "params" ? job.planned.params
+                                                   : job.planned.state.elements_at(job.planned.context));
     case Source::Config: {
       const auto v = job_value(job, field);
       if (v.is_number()) return v.get<double>();

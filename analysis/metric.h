@@ -13,12 +13,12 @@ namespace fwlab {
 
 struct Metric {
   enum class Source { Eval, Job, Config, Series, Task };
-  std::string name;     // as written
+  std::string name;  // as written
   Source source = Source::Eval;
-  std::string split;    // Eval: "test" (the best checkpoint's test evaluation) or "valid" (the best validation)
-  std::string field;    // Eval: loss | ppl | bpc | accuracy; Job: params | state_elements; Config: job key
-  std::string key;      // Series: the metric key; at_step: its value at that step (else see `value`); Task: the task's name
-                        // (its `field`: the metric, "" for the adapter's headline one)
+  std::string split;  // Eval: "test" (the best checkpoint's test evaluation) or "valid" (the best validation)
+  std::string field;  // Eval: loss | ppl | bpc | accuracy; Job: params | state_elements; Config: job key
+  std::string key;  // Series: the metric key; at_step: its value at that step (else see `value`); Task: the task's name
+                    // (its `field`: the metric, "" for the adapter's headline one)
   std::optional<int64_t> at_step;
   bool higher_is_better = false;
   bool is_count = false;  // integer-valued (parameters, elements, bytes): printed compactly (842.5k, 1.6M)

@@ -11,6 +11,7 @@
 
 namespace fwlab {
 
-std::vector<Figure> passkey_heatmaps(const ResultSet& results, const TableSpec& spec, const std::string& out_dir, const std::string& gnuplot);
+std::vector<Figure> passkey_heatmaps(const ResultSet& results, const TableSpec& spec, const std::string& out_dir,
+                                     const std::string& gnuplot);
 
 }  // namespace fwlab

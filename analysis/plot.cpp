@@ -75,7 +75,8 @@ int run_in(const std::string& dir, const std::string& program, const std::string
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
+void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir,
+                   const std::string& gnuplot) {
   const auto gp = fs::path(out_dir) / (name + ".gp");
   {
     std::ofstream f(gp);
@@ -89,7 +90,8 @@ void write_and_run(const std::string& script, const std::string& name, const std
   std::string messages((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
   fs::remove(log);
   if (rc == 127)
-    throw PlotError(fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
+    throw PlotError(
+        fmt::format("'{}' not found: install gnuplot (Debian: gnuplot-nox; scripts/setup.sh does)", gnuplot));
   if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
 }
 
@@ -100,9 +102,9 @@ struct Series {
   std::string title;
   std::vector<std::array<double, 4>> points;  // x, y, ylow, yhigh (ylow/yhigh = y without error bars)
   bool dashed = false;
-  std::optional<double> marker_x;             // a vertical dashed line (where the run diverged)
-  std::vector<double> diverged_x;             // x of points with no value because every run diverged
-  bool horizontal = false;                    // a reference level drawn across the plot (first point's y)
+  std::optional<double> marker_x;  // a vertical dashed line (where the run diverged)
+  std::vector<double> diverged_x;  // x of points with no value because every run diverged
+  bool horizontal = false;         // a reference level drawn across the plot (first point's y)
 };
 
 struct Panel {
@@ -118,7 +120,8 @@ std::optional<double> marker_level(const Panel& p) {
   double top = -INFINITY, bottom = INFINITY;
   for (const auto& se : p.series)
     for (const auto& pt : se.points)
-      if (std::isfinite(pt[1])) top = std::max(top, std::max(pt[1], pt[3])), bottom = std::min(bottom, std::min(pt[1], pt[2]));
+      if (std::isfinite(pt[1]))
+        top = std::max(top, std::max(pt[1], pt[3])), bottom = std::min(bottom, std::min(pt[1], pt[2]));
   if (!std::isfinite(top)) return std::nullopt;
   return p.logy ? top * 1.25 : top + 0.08 * std::max(top - bottom, std::fabs(top) * 0.05 + 1e-12);
 }
@@ -131,7 +134,8 @@ std::string data_blocks(const Panel& p, const std::string& prefix) {
   for (size_t i = 0; i < p.series.size(); ++i) {
     const auto& se = p.series[i];
     s << "$" << prefix << i << " << EOD\n";
-    for (const auto& pt : se.points) s << fmt_g(pt[0]) << ' ' << fmt_g(pt[1]) << ' ' << fmt_g(pt[2]) << ' ' << fmt_g(pt[3]) << '\n';
+    for (const auto& pt : se.points)
+      s << fmt_g(pt[0]) << ' ' << fmt_g(pt[1]) << ' ' << fmt_g(pt[2]) << ' ' << fmt_g(pt[3]) << '\n';
     s << "EOD\n";
     if (se.diverged_x.empty() || !mark_y) continue;
     s << "$" << prefix << i << "d << EOD\n";
@@ -150,28 +154,36 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
     xs.insert(se.diverged_x.begin(), se.diverged_x.end());
   }
   s << "unset arrow\nunset label\n";
-  s << "set title " << gp_quote(p.title) << "\nset xlabel " << gp_quote(p.xlabel) << "\nset ylabel " << gp_quote(p.ylabel) << "\n";
+  s << "set title " << gp_quote(p.title) << "\nset xlabel " << gp_quote(p.xlabel) << "\nset ylabel "
+    << gp_quote(p.ylabel) << "\n";
   s << (p.logx ? "set logscale x 2\n" : "unset logscale x\n") << (p.logy ? "set logscale y\n" : "unset logscale y\n");
   if (p.xtics_at_points && !xs.empty()) {
     std::vector<std::string> tics;
     for (double x : xs) tics.push_back(fmt_g(x));
     s << "set xtics (" << fmt::format("{}", fmt::join(tics, ", ")) << ")\n";
-    s << fmt::format("set xrange [{}:{}]\n", fmt_g(*xs.begin() / (p.logx ? 1.4 : 1.0)), fmt_g(*xs.rbegin() * (p.logx ? 1.4 : 1.0)));
+    s << fmt::format("set xrange [{}:{}]\n", fmt_g(*xs.begin() / (p.logx ? 1.4 : 1.0)),
+                     fmt_g(*xs.rbegin() * (p.logx ? 1.4 : 1.0)));
   } else {
     // From step 0 (slightly left of it, so a marker at 0 is not hidden by the border).
-    s << "set xtics autofreq\n" << (p.x_from_zero ? fmt::format("set xrange [{}:*]\n", fmt_g(xs.empty() ? 0.0 : -0.02 * *xs.rbegin())) : "set autoscale x\n");
+    s << "set xtics autofreq\n"
+      << (p.x_from_zero ? fmt::format("set xrange [{}:*]\n", fmt_g(xs.empty() ? 0.0 : -0.02 * *xs.rbegin()))
+                        : "set autoscale x\n");
   }
   // Runs with no value are drawn at the top of the plot, above every real value, so they cannot be missed.
-  const bool any_diverged = std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.diverged_x.empty(); });
+  const bool any_diverged =
+      std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.diverged_x.empty(); });
   const auto mark_y = marker_level(p);
-  if (any_diverged && mark_y) s << fmt::format("set yrange [*:{}]\n", fmt_g(p.logy ? *mark_y * 1.15 : *mark_y * 1.02 + 1e-9));
-  else s << "set autoscale y\n";
+  if (any_diverged && mark_y)
+    s << fmt::format("set yrange [*:{}]\n", fmt_g(p.logy ? *mark_y * 1.15 : *mark_y * 1.02 + 1e-9));
+  else
+    s << "set autoscale y\n";
   int markers = 0;
   for (size_t i = 0; i < p.series.size(); ++i)
     if (p.series[i].marker_x) {
       const auto x = fmt_g(*p.series[i].marker_x);
       s << fmt::format("set arrow from {}, graph 0 to {}, graph 1 nohead dt 2 lw 2 lc {}\n", x, x, i + 1);
-      s << fmt::format("set label {} at {}, graph {} left offset 0.5, 0 tc lt {}\n", gp_quote("× diverged"), x, fmt_g(0.95 - 0.05 * markers++), i + 1);
+      s << fmt::format("set label {} at {}, graph {} left offset 0.5, 0 tc lt {}\n", gp_quote("× diverged"), x,
+                       fmt_g(0.95 - 0.05 * markers++), i + 1);
     }
   std::vector<std::string> parts;
   for (size_t i = 0; i < p.series.size(); ++i) {
@@ -182,19 +194,26 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
     } else if (se.points.empty()) {  // still in the legend: a run with no value is shown, not dropped
       parts.push_back(fmt::format("keyentry w l {} lw 2 {} t {}", se.dashed ? "dt 2" : "dt 1", lc, gp_quote(se.title)));
     } else {
-      const bool bars = std::any_of(se.points.begin(), se.points.end(), [](const auto& pt) { return pt[2] != pt[1] || pt[3] != pt[1]; });
+      const bool bars = std::any_of(se.points.begin(), se.points.end(),
+                                    [](const auto& pt) { return pt[2] != pt[1] || pt[3] != pt[1]; });
       parts.push_back(fmt::format("${}{} u 1:2{} w {} {} lw 2 pt 7 ps 0.8 {} t {}", prefix, i, bars ? ":3:4" : "",
-                                  bars ? "yerrorlines" : "linespoints", se.dashed ? "dt 2" : "dt 1", lc, gp_quote(se.title)));
+                                  bars ? "yerrorlines" : "linespoints", se.dashed ? "dt 2" : "dt 1", lc,
+                                  gp_quote(se.title)));
     }
     if (!se.diverged_x.empty() && mark_y)
-      parts.push_back(fmt::format("${}{}d u 1:2 w p pt 2 ps 2.5 lw 3 {} t {}", prefix, i, lc, gp_quote(se.title + ": diverged (no value)")));
+      parts.push_back(fmt::format("${}{}d u 1:2 w p pt 2 ps 2.5 lw 3 {} t {}", prefix, i, lc,
+                                  gp_quote(se.title + ": diverged (no value)")));
   }
-  const bool any_points = std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.points.empty(); });
+  const bool any_points =
+      std::any_of(p.series.begin(), p.series.end(), [](const Series& se) { return !se.points.empty(); });
   if (!any_points) {  // gnuplot refuses a plot without data: fixed ranges and a note instead
     double right = 1;
     for (const auto& se : p.series)
       if (se.marker_x) right = std::max(right, *se.marker_x + 1);
-    s << fmt::format("set xrange [0:{}]\nset yrange [0:1]\nunset logscale y\nset label 'no values recorded' at graph 0.5, graph 0.5 center\n", fmt_g(right));
+    s << fmt::format(
+        "set xrange [0:{}]\nset yrange [0:1]\nunset logscale y\nset label 'no values recorded' at graph 0.5, graph 0.5 "
+        "center\n",
+        fmt_g(right));
     parts.push_back("1/0 notitle");
   }
   s << "plot " << fmt::format("{}", fmt::join(parts, ", \\\n     ")) << "\n";
@@ -202,7 +221,8 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
 }
 
 // Writes NAME.gp and renders it to NAME.png and NAME.svg.
-Figure render(const std::vector<Panel>& panels, const std::string& name, const std::string& out_dir, const std::string& gnuplot) {
+Figure render(const std::vector<Panel>& panels, const std::string& name, const std::string& out_dir,
+              const std::string& gnuplot) {
   std::string data, body;
   for (size_t k = 0; k < panels.size(); ++k) {
     const auto prefix = fmt::format("p{}s", k);
@@ -218,7 +238,10 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
     return s + "unset output\n";
   };
   std::string script = "# Generated by fwlab plot. Data inline; run `gnuplot NAME.gp` to redraw.\n";
-  script += "set encoding utf8\nset grid\nset key below left Left reverse box maxrows 6\nset xlabel offset 0, 0.3\nset border lw 1.2\n" + data;
+  script +=
+      "set encoding utf8\nset grid\nset key below left Left reverse box maxrows 6\nset xlabel offset 0, 0.3\nset "
+      "border lw 1.2\n" +
+      data;
   script += frame(fmt::format("pngcairo size {},600 enhanced font 'DejaVu Sans,10'", width), name + ".png");
   script += frame(fmt::format("svg size {},600 enhanced font 'DejaVu Sans,10' dynamic", width), name + ".svg");
   write_and_run(script, name, out_dir, gnuplot);
@@ -234,7 +257,9 @@ std::string series_label(const TableSpec& spec, const JobRecord& j, const std::v
     auto v = job_value(j, n);
     if (v.is_null() && n == "rule") v = job_value(j, "mixer");  // softmax / local / sru have no rule
     const auto text = value_text(v);
-    parts.push_back(v.is_null() ? "(none)" : spec.labels.count(text) || v.is_string() ? spec.label(text) : fmt::format("{}={}", spec.label(n), text));
+    parts.push_back(v.is_null()                                ? "(none)"
+                    : spec.labels.count(text) || v.is_string() ? spec.label(text)
+                                                               : fmt::format("{}={}", spec.label(n), text));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
@@ -242,13 +267,16 @@ std::string series_label(const TableSpec& spec, const JobRecord& j, const std::v
 std::vector<const JobRecord*> table_jobs(const ResultSet& results, const TableSpec& spec) {
   std::vector<const JobRecord*> out;
   for (const auto& j : results.jobs())
-    if (j.planned.applicable && std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end()) out.push_back(&j);
+    if (j.planned.applicable && std::find(spec.stages.begin(), spec.stages.end(), j.stage()) != spec.stages.end())
+      out.push_back(&j);
   return out;
 }
 
 // Validation curves, one figure per table row, one line per run of the row.
-std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& spec, const std::string& out_dir, const std::string& gnuplot) {
-  const auto eval_metric = std::find_if(spec.metrics.begin(), spec.metrics.end(), [](const Metric& m) { return m.source == Metric::Source::Eval; });
+std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& spec, const std::string& out_dir,
+                                    const std::string& gnuplot) {
+  const auto eval_metric = std::find_if(spec.metrics.begin(), spec.metrics.end(),
+                                        [](const Metric& m) { return m.source == Metric::Source::Eval; });
   if (eval_metric == spec.metrics.end()) return {};
   const auto valid = parse_metric("valid_" + eval_metric->field);
   // Rows are grouped by their values (two rows may share a label, as Mao's Table 2 "Gated" at m = 16 and 32).
@@ -259,7 +287,8 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
     std::vector<std::string> raw;
     for (const auto& r : spec.rows) raw.push_back(value_text(job_value(*j, r)));
     const auto key = spec.rows.empty() ? std::string("all") : fmt::format("{}", fmt::join(raw, "_"));
-    if (!rows.count(key)) order.push_back(key), shown_as[key] = spec.rows.empty() ? "" : series_label(spec, *j, spec.rows);
+    if (!rows.count(key))
+      order.push_back(key), shown_as[key] = spec.rows.empty() ? "" : series_label(spec, *j, spec.rows);
     rows[key].push_back(j);
   }
   std::vector<std::string> others;  // what tells the runs of a row apart
@@ -267,7 +296,8 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
   for (const auto& [axis, how] : spec.reduce) others.push_back(axis);
   // Runs told apart by nothing but their row: one figure, one line per row.
   std::vector<std::vector<std::string>> figure_rows;
-  if (others.empty()) figure_rows.push_back(order);
+  if (others.empty())
+    figure_rows.push_back(order);
   else
     for (const auto& key : order) figure_rows.push_back({key});
   std::vector<Figure> figures;
@@ -275,7 +305,10 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
     const auto& label = keys.size() == 1 ? shown_as[keys[0]] : std::string();
     Panel p;
     p.title = fmt::format("{}{} — {} during training", results.experiment().name,
-                          label.empty() ? "" : label == keys[0] ? ": " + label : fmt::format(": {} ({})", label, keys[0]), valid.units());
+                          label.empty()      ? ""
+                          : label == keys[0] ? ": " + label
+                                             : fmt::format(": {} ({})", label, keys[0]),
+                          valid.units());
     p.xlabel = "training step";
     p.ylabel = valid.units();
     p.x_from_zero = true;  // a run that diverged at step 0 is marked there
@@ -284,9 +317,10 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
         if ((!j->status && j->planned.applicable) || j->status == JobStatus::pending) continue;  // not run yet
         Series se;
         const auto& row_label = shown_as[key];
-        se.title = !others.empty() ? series_label(spec, *j, others)
+        se.title = !others.empty()     ? series_label(spec, *j, others)
                    : row_label.empty() ? results.experiment().name
-                   : std::count_if(order.begin(), order.end(), [&](const std::string& k) { return shown_as[k] == row_label; }) > 1
+                   : std::count_if(order.begin(), order.end(),
+                                   [&](const std::string& k) { return shown_as[k] == row_label; }) > 1
                        ? fmt::format("{} ({})", row_label, key)
                        : row_label;
         for (const auto& e : j->evals) {
@@ -296,7 +330,8 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
         }
         if (j->diverged()) {
           const auto step = j->divergence ? j->divergence->step : 0;
-          se.title += fmt::format(" — diverged at step {}{}", step, j->divergence ? " (" + j->divergence->cause + ")" : "");
+          se.title +=
+              fmt::format(" — diverged at step {}{}", step, j->divergence ? " (" + j->divergence->cause + ")" : "");
           se.dashed = true;
           se.marker_x = static_cast<double>(step);
         } else if (!j->finished()) {
@@ -311,25 +346,28 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
 }
 
 // The metric against an axis (plot.x: m for vs_m, any grid axis for versus), one line per series.
-Figure versus(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, size_t index, const std::string& out_dir,
-              const std::string& gnuplot) {
+Figure versus(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, size_t index,
+              const std::string& out_dir, const std::string& gnuplot) {
   const bool state_size = plot.x == "m";
   Panel p;
-  p.title = state_size ? fmt::format("{}: {} vs state size m", results.experiment().name, plot.metric.units())
-                       : fmt::format("{}: {} vs {}", results.experiment().name, plot.metric.units(), spec.label(plot.x));
+  p.title = state_size
+                ? fmt::format("{}: {} vs state size m", results.experiment().name, plot.metric.units())
+                : fmt::format("{}: {} vs {}", results.experiment().name, plot.metric.units(), spec.label(plot.x));
   p.xlabel = state_size ? "m (feature / key dimension of the state, per head)" : spec.label(plot.x);
   p.ylabel = plot.metric.units();
   p.logx = true;
   p.xtics_at_points = true;
   std::vector<std::string> order;
   std::map<std::string, std::map<double, std::vector<const JobRecord*>>> groups;  // series -> x -> jobs
-  std::map<std::string, std::vector<const JobRecord*>> levels;                   // series without x
+  std::map<std::string, std::vector<const JobRecord*>> levels;                    // series without x
   for (const auto* j : table_jobs(results, spec)) {
     const auto label = series_label(spec, *j, plot.series);
     const auto x = job_value(*j, plot.x);
     if (!groups.count(label) && !levels.count(label)) order.push_back(label);
-    if (x.is_number()) groups[label][x.get<double>()].push_back(j);
-    else levels[label].push_back(j);
+    if (x.is_number())
+      groups[label][x.get<double>()].push_back(j);
+    else
+      levels[label].push_back(j);
   }
   for (const auto& label : order) {
     Series se;
@@ -337,8 +375,10 @@ Figure versus(const ResultSet& results, const TableSpec& spec, const PlotSpec& p
     if (groups.count(label)) {
       for (const auto& [x, jobs] : groups[label]) {
         const auto c = reduce_cell(jobs, plot.metric, results, spec.reduce, 6);
-        if (c.kind == CellValue::Kind::Value) se.points.push_back({x, c.mean, c.mean - c.sd, c.mean + c.sd});
-        else if (c.kind == CellValue::Kind::Diverged) se.diverged_x.push_back(x);
+        if (c.kind == CellValue::Kind::Value)
+          se.points.push_back({x, c.mean, c.mean - c.sd, c.mean + c.sd});
+        else if (c.kind == CellValue::Kind::Diverged)
+          se.diverged_x.push_back(x);
       }
     } else {
       const auto c = reduce_cell(levels[label], plot.metric, results, spec.reduce, 6);
@@ -373,10 +413,12 @@ Figure versus(const ResultSet& results, const TableSpec& spec, const PlotSpec& p
     }
     p.series.push_back(std::move(se));
   }
-  return render({p}, fmt::format("vs_{}{}", safe_name(plot.x), index ? fmt::format("_{}", index) : ""), out_dir, gnuplot);
+  return render({p}, fmt::format("vs_{}{}", safe_name(plot.x), index ? fmt::format("_{}", index) : ""), out_dir,
+                gnuplot);
 }
 
-Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, const std::string& out_dir, const std::string& gnuplot) {
+Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpec& plot, const std::string& out_dir,
+                  const std::string& gnuplot) {
   Panel time, memory;
   time.title = fmt::format("{}: time per generated token", results.experiment().name);
   time.xlabel = memory.xlabel = "sequence length so far (tokens)";
@@ -416,8 +458,10 @@ std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table,
   if (ec) throw PlotError(fmt::format("cannot create {}: {}", out_dir, ec.message()));
   auto figures = learning_curves(results, table, out_dir, gnuplot);
   for (size_t i = 0; i < plots.size(); ++i) {
-    if (plots[i].kind != "generation") figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
-    else figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
+    if (plots[i].kind != "generation")
+      figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
+    else
+      figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
   }
   for (auto& f : passkey_heatmaps(results, table, out_dir, gnuplot)) figures.push_back(std::move(f));
   return figures;

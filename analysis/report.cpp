@@ -77,7 +77,9 @@ std::string md_cell(const std::string& s) {
 std::string error_text(const nlohmann::json& fallback) {
   const auto& e = fallback.contains("max_error") ? fallback["max_error"] : nlohmann::json();
   const auto where = md_cell(fallback.value("where", "?"));
-  return e.is_number() ? fmt::format("{:.3g} in {}", e.get<double>(), where) : e.is_string() ? e.get<std::string>() + " in " + where : "–";
+  return e.is_number()   ? fmt::format("{:.3g} in {}", e.get<double>(), where)
+         : e.is_string() ? e.get<std::string>() + " in " + where
+                         : "–";
 }
 
 // The jobs in which a custom kernel failed its first-use check and the libtorch form ran instead
@@ -86,12 +88,16 @@ std::string kernel_fallback_section(const std::vector<JobRecord>& jobs) {
   std::string rows;
   for (const auto& j : jobs)
     for (const auto& f : j.kernel_fallbacks)
-      rows += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.id(), md_cell(f.value("kernel", "?")),
-                          md_cell(f.value("shape_class", "?")), error_text(f));
+      rows += fmt::format("| {} | {} | {} | {} | {} | {} |\n", cell_name(j), j.stage(), j.id(),
+                          md_cell(f.value("kernel", "?")), md_cell(f.value("shape_class", "?")), error_text(f));
   if (rows.empty()) return "";
-  return "## Kernel fallbacks\n\nJobs in which a custom kernel disagreed with libtorch's own form at its first use for a shape "
-         "class; that class ran the libtorch form for the rest of the job, so the results stand. Run `fwlab doctor` on that "
-         "machine.\n\n| cell | stage | job | kernel | shape class | error |\n| :--- | :--- | :--- | :--- | :--- | ---: |\n" + rows + "\n";
+  return "## Kernel fallbacks\n\nJobs in which a custom kernel disagreed with libtorch's own form at its first use for "
+         "a shape "
+         "class; that class ran the libtorch form for the rest of the job, so the results stand. Run `fwlab doctor` on "
+         "that "
+         "machine.\n\n| cell | stage | job | kernel | shape class | error |\n| :--- | :--- | :--- | :--- | :--- | ---: "
+         "|\n" +
+         rows + "\n";
 }
 
 // The nearest sibling that converged: same stage, fewest differing grid coordinates, then fewest differing
@@ -102,7 +108,8 @@ const JobRecord* nearest_converged(const Experiment& ex, const std::vector<JobRe
   std::tuple<size_t, size_t, long> best{};
   for (const auto& s : jobs) {
     if (!s.finished() || s.stage() != j.stage()) continue;
-    const std::tuple<size_t, size_t, long> d{coords_distance(j, s), config_diff(j, s).size(), -shared_outer_axes(ex, j, s)};
+    const std::tuple<size_t, size_t, long> d{coords_distance(j, s), config_diff(j, s).size(),
+                                             -shared_outer_axes(ex, j, s)};
     if (!nearest || d < best) nearest = &s, best = d;
   }
   return nearest;
@@ -125,7 +132,8 @@ std::string diverged_run(const Experiment& ex, const std::vector<JobRecord>& job
   }
   const JobRecord* nearest = nearest_converged(ex, jobs, j);
   if (!nearest) return out + "No run of this stage converged to compare with.\n\n";
-  out += fmt::format("Nearest converged sibling: {} (job {}). Differences (this run, then the sibling):\n\n", cell_name(*nearest), nearest->id());
+  out += fmt::format("Nearest converged sibling: {} (job {}). Differences (this run, then the sibling):\n\n",
+                     cell_name(*nearest), nearest->id());
   for (const auto& line : config_diff(j, *nearest)) out += fmt::format("- {}\n", line);
   return out + "\n";
 }
@@ -163,18 +171,23 @@ std::string stability_section(const Experiment& ex, const std::vector<JobRecord>
       stability += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", name, v, runs, div, 100.0 * div / runs);
     }
   }
-  const std::string out = "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
-  return out + (stability.empty() ? "No setting varies among the runs with a result.\n\n"
-                                  : "| setting | value | runs | diverged | share |\n| :--- | :--- | ---: | ---: | ---: |\n" + stability + "\n");
+  const std::string out =
+      "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
+  return out + (stability.empty()
+                    ? "No setting varies among the runs with a result.\n\n"
+                    : "| setting | value | runs | diverged | share |\n| :--- | :--- | ---: | ---: | ---: |\n" +
+                          stability + "\n");
 }
 
 // Stability frontier: where an axis sweeps the learning rate, the largest one that converged in each cell.
 std::string frontier_section(const Experiment& ex, const std::vector<JobRecord>& jobs) {
   const auto lr_axis = std::find_if(ex.axes.begin(), ex.axes.end(), [](const Axis& a) { return a.key == "optim.lr"; });
   if (lr_axis == ex.axes.end()) return "";
-  std::string out = fmt::format("## Stability frontier\n\nThe largest learning rate (axis `{}`) that converged in each cell, and the "
-                                "smallest that diverged.\n\n| stage | cell | converged | diverged | largest stable | smallest diverged |\n"
-                                "| :--- | :--- | :--- | :--- | ---: | ---: |\n", lr_axis->name);
+  std::string out = fmt::format(
+      "## Stability frontier\n\nThe largest learning rate (axis `{}`) that converged in each cell, and the "
+      "smallest that diverged.\n\n| stage | cell | converged | diverged | largest stable | smallest diverged |\n"
+      "| :--- | :--- | :--- | :--- | ---: | ---: |\n",
+      lr_axis->name);
   std::vector<std::string> order;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> cells;
   std::map<std::string, std::string> stage_of;
@@ -195,8 +208,8 @@ std::string frontier_section(const Experiment& ex, const std::vector<JobRecord>&
   };
   for (const auto& key : order) {
     const auto& [ok, bad] = cells[key];
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", stage_of[key], key.substr(key.find('\t') + 1), list(ok), list(bad),
-                       ok.empty() ? "*" : lr_text(*std::max_element(ok.begin(), ok.end())),
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", stage_of[key], key.substr(key.find('\t') + 1), list(ok),
+                       list(bad), ok.empty() ? "*" : lr_text(*std::max_element(ok.begin(), ok.end())),
                        bad.empty() ? "–" : lr_text(*std::min_element(bad.begin(), bad.end())));
   }
   return out + "\n`*`: no learning rate converged.\n\n";
@@ -210,7 +223,8 @@ std::string failures_section(const std::vector<JobRecord>& jobs) {
                               md_cell(j.reason.empty() ? (j.cause.empty() ? "–" : j.cause) : j.reason));
   if (failures.empty()) return "";
   return "## Runs without a result\n\nNot divergences: these ended for other reasons (see `fwlab show JOB`).\n\n"
-         "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" + failures + "\n";
+         "| cell | stage | status | reason |\n| :--- | :--- | :--- | :--- |\n" +
+         failures + "\n";
 }
 
 }  // namespace
@@ -225,8 +239,8 @@ std::string divergence_report(const ResultSet& results) {
   std::vector<std::string> counts;
   for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
   out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
-  out += diverged_runs_section(ex, jobs) + stability_section(ex, jobs) + frontier_section(ex, jobs) + failures_section(jobs) +
-         kernel_fallback_section(jobs);
+  out += diverged_runs_section(ex, jobs) + stability_section(ex, jobs) + frontier_section(ex, jobs) +
+         failures_section(jobs) + kernel_fallback_section(jobs);
   const auto table = table_spec(ex);
   if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's
     auto comparison = render_comparison(compare_with_published(build_table(results, table), *published));

@@ -13,8 +13,8 @@ namespace fwlab {
 bool JobRecord::failed() const {
   // Ended without a result: a table cell that says why rather than a number.
   const auto& s = status;
-  return s && (*s == JobStatus::failed || *s == JobStatus::crashed || *s == JobStatus::timeout || *s == JobStatus::blocked ||
-               *s == JobStatus::cancelled);
+  return s && (*s == JobStatus::failed || *s == JobStatus::crashed || *s == JobStatus::timeout ||
+               *s == JobStatus::blocked || *s == JobStatus::cancelled);
 }
 
 std::string JobRecord::status_text() const {
@@ -55,8 +55,12 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     jobs_.push_back(std::move(r));
   }
   auto jq = db.prepare("SELECT status, cause, reason FROM jobs WHERE id = ?");
-  auto eq = db.prepare("SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split, step, checkpoint");
-  auto dq = db.prepare("SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE job_id = ?");
+  auto eq = db.prepare(
+      "SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split, step, "
+      "checkpoint");
+  auto dq = db.prepare(
+      "SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE "
+      "job_id = ?");
   for (const auto& [id, index] : by_id) {
     auto& r = jobs_[index];
     jq.bind(1, id);
@@ -68,7 +72,8 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     jq.reset();
     eq.bind(1, id);
     while (eq.step())
-      r.evals.push_back({eq.text(0), eq.text(2), eq.integer(1), opt_real(eq, 3), opt_real(eq, 4), opt_real(eq, 5), opt_real(eq, 6)});
+      r.evals.push_back(
+          {eq.text(0), eq.text(2), eq.integer(1), opt_real(eq, 3), opt_real(eq, 4), opt_real(eq, 5), opt_real(eq, 6)});
     eq.reset();
     dq.bind(1, id);
     if (dq.step()) {
@@ -131,7 +136,8 @@ std::string value_text(const nlohmann::json& v) {
   if (v.is_null()) return "";
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) return fmt::format("{}", static_cast<int64_t>(d));
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15)
+      return fmt::format("{}", static_cast<int64_t>(d));
     return fmt::format("{}", d);
   }
   return v.dump();

@@ -37,7 +37,7 @@ struct DivergenceRow {
 };
 
 struct JobRecord {
-  PlannedJob planned;        // stage, coords, spec (job.json without init_checkpoint), id, applicable, ...
+  PlannedJob planned;               // stage, coords, spec (job.json without init_checkpoint), id, applicable, ...
   std::optional<JobStatus> status;  // the database's; none when it has no row (not run yet, or n/a: not applicable)
   std::string cause, reason;
   std::vector<EvalRow> evals;  // by split, step
@@ -50,14 +50,15 @@ struct JobRecord {
   std::string status_text() const;  // the status's name, else "not run" or "n/a"
   bool finished() const { return status == JobStatus::finished; }
   bool diverged() const { return status == JobStatus::diverged; }
-  bool failed() const;   // failed, crashed, timeout, blocked: ended without a result
+  bool failed() const;  // failed, crashed, timeout, blocked: ended without a result
   bool active() const { return status == JobStatus::running; }
 };
 
 class ResultSet {
  public:
   // Plans `ex` (grid order) and reads what `db` holds for each job. `db` must outlive the set.
-  ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root, const std::string& version);
+  ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root,
+            const std::string& version);
 
   const Experiment& experiment() const { return ex_; }
   const std::string& profile() const { return profile_; }

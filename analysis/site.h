@@ -15,8 +15,8 @@
 namespace fwlab {
 
 struct SiteEntry {
-  std::string file;     // the experiment file
-  std::string name;     // its [experiment] name
+  std::string file;  // the experiment file
+  std::string name;  // its [experiment] name
   std::string description;
   std::string profile;  // a profile the database has cells of ("" for none)
 };
@@ -30,11 +30,12 @@ struct SiteContext {
 std::vector<SiteEntry> site_entries(Db& db, const std::vector<std::string>& files);
 
 std::string experiment_href(const SiteEntry& e);  // "e/table1--quick.html"
-std::string job_href(const std::string& job_id);   // "job/<id>.html"
+std::string job_href(const std::string& job_id);  // "job/<id>.html"
 
 std::string index_page(Db& db, const std::vector<SiteEntry>& entries, const SiteContext& ctx);
 // The page, and the ids of the jobs it links to (their pages go beside it).
-std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, std::vector<std::string>* linked_jobs = nullptr);
+std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx,
+                            std::vector<std::string>* linked_jobs = nullptr);
 // nullopt when the database has no such job.
 std::optional<std::string> job_page(Db& db, const std::string& job_id, const SiteContext& ctx);
 

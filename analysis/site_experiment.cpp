@@ -25,7 +25,8 @@ namespace {
 std::string cell_html(const CellValue& c) {
   if (c.job_ids.empty()) return esc(c.text);
   std::string out = fmt::format("<a href=\"../{}\">{}</a>", esc(job_href(c.job_ids[0])), esc(c.text));
-  for (size_t i = 1; i < c.job_ids.size(); ++i) out += fmt::format(" <a href=\"../{}\"><sup>{}</sup></a>", esc(job_href(c.job_ids[i])), i + 1);
+  for (size_t i = 1; i < c.job_ids.size(); ++i)
+    out += fmt::format(" <a href=\"../{}\"><sup>{}</sup></a>", esc(job_href(c.job_ids[i])), i + 1);
   return out;
 }
 
@@ -56,14 +57,18 @@ std::string read_whole(const fs::path& path) {
 
 // gnuplot's SVGs, each shown through an <img> from a data: address: self-contained, and an image never runs
 // anything its file holds.
-std::string plots_html(const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots, const std::string& gnuplot) {
+std::string plots_html(const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots,
+                       const std::string& gnuplot) {
   std::string tmpl = (fs::temp_directory_path() / "fwlab-site-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) return "<p>plots: no temporary folder</p>\n";
   std::string out;
   try {
     for (const auto& f : make_plots(results, spec, plots, tmpl, gnuplot))
-      out += fmt::format("<figure><img class=\"plot\" alt=\"{0}\" src=\"data:image/svg+xml;base64,{1}\"><figcaption>{0}: {2}</figcaption></figure>\n",
-                         esc(f.name), html::base64(read_whole(fs::path(tmpl) / (f.name + ".svg"))), esc(fmt::format("{}", fmt::join(f.series, "; "))));
+      out += fmt::format(
+          "<figure><img class=\"plot\" alt=\"{0}\" src=\"data:image/svg+xml;base64,{1}\"><figcaption>{0}: "
+          "{2}</figcaption></figure>\n",
+          esc(f.name), html::base64(read_whole(fs::path(tmpl) / (f.name + ".svg"))),
+          esc(fmt::format("{}", fmt::join(f.series, "; "))));
   } catch (const PlotError& e) {
     out += fmt::format("<p>plots: {}</p>\n", esc(e.what()));
   }
@@ -73,14 +78,18 @@ std::string plots_html(const ResultSet& results, const TableSpec& spec, const st
 }
 
 std::string jobs_html(const ResultSet& results, bool& running) {
-  std::string out = "<table>\n<tr><th class=\"label\">stage</th><th class=\"label\">cell</th><th class=\"label\">status</th>"
-                    "<th class=\"label\">job</th></tr>\n";
+  std::string out =
+      "<table>\n<tr><th class=\"label\">stage</th><th class=\"label\">cell</th><th class=\"label\">status</th>"
+      "<th class=\"label\">job</th></tr>\n";
   for (const auto& j : results.jobs()) {
     const auto status = j.status_text();
     running = running || j.active() || j.status == JobStatus::pending || j.status == JobStatus::submitted;
-    const auto link = j.status ? fmt::format("<a href=\"../{}\">{}</a>", esc(job_href(j.id())), esc(j.id())) : esc(j.planned.applicable ? j.id() : "-");
-    out += fmt::format("<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label status-{}\">{}</td><td class=\"label\">{}</td></tr>\n",
-                       esc(j.stage()), esc(coords_label(j.planned.coords)), esc(status), esc(status), link);
+    const auto link = j.status ? fmt::format("<a href=\"../{}\">{}</a>", esc(job_href(j.id())), esc(j.id()))
+                               : esc(j.planned.applicable ? j.id() : "-");
+    out += fmt::format(
+        "<tr><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label status-{}\">{}</td><td "
+        "class=\"label\">{}</td></tr>\n",
+        esc(j.stage()), esc(coords_label(j.planned.coords)), esc(status), esc(status), link);
   }
   return out + "</table>\n";
 }
@@ -99,9 +108,11 @@ std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, 
     const auto table = build_table(results, spec);
     bool running = false;
     const auto jobs = jobs_html(results, running);
-    std::string body = fmt::format("{}<h1>{}</h1>\n<p>{}</p>\n<p><small>{}</small></p>\n<h2>Table</h2>\n{}", nav, esc(title),
-                                   esc(ex.description), esc(e.file), table_html(table));
-    if (published) body += fmt::format("<h2>Against the paper</h2>\n<pre>{}</pre>\n", esc(render_comparison(compare_with_published(table, *published))));
+    std::string body = fmt::format("{}<h1>{}</h1>\n<p>{}</p>\n<p><small>{}</small></p>\n<h2>Table</h2>\n{}", nav,
+                                   esc(title), esc(ex.description), esc(e.file), table_html(table));
+    if (published)
+      body += fmt::format("<h2>Against the paper</h2>\n<pre>{}</pre>\n",
+                          esc(render_comparison(compare_with_published(table, *published))));
     body += fmt::format("<h2>Divergence report</h2>\n<pre>{}</pre>\n", esc(divergence_report(results)));
     body += "<h2>Plots</h2>\n" + plots_html(results, spec, plots, ctx.gnuplot);
     body += "<h2>Jobs</h2>\n" + jobs;
@@ -110,7 +121,8 @@ std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, 
         if (j.status) linked_jobs->push_back(j.id());
     return html::page(title, body, ctx.live && running ? 10 : 0);
   } catch (const ExperimentError& err) {
-    return html::page(title, fmt::format("{}<h1>{}</h1>\n<p>The experiment file cannot be read: {}</p>\n", nav, esc(title), esc(err.what())));
+    return html::page(title, fmt::format("{}<h1>{}</h1>\n<p>The experiment file cannot be read: {}</p>\n", nav,
+                                         esc(title), esc(err.what())));
   }
 }
 

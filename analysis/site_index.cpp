@@ -39,8 +39,9 @@ std::string experiment_href(const SiteEntry& e) {
 std::string job_href(const std::string& job_id) { return "job/" + address_safe(job_id) + ".html"; }
 
 std::string index_page(Db& db, const std::vector<SiteEntry>& entries, const SiteContext& ctx) {
-  auto q = db.prepare("SELECT COALESCE(j.status, 'n/a'), COUNT(*) FROM cells c LEFT JOIN jobs j ON j.id = c.job_id "
-                      "WHERE c.experiment = ? AND c.profile = ? GROUP BY 1 ORDER BY 1");
+  auto q = db.prepare(
+      "SELECT COALESCE(j.status, 'n/a'), COUNT(*) FROM cells c LEFT JOIN jobs j ON j.id = c.job_id "
+      "WHERE c.experiment = ? AND c.profile = ? GROUP BY 1 ORDER BY 1");
   std::string rows;
   bool running = false;
   for (const auto& e : entries) {
@@ -50,17 +51,19 @@ std::string index_page(Db& db, const std::vector<SiteEntry>& entries, const Site
     while (q.step()) {
       const auto status = q.text(0);
       running = running || status == "running" || status == "pending" || status == "submitted";
-      counts += fmt::format("{}<span class=\"status-{}\">{} {}</span>", counts.empty() ? "" : ", ", html::esc(status), q.integer(1),
-                            html::esc(status));
+      counts += fmt::format("{}<span class=\"status-{}\">{} {}</span>", counts.empty() ? "" : ", ", html::esc(status),
+                            q.integer(1), html::esc(status));
     }
-    rows += fmt::format("<tr><td class=\"label\"><a href=\"{}\">{}</a></td><td class=\"label\">{}</td><td class=\"label\">{}</td>"
-                        "<td class=\"label\">{}</td></tr>\n",
-                        html::esc(experiment_href(e)), html::esc(e.name), html::esc(e.profile.empty() ? "(none)" : e.profile),
-                        html::esc(e.description), counts);
+    rows += fmt::format(
+        "<tr><td class=\"label\"><a href=\"{}\">{}</a></td><td class=\"label\">{}</td><td class=\"label\">{}</td>"
+        "<td class=\"label\">{}</td></tr>\n",
+        html::esc(experiment_href(e)), html::esc(e.name), html::esc(e.profile.empty() ? "(none)" : e.profile),
+        html::esc(e.description), counts);
   }
   const auto body = fmt::format(
       "<h1>fwlab results</h1>\n<p>{} experiment page(s) from the results database{}.</p>\n"
-      "<table>\n<tr><th class=\"label\">experiment</th><th class=\"label\">profile</th><th class=\"label\">description</th>"
+      "<table>\n<tr><th class=\"label\">experiment</th><th class=\"label\">profile</th><th "
+      "class=\"label\">description</th>"
       "<th class=\"label\">cells</th></tr>\n{}</table>\n",
       entries.size(), ctx.live ? " (live: pages of running work reload every 10 s)" : "", rows);
   return html::page("fwlab results", body, ctx.live && running ? 10 : 0);

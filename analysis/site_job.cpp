@@ -14,12 +14,15 @@ using html::esc;
 
 namespace {
 
-std::string text_of(Statement& q, int c) { return q.is_null(c) ? "" : q.value(c).is_string() ? q.text(c) : q.value(c).dump(); }
+std::string text_of(Statement& q, int c) {
+  return q.is_null(c) ? "" : q.value(c).is_string() ? q.text(c) : q.value(c).dump();
+}
 
 // Two columns of (name, value) rows, each escaped.
 std::string pairs_table(const std::vector<std::pair<std::string, std::string>>& rows) {
   std::string out = "<table>\n";
-  for (const auto& [k, v] : rows) out += fmt::format("<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>\n", esc(k), esc(v));
+  for (const auto& [k, v] : rows)
+    out += fmt::format("<tr><th class=\"label\">{}</th><td class=\"label\">{}</td></tr>\n", esc(k), esc(v));
   return out + "</table>\n";
 }
 
@@ -32,15 +35,20 @@ std::string settings_html(Db& db, const std::string& id) {
 }
 
 std::string evals_html(Db& db, const std::string& id, html::Series& valid) {
-  auto q = db.prepare("SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split DESC, step");
+  auto q = db.prepare(
+      "SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split DESC, step");
   q.bind(1, id);
-  std::string out = "<table>\n<tr><th class=\"label\">split</th><th>step</th><th class=\"label\">checkpoint</th><th>loss</th><th>ppl</th>"
-                    "<th>bpc</th><th>accuracy</th></tr>\n";
+  std::string out =
+      "<table>\n<tr><th class=\"label\">split</th><th>step</th><th "
+      "class=\"label\">checkpoint</th><th>loss</th><th>ppl</th>"
+      "<th>bpc</th><th>accuracy</th></tr>\n";
   while (q.step()) {
     if (q.text(0) == "valid" && !q.is_null(3)) valid.points.emplace_back(static_cast<double>(q.integer(1)), q.real(3));
-    out += fmt::format("<tr><td class=\"label\">{}</td><td>{}</td><td class=\"label\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                       esc(q.text(0)), q.integer(1), esc(q.text(2)), esc(text_of(q, 3)), esc(text_of(q, 4)), esc(text_of(q, 5)),
-                       esc(text_of(q, 6)));
+    out += fmt::format(
+        "<tr><td class=\"label\">{}</td><td>{}</td><td "
+        "class=\"label\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        esc(q.text(0)), q.integer(1), esc(q.text(2)), esc(text_of(q, 3)), esc(text_of(q, 4)), esc(text_of(q, 5)),
+        esc(text_of(q, 6)));
   }
   return out + "</table>\n";
 }
@@ -65,31 +73,48 @@ std::string curves_html(Db& db, const std::string& id, const html::Series& valid
 }
 
 std::string events_html(Db& db, const std::string& id) {
-  auto q = db.prepare("SELECT seq, type, strftime('%Y-%m-%dT%H:%M:%SZ', time, 'unixepoch'), body FROM events WHERE job_id = ? ORDER BY seq LIMIT 500");
+  auto q = db.prepare(
+      "SELECT seq, type, strftime('%Y-%m-%dT%H:%M:%SZ', time, 'unixepoch'), body FROM events WHERE job_id = ? ORDER BY "
+      "seq LIMIT 500");
   q.bind(1, id);
-  std::string out = "<table>\n<tr><th>seq</th><th class=\"label\">type</th><th class=\"label\">time</th><th class=\"label\">record</th></tr>\n";
+  std::string out =
+      "<table>\n<tr><th>seq</th><th class=\"label\">type</th><th class=\"label\">time</th><th "
+      "class=\"label\">record</th></tr>\n";
   while (q.step())
-    out += fmt::format("<tr><td>{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td class=\"label\"><code>{}</code></td></tr>\n",
-                       q.integer(0), esc(q.text(1)), esc(q.text(2)), esc(q.text(3)));
+    out += fmt::format(
+        "<tr><td>{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td "
+        "class=\"label\"><code>{}</code></td></tr>\n",
+        q.integer(0), esc(q.text(1)), esc(q.text(2)), esc(q.text(3)));
   return out + "</table>\n";
 }
 
 }  // namespace
 
 std::optional<std::string> job_page(Db& db, const std::string& job_id, const SiteContext& ctx) {
-  auto q = db.prepare("SELECT job_id, experiments, stage, coords, status, cause, reason, n_params, host, started, finished, seconds, dir "
-                      "FROM runs WHERE job_id = ?");
+  auto q = db.prepare(
+      "SELECT job_id, experiments, stage, coords, status, cause, reason, n_params, host, started, finished, seconds, "
+      "dir "
+      "FROM runs WHERE job_id = ?");
   q.bind(1, job_id);
   if (!q.step()) return std::nullopt;
   const auto status = q.text(4);
   const auto coords = nlohmann::json::parse(q.text(3).empty() ? "{}" : q.text(3), nullptr, false);
   const std::vector<std::pair<std::string, std::string>> summary = {
-      {"experiments", q.text(1)}, {"stage", q.text(2)}, {"cell", coords.is_object() ? coords_label(coords) : q.text(3)},
-      {"status", status},         {"cause", q.text(5)}, {"reason", q.text(6)},
-      {"parameters", text_of(q, 7)}, {"host", q.text(8)}, {"started", q.text(9)},
-      {"finished", q.text(10)},   {"seconds", text_of(q, 11)}, {"folder", q.text(12)}};
+      {"experiments", q.text(1)},
+      {"stage", q.text(2)},
+      {"cell", coords.is_object() ? coords_label(coords) : q.text(3)},
+      {"status", status},
+      {"cause", q.text(5)},
+      {"reason", q.text(6)},
+      {"parameters", text_of(q, 7)},
+      {"host", q.text(8)},
+      {"started", q.text(9)},
+      {"finished", q.text(10)},
+      {"seconds", text_of(q, 11)},
+      {"folder", q.text(12)}};
   html::Series valid{"valid loss", {}};
-  std::string body = fmt::format("<nav><a href=\"../index.html\">all experiments</a></nav>\n<h1>job {}</h1>\n{}", esc(job_id), pairs_table(summary));
+  std::string body = fmt::format("<nav><a href=\"../index.html\">all experiments</a></nav>\n<h1>job {}</h1>\n{}",
+                                 esc(job_id), pairs_table(summary));
   const auto evals = evals_html(db, job_id, valid);
   body += "<h2>Curves</h2>\n" + curves_html(db, job_id, valid);
   body += "<h2>Evaluations</h2>\n" + evals;

@@ -92,9 +92,11 @@ void average_columns(Reader& r, const nlohmann::json& t, TableSpec& spec) {
   if (!t.contains("percent_of")) return;
   spec.percent_of = r.text(t["percent_of"], "table.percent_of");
   if (!spec.average) r.fail("table.percent_of", "compares row averages: set table.average = true");
-  const auto ref = std::find_if(spec.references.begin(), spec.references.end(), [&](const auto& x) { return x.label == spec.percent_of; });
+  const auto ref = std::find_if(spec.references.begin(), spec.references.end(),
+                                [&](const auto& x) { return x.label == spec.percent_of; });
   if (ref == spec.references.end() || !ref->row)
-    r.fail("table.percent_of", fmt::format("'{}' is not the label of a table.reference with row = true", spec.percent_of));
+    r.fail("table.percent_of",
+           fmt::format("'{}' is not the label of a table.reference with row = true", spec.percent_of));
 }
 
 }  // namespace
@@ -103,7 +105,8 @@ namespace {
 
 // table.stage: the stages the table reads (the last stage by default); returns the axes they vary.
 std::set<std::string> read_table_stages(Reader& r, const Experiment& ex, const nlohmann::json& t, TableSpec& spec) {
-  spec.stages = t.contains("stage") ? r.names(t["stage"], "table.stage") : std::vector<std::string>{ex.stages.back().name};
+  spec.stages =
+      t.contains("stage") ? r.names(t["stage"], "table.stage") : std::vector<std::string>{ex.stages.back().name};
   if (spec.stages.empty()) r.fail("table.stage", "must name at least one stage");
   std::set<std::string> axes;
   for (size_t i = 0; i < spec.stages.size(); ++i) {
@@ -117,8 +120,8 @@ std::set<std::string> read_table_stages(Reader& r, const Experiment& ex, const n
 }
 
 // table.rows and table.columns (by default the first axis in rows, the others in columns); returns the axes used.
-std::set<std::string> read_rows_and_columns(Reader& r, const Experiment& ex, const nlohmann::json& t, const std::set<std::string>& axes,
-                                            TableSpec& spec) {
+std::set<std::string> read_rows_and_columns(Reader& r, const Experiment& ex, const nlohmann::json& t,
+                                            const std::set<std::string>& axes, TableSpec& spec) {
   std::vector<std::string> axis_order;  // grid order
   for (const auto& a : ex.axes)
     if (axes.count(a.name)) axis_order.push_back(a.name);
@@ -131,12 +134,15 @@ std::set<std::string> read_rows_and_columns(Reader& r, const Experiment& ex, con
     spec.columns.assign(axis_order.begin() + 1, axis_order.end());
   }
   std::set<std::string> used;
-  for (const auto& [list, field] : {std::pair{&spec.rows, std::string("rows")}, std::pair{&spec.columns, std::string("columns")}})
+  for (const auto& [list, field] :
+       {std::pair{&spec.rows, std::string("rows")}, std::pair{&spec.columns, std::string("columns")}})
     for (size_t i = 0; i < list->size(); ++i) {
       const auto& name = (*list)[i];
-      const auto key = t.contains(field) && t[field].is_array() ? fmt::format("table.{}[{}]", field, i) : "table." + field;
+      const auto key =
+          t.contains(field) && t[field].is_array() ? fmt::format("table.{}[{}]", field, i) : "table." + field;
       if (name != "stage" && !axes.count(name))
-        r.fail(key, fmt::format("'{}' is not an axis of stage {}{}", name, fmt::join(spec.stages, ", "), did_you_mean(name, axis_order)));
+        r.fail(key, fmt::format("'{}' is not an axis of stage {}{}", name, fmt::join(spec.stages, ", "),
+                                did_you_mean(name, axis_order)));
       if (!used.insert(name).second) r.fail(key, fmt::format("'{}' is used twice", name));
     }
   return used;
@@ -148,7 +154,8 @@ void read_table_metrics(Reader& r, const Experiment& ex, const nlohmann::json& t
   if (t.contains("metrics")) {
     const auto list = r.names(t["metrics"], "table.metrics");
     if (list.empty()) r.fail("table.metrics", "must name at least one metric");
-    for (size_t i = 0; i < list.size(); ++i) spec.metrics.push_back(r.metric(list[i], fmt::format("table.metrics[{}]", i)));
+    for (size_t i = 0; i < list.size(); ++i)
+      spec.metrics.push_back(r.metric(list[i], fmt::format("table.metrics[{}]", i)));
   }
   if (spec.metrics.empty()) spec.metrics = {default_metric(ex)};
 }
@@ -160,22 +167,28 @@ void read_reduce(Reader& r, const Experiment& ex, const nlohmann::json& t, const
     if (!t["reduce"].is_object()) r.fail("table.reduce", "must be a table of axis = \"best\" | \"mean\"");
     for (const auto& [axis, how] : t["reduce"].items()) {
       const auto key = "table.reduce." + axis;
-      if (!axes.count(axis)) r.fail(key, fmt::format("'{}' is not an axis of stage {}", axis, fmt::join(spec.stages, ", ")));
+      if (!axes.count(axis))
+        r.fail(key, fmt::format("'{}' is not an axis of stage {}", axis, fmt::join(spec.stages, ", ")));
       if (used.count(axis)) r.fail(key, fmt::format("'{}' is already a row or column axis", axis));
       const auto h = r.text(how, key);
-      if (h != "best" && h != "mean") r.fail(key, fmt::format("must be \"best\" (the best value over the axis) or \"mean\" (mean ± sd), got \"{}\"", h));
+      if (h != "best" && h != "mean")
+        r.fail(key,
+               fmt::format("must be \"best\" (the best value over the axis) or \"mean\" (mean ± sd), got \"{}\"", h));
       spec.reduce[axis] = h;
     }
   }
   // experiment.seeds: its seeds pool into mean ± sd unless the table says otherwise.
-  if (ex.seeds > 1 && axes.count("seed") && !used.count("seed") && !spec.reduce.count("seed")) spec.reduce["seed"] = "mean";
+  if (ex.seeds > 1 && axes.count("seed") && !used.count("seed") && !spec.reduce.count("seed"))
+    spec.reduce["seed"] = "mean";
   // An axis that varies inside a cell must say how its runs combine: a silent choice would hide runs.
   for (const auto& a : ex.axes)
     if (axes.count(a.name) && !used.count(a.name) && !spec.reduce.count(a.name) && a.values.size() > 1)
       r.fail(t.contains("reduce") ? "table.reduce" : "table",
              fmt::format("axis '{}' varies within a cell: make it a row or column, or add it to table.reduce "
-                         "(\"best\" or \"mean\")", a.name));
-  if (spec.stages.size() > 1 && !used.count("stage")) r.fail("table.stage", "several stages: put \"stage\" in rows or columns");
+                         "(\"best\" or \"mean\")",
+                         a.name));
+  if (spec.stages.size() > 1 && !used.count("stage"))
+    r.fail("table.stage", "several stages: put \"stage\" in rows or columns");
 }
 
 // table.digits = 2, or per metric: digits = { test_bpc = 3, tokens_per_s = 0 }.
@@ -193,7 +206,8 @@ void read_digits(Reader& r, const nlohmann::json& t, TableSpec& spec) {
   for (const auto& m : spec.metrics) names.push_back(m.name);
   for (const auto& [name, v] : t["digits"].items()) {
     if (std::find(names.begin(), names.end(), name) == names.end())
-      r.fail("table.digits." + name, fmt::format("'{}' is not a metric of the table{}", name, did_you_mean(name, names)));
+      r.fail("table.digits." + name,
+             fmt::format("'{}' is not a metric of the table{}", name, did_you_mean(name, names)));
     spec.metric_digits[name] = decimals(v, "table.digits." + name);
   }
 }
@@ -208,8 +222,10 @@ void read_references(Reader& r, const Experiment& ex, const nlohmann::json& t, T
     if (!e.is_object()) r.fail(key, "must be { label = ..., stage = ... }");
     r.known_keys(e, key, {"label", "stage", "row"});
     if (!e.contains("stage")) r.fail(key, "needs a stage");
-    TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "", r.text(e["stage"], key + ".stage")};
-    if (!find_stage(ex, ref.stage)) r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
+    TableSpec::Reference ref{e.contains("label") ? r.text(e["label"], key + ".label") : "",
+                             r.text(e["stage"], key + ".stage")};
+    if (!find_stage(ex, ref.stage))
+      r.fail(key + ".stage", fmt::format("no stage '{}'{}", ref.stage, did_you_mean(ref.stage, stage_names(ex))));
     if (ref.label.empty()) ref.label = ref.stage;
     if (e.contains("row")) {
       if (!e["row"].is_boolean()) r.fail(key + ".row", "must be true or false");
@@ -224,8 +240,9 @@ void read_references(Reader& r, const Experiment& ex, const nlohmann::json& t, T
 TableSpec table_spec(const Experiment& ex) {
   Reader r(ex);
   const auto& t = ex.table;
-  r.known_keys(t, "table", {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption",
-                            "average", "percent_of"});
+  r.known_keys(t, "table",
+               {"stage", "rows", "columns", "metric", "metrics", "reduce", "digits", "labels", "reference", "caption",
+                "average", "percent_of"});
   TableSpec spec;
   const auto axes = read_table_stages(r, ex, t, spec);
   const auto used = read_rows_and_columns(r, ex, t, axes, spec);
@@ -253,9 +270,10 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
     if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\", \"versus\" or \"generation\")");
     spec.kind = r.text(p["kind"], key + ".kind");
     if (spec.kind != "vs_m" && spec.kind != "versus" && spec.kind != "generation")
-      r.fail(key + ".kind", fmt::format("unknown kind '{}' (vs_m: metric against state size m; versus: metric against "
-                                        "the axis x; generation: ms per token and state memory against sequence length){}",
-                                        spec.kind, did_you_mean(spec.kind, {"vs_m", "versus", "generation"})));
+      r.fail(key + ".kind",
+             fmt::format("unknown kind '{}' (vs_m: metric against state size m; versus: metric against "
+                         "the axis x; generation: ms per token and state memory against sequence length){}",
+                         spec.kind, did_you_mean(spec.kind, {"vs_m", "versus", "generation"})));
     if (spec.kind == "versus") {
       if (!p.contains("x")) r.fail(key, "kind \"versus\" needs x: the grid axis along the x axis");
       spec.x = r.text(p["x"], key + ".x");
@@ -268,15 +286,19 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
     }
     if (spec.kind == "vs_m") spec.x = "m";
     // Default: the table's evaluation metric (its columns may also hold parameters or throughput).
-    const auto eval = std::find_if(table.metrics.begin(), table.metrics.end(), [](const Metric& m) { return m.source == Metric::Source::Eval; });
-    spec.metric = p.contains("metric") ? r.metric(p["metric"], key + ".metric") : eval != table.metrics.end() ? *eval : table.metrics.front();
+    const auto eval = std::find_if(table.metrics.begin(), table.metrics.end(),
+                                   [](const Metric& m) { return m.source == Metric::Source::Eval; });
+    spec.metric = p.contains("metric")          ? r.metric(p["metric"], key + ".metric")
+                  : eval != table.metrics.end() ? *eval
+                                                : table.metrics.front();
     spec.series = p.contains("series") ? r.names(p["series"], key + ".series") : table.rows;
     out.push_back(spec);
   }
   return out;
 }
 
-std::vector<std::string> table_keys(const Experiment& ex, const TableSpec& table, const std::vector<std::string>& axes) {
+std::vector<std::string> table_keys(const Experiment& ex, const TableSpec& table,
+                                    const std::vector<std::string>& axes) {
   std::vector<std::string> keys = {""};
   for (const auto& axis : axes) {
     std::vector<std::string> values;
@@ -309,13 +331,17 @@ std::vector<std::string> published_columns(const Reader& r, const nlohmann::json
     if (p.contains("columns")) r.fail("published.columns", "the table has no column axes: give each row one value");
     return {""};
   }
-  if (!p.contains("columns")) r.fail("published", fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
+  if (!p.contains("columns"))
+    r.fail("published",
+           fmt::format("needs columns: the keys of the table's columns ({})", fmt::join(table.columns, ", ")));
   const auto columns = r.names(p["columns"], "published.columns");
   for (size_t i = 0; i < columns.size(); ++i) {
     const auto& c = columns[i];
     if (std::find(column_keys.begin(), column_keys.end(), c) == column_keys.end())
-      r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
-    if (std::count(columns.begin(), columns.end(), c) > 1) r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
+      r.fail(fmt::format("published.columns[{}]", i),
+             fmt::format("'{}' is not a column of the table{}", c, did_you_mean(c, column_keys)));
+    if (std::count(columns.begin(), columns.end(), c) > 1)
+      r.fail(fmt::format("published.columns[{}]", i), fmt::format("'{}' appears twice", c));
   }
   return columns;
 }
@@ -325,15 +351,17 @@ void published_metric(const Reader& r, const nlohmann::json& p, const TableSpec&
   std::vector<std::string> metric_names;
   for (const auto& m : table.metrics) metric_names.push_back(m.name);
   const auto chosen = p.contains("metric") ? r.text(p["metric"], "published.metric") : "";
-  const auto it = std::find_if(table.metrics.begin(), table.metrics.end(), [&](const Metric& m) {
-    return chosen.empty() ? !m.from_config() : m.name == chosen;
-  });
+  const auto it = std::find_if(table.metrics.begin(), table.metrics.end(),
+                               [&](const Metric& m) { return chosen.empty() ? !m.from_config() : m.name == chosen; });
   if (it == table.metrics.end())
     r.fail(chosen.empty() ? "published" : "published.metric",
-           chosen.empty() ? "the table has no measured metric to compare" : fmt::format("'{}' is not a metric of the table{}", chosen, did_you_mean(chosen, metric_names)));
+           chosen.empty()
+               ? "the table has no measured metric to compare"
+               : fmt::format("'{}' is not a metric of the table{}", chosen, did_you_mean(chosen, metric_names)));
   spec.metric = *it;
   if (spec.higher_is_better != spec.metric.higher_is_better)
-    r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name, spec.metric.higher_is_better ? "higher" : "lower"));
+    r.fail("published.better", fmt::format("the table's {} is better {}", spec.metric.name,
+                                           spec.metric.higher_is_better ? "higher" : "lower"));
 }
 
 // published.metrics: one published column per metric, for a table whose columns are its metrics (evaluation
@@ -341,12 +369,15 @@ void published_metric(const Reader& r, const nlohmann::json& p, const TableSpec&
 void published_metric_columns(const Reader& r, const nlohmann::json& p, const TableSpec& table, PublishedSpec& spec) {
   if (!table.columns.empty()) r.fail("published.metrics", "needs a table whose columns are its metrics (columns = [])");
   for (const char* other : {"metric", "columns"})
-    if (p.contains(other)) r.fail(fmt::format("published.{}", other), "give either metrics (one per column) or metric and columns");
-  if (!p["metrics"].is_array() || p["metrics"].empty()) r.fail("published.metrics", "must be a list of the table's metrics, one per published column");
+    if (p.contains(other))
+      r.fail(fmt::format("published.{}", other), "give either metrics (one per column) or metric and columns");
+  if (!p["metrics"].is_array() || p["metrics"].empty())
+    r.fail("published.metrics", "must be a list of the table's metrics, one per published column");
   for (size_t i = 0; i < p["metrics"].size(); ++i) {
     const auto key = fmt::format("published.metrics[{}]", i);
     const auto m = r.metric(p["metrics"][i], key);
-    if (m.higher_is_better != spec.higher_is_better) r.fail(key, fmt::format("{} is better {}", m.name, m.higher_is_better ? "higher" : "lower"));
+    if (m.higher_is_better != spec.higher_is_better)
+      r.fail(key, fmt::format("{} is better {}", m.name, m.higher_is_better ? "higher" : "lower"));
     spec.metric_columns.push_back(m);
   }
   spec.metric = spec.metric_columns.front();
@@ -364,12 +395,16 @@ std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpe
   if (!p.contains("source")) r.fail("published", "needs a source (the paper and its table)");
   spec.source = r.text(p["source"], "published.source");
   if (p.contains("note")) spec.note = r.text(p["note"], "published.note");
-  if (!p.contains("better")) r.fail("published", "needs better = \"lower\" or \"higher\" (the metric's direction in the paper)");
+  if (!p.contains("better"))
+    r.fail("published", "needs better = \"lower\" or \"higher\" (the metric's direction in the paper)");
   const auto better = r.text(p["better"], "published.better");
-  if (better != "lower" && better != "higher") r.fail("published.better", fmt::format("must be \"lower\" or \"higher\", got \"{}\"", better));
+  if (better != "lower" && better != "higher")
+    r.fail("published.better", fmt::format("must be \"lower\" or \"higher\", got \"{}\"", better));
   spec.higher_is_better = better == "higher";
-  if (p.contains("metrics")) published_metric_columns(r, p, table, spec);
-  else published_metric(r, p, table, spec);
+  if (p.contains("metrics"))
+    published_metric_columns(r, p, table, spec);
+  else
+    published_metric(r, p, table, spec);
 
   // Keys of the grid as the file wrote it: a row or column that a --set or profile subset left out is set aside.
   Experiment written = ex;
@@ -379,18 +414,25 @@ std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpe
   for (const auto& ref : table.references)  // a reference row (the teacher) stands beside the paper's by its label
     if (ref.row) row_keys.push_back(ref.label), kept_rows.push_back(ref.label);
   const auto kept_columns = table_keys(ex, table, table.columns);
-  auto kept = [](const std::vector<std::string>& keys, const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
-  const auto columns = spec.metric_columns.empty() ? published_columns(r, p, table, table_keys(written, table, table.columns)) : spec.columns;
+  auto kept = [](const std::vector<std::string>& keys, const std::string& k) {
+    return std::find(keys.begin(), keys.end(), k) != keys.end();
+  };
+  const auto columns = spec.metric_columns.empty()
+                           ? published_columns(r, p, table, table_keys(written, table, table.columns))
+                           : spec.columns;
   if (spec.metric_columns.empty())
     for (const auto& c : columns)
       if (c.empty() || kept(kept_columns, c)) spec.columns.push_back(c);
   if (!p.contains("rows") || !p["rows"].is_object() || p["rows"].empty())
-    r.fail(p.contains("rows") ? "published.rows" : "published", "needs rows: a table of row key = [values, one per column]");
+    r.fail(p.contains("rows") ? "published.rows" : "published",
+           "needs rows: a table of row key = [values, one per column]");
   for (const auto& [row, values] : p["rows"].items()) {
     const auto key = "published.rows." + row;
-    if (!kept(row_keys, row)) r.fail(key, fmt::format("'{}' is not a row of the table{}", row, did_you_mean(row, row_keys)));
+    if (!kept(row_keys, row))
+      r.fail(key, fmt::format("'{}' is not a row of the table{}", row, did_you_mean(row, row_keys)));
     if (!values.is_array()) r.fail(key, "must be a list of values, one per column");
-    if (values.size() != columns.size()) r.fail(key, fmt::format("has {} values for {} columns", values.size(), columns.size()));
+    if (values.size() != columns.size())
+      r.fail(key, fmt::format("has {} values for {} columns", values.size(), columns.size()));
     std::vector<PublishedCell> cells;
     for (size_t i = 0; i < values.size(); ++i) {
       const auto cell = published_cell(r, values[i], fmt::format("{}[{}]", key, i));

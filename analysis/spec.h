@@ -13,21 +13,21 @@
 namespace fwlab {
 
 struct TableSpec {
-  std::vector<std::string> stages;           // the stages whose jobs fill the table
-  std::vector<std::string> rows, columns;    // axis names, or "stage"
-  std::vector<Metric> metrics;               // one, or several side by side (each column key x metric)
-  std::map<std::string, std::string> reduce; // other axes that vary within a cell: "best" or "mean"
-  int digits = 2;                            // decimals; per metric in metric_digits
+  std::vector<std::string> stages;            // the stages whose jobs fill the table
+  std::vector<std::string> rows, columns;     // axis names, or "stage"
+  std::vector<Metric> metrics;                // one, or several side by side (each column key x metric)
+  std::map<std::string, std::string> reduce;  // other axes that vary within a cell: "best" or "mean"
+  int digits = 2;                             // decimals; per metric in metric_digits
   std::map<std::string, int> metric_digits;
-  std::map<std::string, std::string> labels; // display names of axis values, axes and metrics
+  std::map<std::string, std::string> labels;  // display names of axis values, axes and metrics
   struct Reference {
     std::string label, stage;
     bool row = false;  // a row of its own even when it shares no column axis (a teacher beside tasks as columns)
   };
-  std::vector<Reference> references;         // other stages shown with the table (the teacher, a softmax baseline)
+  std::vector<Reference> references;  // other stages shown with the table (the teacher, a softmax baseline)
   std::string caption;
-  bool average = false;                      // a last column: the mean of each row's values (evaluation tasks)
-  std::string percent_of;                    // and "% of LABEL": each row's average over that reference row's
+  bool average = false;    // a last column: the mean of each row's values (evaluation tasks)
+  std::string percent_of;  // and "% of LABEL": each row's average over that reference row's
 
   int digits_for(const std::string& metric) const {
     auto it = metric_digits.find(metric);
@@ -40,10 +40,10 @@ struct TableSpec {
 };
 
 struct PlotSpec {
-  std::string kind;                  // vs_m | versus | generation
-  std::string x;                     // vs_m, versus: the grid axis along x ("m" for vs_m)
+  std::string kind;  // vs_m | versus | generation
+  std::string x;     // vs_m, versus: the grid axis along x ("m" for vs_m)
   Metric metric;
-  std::vector<std::string> series;   // settings whose values name the lines (axes, short names or job keys)
+  std::vector<std::string> series;  // settings whose values name the lines (axes, short names or job keys)
 };
 
 // [published]: the paper's own numbers for the table (`fwlab table --compare`, analysis/compare.h).
@@ -53,11 +53,11 @@ struct PublishedCell {
   double value = 0;
 };
 struct PublishedSpec {
-  std::string source;                 // the paper and its table ("Mao 2022, Table 1")
-  std::string note;                   // how the paper's setting differs (optional)
-  Metric metric;                      // the table's metric the numbers stand beside
-  bool higher_is_better = false;      // the paper's direction ("better" key), the same as the metric's
-  std::vector<std::string> columns;   // column keys: the column axes' values joined by ", " ({""}: no column axes)
+  std::string source;                // the paper and its table ("Mao 2022, Table 1")
+  std::string note;                  // how the paper's setting differs (optional)
+  Metric metric;                     // the table's metric the numbers stand beside
+  bool higher_is_better = false;     // the paper's direction ("better" key), the same as the metric's
+  std::vector<std::string> columns;  // column keys: the column axes' values joined by ", " ({""}: no column axes)
   // metrics = [...] instead: a table whose columns are its metrics (evaluation tasks) beside a paper's task
   // columns, one metric per published column. A metric this table does not measure (a profile with other tasks)
   // stays a column of "–" cells and is named in the comparison's caption.

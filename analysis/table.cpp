@@ -66,13 +66,14 @@ std::string key_text(const std::vector<nlohmann::json>& key) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string column_header(const TableSpec& spec, const std::vector<std::string>& axes, const std::vector<nlohmann::json>& key,
-                          const Metric* metric) {
+std::string column_header(const TableSpec& spec, const std::vector<std::string>& axes,
+                          const std::vector<nlohmann::json>& key, const Metric* metric) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < axes.size(); ++i) {
     const auto text = value_text(key[i]);
     // A labelled or named value speaks for itself; a bare number needs its axis ("m=16").
-    parts.push_back(spec.labels.count(text) || key[i].is_string() ? spec.label(text) : fmt::format("{}={}", spec.label(axes[i]), text));
+    parts.push_back(spec.labels.count(text) || key[i].is_string() ? spec.label(text)
+                                                                  : fmt::format("{}={}", spec.label(axes[i]), text));
   }
   if (metric) parts.push_back(spec.label(metric->name));
   return fmt::format("{}", fmt::join(parts, ", "));
@@ -111,7 +112,8 @@ bool at_chance(const CellValue& c, const Metric& metric, const std::vector<const
 
 bool uses_marker(const std::string& text, const std::string& marker) {
   if (marker == "*") return text == "*";
-  if (marker == "!" || marker == "…") return text == marker || (text.size() > marker.size() && text.ends_with(" " + marker));
+  if (marker == "!" || marker == "…")
+    return text == marker || (text.size() > marker.size() && text.ends_with(" " + marker));
   if (marker == "–" || marker == "N/A" || marker == "?") return text == marker;
   return text.find(marker) != std::string::npos;
 }
@@ -128,13 +130,18 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
     c.job_ids.push_back(j->id());
     // A run that diverged after validating keeps its best checkpoint's evaluation: a value, marked. Only finished
     // and diverged runs (and settings) are looked up: a running job's partial record gives no value.
-    const bool looked_up = j->finished() || metric.from_config() || (j->diverged() && metric.source == Metric::Source::Eval);
+    const bool looked_up =
+        j->finished() || metric.from_config() || (j->diverged() && metric.source == Metric::Source::Eval);
     const auto v = looked_up ? metric.value(*j, results) : std::nullopt;
     const bool after_best = j->diverged() && metric.source == Metric::Source::Eval && v;
-    if (after_best) ++c.after_best;
-    else if (j->diverged()) ++c.diverged;
-    else if (j->failed()) ++c.failed;
-    else if (!j->finished()) ++c.unfinished;
+    if (after_best)
+      ++c.after_best;
+    else if (j->diverged())
+      ++c.diverged;
+    else if (j->failed())
+      ++c.failed;
+    else if (!j->finished())
+      ++c.unfinished;
     if (!v) continue;
     nlohmann::json key = nlohmann::json::object();
     for (const auto& [axis, how] : reduce)
@@ -162,12 +169,16 @@ CellValue reduce_cell(const std::vector<const JobRecord*>& jobs, const Metric& m
   if (!best) {
     using K = CellValue::Kind;
     const bool finished_any = c.runs > c.diverged + c.failed + c.unfinished;
-    c.kind = c.diverged == c.runs                                ? K::Diverged
+    c.kind = c.diverged == c.runs                                                                    ? K::Diverged
              : std::any_of(jobs.begin(), jobs.end(), [](const JobRecord* j) { return j->active(); }) ? K::Running
-             : c.unfinished > 0                                  ? K::NotRun
-             : finished_any                                      ? K::Missing
-                                                                 : K::Failed;
-    c.text = c.kind == K::Diverged ? "*" : c.kind == K::Running ? "…" : c.kind == K::NotRun ? "–" : c.kind == K::Missing ? "?" : "!";
+             : c.unfinished > 0                                                                      ? K::NotRun
+             : finished_any                                                                          ? K::Missing
+                                                                                                     : K::Failed;
+    c.text = c.kind == K::Diverged  ? "*"
+             : c.kind == K::Running ? "…"
+             : c.kind == K::NotRun  ? "–"
+             : c.kind == K::Missing ? "?"
+                                    : "!";
     return c;
   }
   c.kind = CellValue::Kind::Value;
@@ -198,7 +209,8 @@ ReferenceJobs reference_jobs(const ResultSet& results, const TableSpec& spec, co
   for (const auto& s : results.experiment().stages)
     if (s.name == ref.stage)
       for (const auto& a : s.axes)
-        if (std::find(matched.begin(), matched.end(), a) == matched.end()) r.reduce[a] = spec.reduce.count(a) ? spec.reduce.at(a) : "best";
+        if (std::find(matched.begin(), matched.end(), a) == matched.end())
+          r.reduce[a] = spec.reduce.count(a) ? spec.reduce.at(a) : "best";
   return r;
 }
 
@@ -219,15 +231,18 @@ std::vector<const JobRecord*> matching(const std::vector<const JobRecord*>& pool
 // Title and caption: the experiment, the profile, the measures and how cells are reduced.
 void title_and_caption(Table& t, const ResultSet& results, const TableSpec& spec) {
   const auto& ex = results.experiment();
-  t.title = fmt::format("{}{}", ex.name, results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
+  t.title =
+      fmt::format("{}{}", ex.name, results.profile().empty() ? "" : fmt::format(" ({} profile)", results.profile()));
   std::vector<std::string> reduced;
-  for (const auto& [axis, how] : spec.reduce) reduced.push_back(how == "best" ? fmt::format("best over {}", axis) : fmt::format("mean ± sd over {}", axis));
+  for (const auto& [axis, how] : spec.reduce)
+    reduced.push_back(how == "best" ? fmt::format("best over {}", axis) : fmt::format("mean ± sd over {}", axis));
   std::vector<std::string> measures;
   for (const auto& m : spec.metrics)
     if (std::find(measures.begin(), measures.end(), m.units()) == measures.end()) measures.push_back(m.units());
-  t.caption = fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
-                          (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ",
-                          fmt::join(measures, "; "), reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
+  t.caption =
+      fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
+                  (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ", fmt::join(measures, "; "),
+                  reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
 }
 
 // A reference stage: a row when it shares a column axis with the table (matched on it), else one note line.
@@ -235,7 +250,8 @@ void add_reference(Table& t, const ResultSet& results, const TableSpec& spec, co
                    const std::vector<std::vector<nlohmann::json>>& col_keys) {
   const auto& ex = results.experiment();
   const bool several = spec.metrics.size() > 1;
-  const auto& stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
+  const auto& stage =
+      *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == ref.stage; });
   std::vector<std::string> shared;
   for (const auto& c : spec.columns)
     if (std::find(stage.axes.begin(), stage.axes.end(), c) != stage.axes.end()) shared.push_back(c);
@@ -256,8 +272,10 @@ void add_reference(Table& t, const ResultSet& results, const TableSpec& spec, co
   std::vector<CellValue> row;
   for (const auto& ck : col_keys) {
     std::vector<nlohmann::json> key;
-    for (const auto& a : shared) key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
-    for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits_for(m.name)));
+    for (const auto& a : shared)
+      key.push_back(ck[std::find(spec.columns.begin(), spec.columns.end(), a) - spec.columns.begin()]);
+    for (const auto& m : spec.metrics)
+      row.push_back(reduce_cell(matching(pool, shared, key), m, results, reduce, spec.digits_for(m.name)));
   }
   t.cells.push_back(std::move(row));
 }
@@ -269,7 +287,8 @@ void add_legend(Table& t) {
     for (const auto& row : t.cells)
       for (const auto& c : row) used = used || uses_marker(c.text, marker);
     for (const auto& n : t.notes)
-      used = used || (marker != "N/A" && n.ends_with(": " + marker)) || (marker == "≈ chance" && n.find(marker) != std::string::npos);
+      used = used || (marker != "N/A" && n.ends_with(": " + marker)) ||
+             (marker == "≈ chance" && n.find(marker) != std::string::npos);
     if (used) t.legend.push_back(meaning);
   }
 }
@@ -285,12 +304,16 @@ void add_averages(Table& t, const TableSpec& spec) {
     bool all = !t.cells[r].empty();
     for (const auto& c : t.cells[r]) all = all && c.kind == CellValue::Kind::Value, sum += c.mean;
     means.push_back(all ? std::optional(sum / static_cast<double>(t.cells[r].size())) : std::nullopt);
-    if (!spec.percent_of.empty() && !t.row_labels[r].empty() && t.row_labels[r][0] == spec.percent_of && t.row_keys[r].empty()) base = means.back();
+    if (!spec.percent_of.empty() && !t.row_labels[r].empty() && t.row_labels[r][0] == spec.percent_of &&
+        t.row_keys[r].empty())
+      base = means.back();
   }
   t.column_headers.push_back("average");
   if (!spec.percent_of.empty()) t.column_headers.push_back("% of " + spec.percent_of);
   for (size_t r = 0; r < t.cells.size(); ++r) {
-    const auto text = [](std::optional<double> v, int digits) { return v ? fmt::format("{:.{}f}", *v, digits) : std::string("–"); };
+    const auto text = [](std::optional<double> v, int digits) {
+      return v ? fmt::format("{:.{}f}", *v, digits) : std::string("–");
+    };
     CellValue avg;
     avg.kind = means[r] ? CellValue::Kind::Value : CellValue::Kind::Missing;
     avg.mean = means[r].value_or(0), avg.text = text(means[r], spec.digits);
@@ -323,7 +346,8 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
   const bool several = spec.metrics.size() > 1;
   for (const auto& ck : col_keys)
     for (const auto& m : spec.metrics) {
-      t.column_headers.push_back(spec.columns.empty() ? spec.label(m.name) : column_header(spec, spec.columns, ck, several ? &m : nullptr));
+      t.column_headers.push_back(spec.columns.empty() ? spec.label(m.name)
+                                                      : column_header(spec, spec.columns, ck, several ? &m : nullptr));
       t.column_keys.push_back(key_text(ck));
       t.column_metrics.push_back(m.name);
     }
@@ -335,7 +359,9 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
     const auto in_row = matching(jobs, spec.rows, rk);
     std::vector<CellValue> row;
     for (const auto& ck : col_keys)
-      for (const auto& m : spec.metrics) row.push_back(reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits_for(m.name)));
+      for (const auto& m : spec.metrics)
+        row.push_back(
+            reduce_cell(matching(in_row, spec.columns, ck), m, results, spec.reduce, spec.digits_for(m.name)));
     t.cells.push_back(std::move(row));
   }
   for (const auto& ref : spec.references) add_reference(t, results, spec, ref, col_keys);
@@ -347,11 +373,26 @@ Table build_table(const ResultSet& results, const TableSpec& spec) {
 namespace {
 
 std::string tex_escape(const std::string& s) {
-  static const std::vector<std::pair<std::string, std::string>> kMap = {
-      {"\\", "\\textbackslash{}"}, {"&", "\\&"}, {"%", "\\%"}, {"$", "\\$"}, {"#", "\\#"}, {"_", "\\_"},
-      {"{", "\\{"}, {"}", "\\}"}, {"~", "\\textasciitilde{}"}, {"^", "\\textasciicircum{}"},
-      {"±", "$\\pm$"}, {"†", "$\\dagger$"}, {"≈", "$\\approx$"}, {"…", "\\dots{}"}, {"–", "--"}, {"×", "$\\times$"}, {"✗", "$\\times$"}, {"φ", "$\\phi$"},
-      {"·", "$\\cdot$"}, {"≤", "$\\le$"}};
+  static const std::vector<std::pair<std::string, std::string>> kMap = {{"\\", "\\textbackslash{}"},
+                                                                        {"&", "\\&"},
+                                                                        {"%", "\\%"},
+                                                                        {"$", "\\$"},
+                                                                        {"#", "\\#"},
+                                                                        {"_", "\\_"},
+                                                                        {"{", "\\{"},
+                                                                        {"}", "\\}"},
+                                                                        {"~", "\\textasciitilde{}"},
+                                                                        {"^", "\\textasciicircum{}"},
+                                                                        {"±", "$\\pm$"},
+                                                                        {"†", "$\\dagger$"},
+                                                                        {"≈", "$\\approx$"},
+                                                                        {"…", "\\dots{}"},
+                                                                        {"–", "--"},
+                                                                        {"×", "$\\times$"},
+                                                                        {"✗", "$\\times$"},
+                                                                        {"φ", "$\\phi$"},
+                                                                        {"·", "$\\cdot$"},
+                                                                        {"≤", "$\\le$"}};
   std::string out;
   for (size_t i = 0; i < s.size();) {
     if (const auto u = static_cast<unsigned char>(s[i]); u < 0x20 || u == 0x7f) {  // a blank line ends a tabular row
@@ -417,7 +458,8 @@ std::string render_markdown(const Table& t) {
 
 std::string render_latex(const Table& t) {
   std::string out = "% Generated by fwlab table; needs \\usepackage{booktabs}.\n\\begin{table}[t]\n\\centering\n";
-  out += fmt::format("\\begin{{tabular}}{{{}{}}}\n\\toprule\n", std::string(t.row_headers.size(), 'l'), std::string(t.column_headers.size(), 'r'));
+  out += fmt::format("\\begin{{tabular}}{{{}{}}}\n\\toprule\n", std::string(t.row_headers.size(), 'l'),
+                     std::string(t.column_headers.size(), 'r'));
   const auto grid = text_grid(t, tex_escape);
   out += fmt::format("{} \\\\\n\\midrule\n", fmt::join(grid[0], " & "));
   for (size_t r = 1; r < grid.size(); ++r) out += fmt::format("{} \\\\\n", fmt::join(grid[r], " & "));

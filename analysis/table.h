@@ -17,8 +17,8 @@ struct CellValue {
   enum class Kind { Value, NotApplicable, Diverged, NotRun, Running, Failed, Missing };
   Kind kind = Kind::NotRun;
   double mean = 0, sd = 0;
-  int values = 0;      // runs that gave the shown value (the best group when reducing with "best")
-  int runs = 0;        // applicable jobs in the cell
+  int values = 0;  // runs that gave the shown value (the best group when reducing with "best")
+  int runs = 0;    // applicable jobs in the cell
   int diverged = 0, failed = 0, unfinished = 0;
   int after_best = 0;  // diverged runs whose best checkpoint (validated before the divergence) gives the value
   std::string text;    // as printed
@@ -40,13 +40,13 @@ ReferenceJobs reference_jobs(const ResultSet& results, const TableSpec& spec, co
 
 struct Table {
   std::string title, caption;
-  std::vector<std::string> row_headers;               // one per row axis
-  std::vector<std::string> column_headers;            // one per value column
-  std::vector<std::vector<std::string>> row_labels;   // [row][row axis]
-  std::vector<std::vector<CellValue>> cells;          // [row][column]
-  std::vector<std::string> row_keys;                  // [row]: the row axes' values joined by ", " ("" for references)
+  std::vector<std::string> row_headers;              // one per row axis
+  std::vector<std::string> column_headers;           // one per value column
+  std::vector<std::vector<std::string>> row_labels;  // [row][row axis]
+  std::vector<std::vector<CellValue>> cells;         // [row][column]
+  std::vector<std::string> row_keys;                 // [row]: the row axes' values joined by ", " ("" for references)
   std::vector<std::string> column_keys, column_metrics;  // [column]: the column axes' values joined by ", ", the metric
-  std::vector<std::string> notes;                     // reference values that share no column axis
+  std::vector<std::string> notes;                        // reference values that share no column axis
   std::vector<std::string> legend;
 };
 

@@ -38,7 +38,9 @@ namespace {
 
 struct Size {
   int64_t B, H, T, D, M;
-  std::string str() const { return D == M ? fmt::format("B{} H{} T{} D=M={}", B, H, T, D) : fmt::format("B{} H{} T{} D={} M={}", B, H, T, D, M); }
+  std::string str() const {
+    return D == M ? fmt::format("B{} H{} T{} D=M={}", B, H, T, D) : fmt::format("B{} H{} T{} D={} M={}", B, H, T, D, M);
+  }
   double state_bytes() const { return 4.0 * static_cast<double>(B * H * T * D * M); }
   double forward_flops() const { return 6.0 * static_cast<double>(B * H * T * D * M); }
 };
@@ -62,7 +64,8 @@ Inputs make_inputs(const Size& s) {
 
 torch::Tensor run_form(const std::string& form, const Inputs& in) {
   if (form == "fused") return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, {}).y;
-  if (form == "chunked") return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, {}, 8).y;  // the model's chunk for decay
+  if (form == "chunked")
+    return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, {}, 8).y;  // the model's chunk for decay
   return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, {}).y;
 }
 
@@ -134,15 +137,16 @@ Figures cpp_form(const std::string& form, const Size& s, int repeats, int thread
   const int warmups = form == "naive" ? 1 : 3;
   f.fwdbwd_ms = median_ms(r, warmups, [&] { run_once(form, in, true); });
   f.fwd_ms = median_ms(r, warmups, [&] { run_once(form, in, false); });
-  const auto mem = capture(fmt::format("env -u OPENBLAS_CORETYPE {} --memory {} {} {} {} {} {} --threads {}", self_exe(), form, s.B, s.H,
-                                       s.T, s.D, s.M, threads));
+  const auto mem = capture(fmt::format("env -u OPENBLAS_CORETYPE {} --memory {} {} {} {} {} {} --threads {}",
+                                       self_exe(), form, s.B, s.H, s.T, s.D, s.M, threads));
   f.op_bytes = mem.empty() ? -1 : std::stod(mem);
   return f;
 }
 
 Figures torchscript_form(const Size& s, int repeats, int threads) {
-  const auto out = capture(fmt::format("env -u OPENBLAS_CORETYPE /usr/bin/python3 {}/bench/decay_torchscript.py {} {} {} {} {} {} {} 2>&1",
-                                       FWLAB_SOURCE_DIR, s.B, s.H, s.T, s.D, s.M, std::min(repeats, 2), threads));
+  const auto out = capture(
+      fmt::format("env -u OPENBLAS_CORETYPE /usr/bin/python3 {}/bench/decay_torchscript.py {} {} {} {} {} {} {} 2>&1",
+                  FWLAB_SOURCE_DIR, s.B, s.H, s.T, s.D, s.M, std::min(repeats, 2), threads));
   Figures f;
   std::istringstream lines(out);
   std::string key;
@@ -178,36 +182,44 @@ int main(int argc, char** argv) {
   at::globalContext().setFlushDenormal(true);
   torch::set_num_threads(threads);
   if (!args.empty() && args[0] == "--memory" && args.size() >= 7)
-    return measure_memory(args[1], {std::stoll(args[2]), std::stoll(args[3]), std::stoll(args[4]), std::stoll(args[5]), std::stoll(args[6])});
+    return measure_memory(args[1], {std::stoll(args[2]), std::stoll(args[3]), std::stoll(args[4]), std::stoll(args[5]),
+                                    std::stoll(args[6])});
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--repeats") repeats = std::stoi(args[i + 1]);
-    else if (args[i] == "--forms") forms = split(args[i + 1], ',');
+    if (args[i] == "--repeats")
+      repeats = std::stoi(args[i + 1]);
+    else if (args[i] == "--forms")
+      forms = split(args[i + 1], ',');
     else if (args[i] == "--sizes") {
       sizes.clear();
       for (const auto& spec : split(args[i + 1], ',')) {
         const auto p = split(spec, ':');
-        sizes.push_back({std::stoll(p.at(0)), std::stoll(p.at(1)), std::stoll(p.at(2)), std::stoll(p.at(3)), std::stoll(p.at(4))});
+        sizes.push_back(
+            {std::stoll(p.at(0)), std::stoll(p.at(1)), std::stoll(p.at(2)), std::stoll(p.at(3)), std::stoll(p.at(4))});
       }
     } else if (args[i] != "--threads") {
       fmt::print(stderr, "fwlab-bench-decay: unknown argument '{}'\n", args[i]);
       return 2;
     }
   }
-  fmt::print("decay recurrence, float32, two-sided log-gates, {} threads, median of {} runs (naive and TorchScript: 2)\n", threads, repeats);
-  fmt::print("GFLOP/s: forward 6 D M per token and head, forward + backward 3x that; op memory: peak RSS above the inputs,\n"
-             "one child process per form, against storing every state (B H T D M x 4 bytes)\n\n");
+  fmt::print(
+      "decay recurrence, float32, two-sided log-gates, {} threads, median of {} runs (naive and TorchScript: 2)\n",
+      threads, repeats);
+  fmt::print(
+      "GFLOP/s: forward 6 D M per token and head, forward + backward 3x that; op memory: peak RSS above the inputs,\n"
+      "one child process per form, against storing every state (B H T D M x 4 bytes)\n\n");
   std::map<std::string, std::map<std::string, Figures>> all;
   for (const auto& s : sizes) {
     fmt::print("{}  (all states: {:.1f} MB)\n", s.str(), s.state_bytes() / 1e6);
-    fmt::print("  {:<12} {:>11} {:>9} {:>11} {:>9} {:>11} {:>10} {:>13}\n", "form", "fwd+bwd ms", "GFLOP/s", "fwd ms", "GFLOP/s",
-               "op MB", "/ states", "fused faster");
+    fmt::print("  {:<12} {:>11} {:>9} {:>11} {:>9} {:>11} {:>10} {:>13}\n", "form", "fwd+bwd ms", "GFLOP/s", "fwd ms",
+               "GFLOP/s", "op MB", "/ states", "fused faster");
     for (const auto& form : forms) {
-      const auto f = form == "torchscript" ? torchscript_form(s, repeats, threads) : cpp_form(form, s, repeats, threads);
+      const auto f =
+          form == "torchscript" ? torchscript_form(s, repeats, threads) : cpp_form(form, s, repeats, threads);
       all[s.str()][form] = f;
       const auto& fused = all[s.str()].count("fused") ? all[s.str()]["fused"] : f;
       fmt::print("  {:<12} {:>11.1f} {:>9.2f} {:>11.1f} {:>9.2f} {:>11.1f} {:>10.3f} {:>12.1f}x\n", form, f.fwdbwd_ms,
-                 3 * s.forward_flops() / (f.fwdbwd_ms * 1e6), f.fwd_ms, s.forward_flops() / (f.fwd_ms * 1e6), f.op_bytes / 1e6,
-                 f.op_bytes / s.state_bytes(), f.fwdbwd_ms / fused.fwdbwd_ms);
+                 3 * s.forward_flops() / (f.fwdbwd_ms * 1e6), f.fwd_ms, s.forward_flops() / (f.fwd_ms * 1e6),
+                 f.op_bytes / 1e6, f.op_bytes / s.state_bytes(), f.fwdbwd_ms / fused.fwdbwd_ms);
     }
     fmt::print("\n");
   }
@@ -215,7 +227,9 @@ int main(int argc, char** argv) {
   const auto t1024 = Size{4, 4, 1024, 32, 32}.str(), t4096 = Size{1, 4, 4096, 32, 32}.str();
   for (const auto& form : forms)
     if (all[t1024].count(form) && all[t4096].count(form))
-      fmt::print("{:<12} time at B1 T4096 / time at B4 T1024 (same tokens; 1.00 = linear in T): fwd+bwd {:.2f}, fwd {:.2f}\n", form,
-                 all[t4096][form].fwdbwd_ms / all[t1024][form].fwdbwd_ms, all[t4096][form].fwd_ms / all[t1024][form].fwd_ms);
+      fmt::print(
+          "{:<12} time at B1 T4096 / time at B4 T1024 (same tokens; 1.00 = linear in T): fwd+bwd {:.2f}, fwd {:.2f}\n",
+          form, all[t4096][form].fwdbwd_ms / all[t1024][form].fwdbwd_ms,
+          all[t4096][form].fwd_ms / all[t1024][form].fwd_ms);
   return 0;
 }

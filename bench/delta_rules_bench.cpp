@@ -27,7 +27,7 @@ namespace {
 
 struct Rule {
   const char* name;
-  double forward_flops_per_dm;  // per token and head, in units of D * M
+  double forward_flops_per_dm;                                                // per token and head, in units of D * M
   std::function<K::RecurrenceResult(const std::vector<torch::Tensor>&)> run;  // q, k, v, alpha, beta, log_a, log_b
 };
 
@@ -35,9 +35,15 @@ std::vector<torch::Tensor> inputs(int64_t B, int64_t H, int64_t T, int64_t D) {
   torch::manual_seed(0);
   auto opt = torch::TensorOptions().dtype(torch::kFloat32);
   namespace F = torch::nn::functional;
-  auto unit = [&](int64_t w) { return F::normalize(torch::randn({B, H, T, w}, opt), F::NormalizeFuncOptions().dim(-1)); };
-  std::vector<torch::Tensor> in{unit(D), unit(D), torch::randn({B, H, T, D}, opt), torch::sigmoid(torch::randn({B, H, T, 1}, opt) + 2),
-                                torch::sigmoid(torch::randn({B, H, T, 1}, opt)), torch::log_sigmoid(torch::randn({B, H, T, D}, opt) + 2),
+  auto unit = [&](int64_t w) {
+    return F::normalize(torch::randn({B, H, T, w}, opt), F::NormalizeFuncOptions().dim(-1));
+  };
+  std::vector<torch::Tensor> in{unit(D),
+                                unit(D),
+                                torch::randn({B, H, T, D}, opt),
+                                torch::sigmoid(torch::randn({B, H, T, 1}, opt) + 2),
+                                torch::sigmoid(torch::randn({B, H, T, 1}, opt)),
+                                torch::log_sigmoid(torch::randn({B, H, T, D}, opt) + 2),
                                 torch::log_sigmoid(torch::randn({B, H, T, D}, opt) + 2)};
   for (auto& t : in) t.requires_grad_(true);
   return in;
@@ -57,14 +63,21 @@ int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeats"))
+      repeats = std::atoi(argv[i + 1]);
   }
   torch::set_num_threads(threads);
   const std::vector<Rule> rules = {
-      {"gated delta", 8, [](const std::vector<torch::Tensor>& i) { return K::gated_delta_recurrence_fused(i[0], i[1], i[2], i[3], i[4], {}); }},
-      {"delta", 6, [](const std::vector<torch::Tensor>& i) { return K::delta_recurrence_fused(i[0], i[1], i[2], i[4], {}); }},
-      {"decay", 6, [](const std::vector<torch::Tensor>& i) { return K::decay_recurrence_fused(i[0], i[1], i[2], i[5], i[6], {}); }},
+      {"gated delta", 8,
+       [](const std::vector<torch::Tensor>& i) {
+         return K::gated_delta_recurrence_fused(i[0], i[1], i[2], i[3], i[4], {});
+       }},
+      {"delta", 6,
+       [](const std::vector<torch::Tensor>& i) { return K::delta_recurrence_fused(i[0], i[1], i[2], i[4], {}); }},
+      {"decay", 6,
+       [](const std::vector<torch::Tensor>& i) { return K::decay_recurrence_fused(i[0], i[1], i[2], i[5], i[6], {}); }},
   };
   fmt::print("fused CPU kernels, float32, forward + backward, median of {} runs, {} threads\n\n", repeats, threads);
   fmt::print("{:<22} {:<12} {:>10} {:>9} {:>16}\n", "size", "rule", "ms", "GFLOP/s", "x delta's time");
@@ -75,8 +88,8 @@ int main(int argc, char** argv) {
     for (const auto& rule : rules) ms.push_back(1e3 * fwd_bwd_seconds(rule, in, repeats));
     for (size_t r = 0; r < rules.size(); ++r) {
       const double flops = 3.0 * rules[r].forward_flops_per_dm * static_cast<double>(B * H * T * D * D);
-      fmt::print("{:<22} {:<12} {:>10.1f} {:>9.2f} {:>16.2f}\n", fmt::format("B{} H{} T{} D=M={}", B, H, T, D), rules[r].name, ms[r],
-                 flops / (ms[r] * 1e6), ms[r] / ms[1]);
+      fmt::print("{:<22} {:<12} {:>10.1f} {:>9.2f} {:>16.2f}\n", fmt::format("B{} H{} T{} D=M={}", B, H, T, D),
+                 rules[r].name, ms[r], flops / (ms[r] * 1e6), ms[r] / ms[1]);
     }
   }
   return 0;

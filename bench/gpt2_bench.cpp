@@ -23,7 +23,9 @@ using fwlab::bench::median_seconds;
 int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
   if (argc < 2) {
-    fmt::print(stderr, "usage: fwlab-bench-gpt2 DIR [--threads N] [--batch B] [--seq T] [--repeats R] [--gen-tokens N] [--m M]\n");
+    fmt::print(
+        stderr,
+        "usage: fwlab-bench-gpt2 DIR [--threads N] [--batch B] [--seq T] [--repeats R] [--gen-tokens N] [--m M]\n");
     return 2;
   }
   keep_freed_memory_mapped();
@@ -34,12 +36,18 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
     const int64_t value = std::stoll(argv[i + 1]);
-    if (key == "--threads") threads = static_cast<int>(value);
-    else if (key == "--batch") batch = value;
-    else if (key == "--seq") seq = value;
-    else if (key == "--repeats") repeats = static_cast<int>(value);
-    else if (key == "--gen-tokens") gen_tokens = value;
-    else if (key == "--m") m = value;
+    if (key == "--threads")
+      threads = static_cast<int>(value);
+    else if (key == "--batch")
+      batch = value;
+    else if (key == "--seq")
+      seq = value;
+    else if (key == "--repeats")
+      repeats = static_cast<int>(value);
+    else if (key == "--gen-tokens")
+      gen_tokens = value;
+    else if (key == "--m")
+      m = value;
     else {
       fmt::print(stderr, "fwlab-bench-gpt2: unknown option {}\n", key);
       return 2;
@@ -61,8 +69,10 @@ int main(int argc, char** argv) {
     auto logits = model->forward(x);
     torch::nn::functional::cross_entropy(logits.reshape({-1, cfg.vocab}), y.reshape({-1})).backward();
   });
-  fmt::print("{{\"params\": {}, \"threads\": {}, \"batch\": {}, \"seq\": {}, \"forward_tokens_per_s\": {:.1f}, \"train_tokens_per_s\": {:.1f}}}\n",
-             model->num_parameters(), threads, batch, seq, tokens / fwd, tokens / train);
+  fmt::print(
+      "{{\"params\": {}, \"threads\": {}, \"batch\": {}, \"seq\": {}, \"forward_tokens_per_s\": {:.1f}, "
+      "\"train_tokens_per_s\": {:.1f}}}\n",
+      model->num_parameters(), threads, batch, seq, tokens / fwd, tokens / train);
 
   auto decay_cfg = cfg;
   MixerSpec decay;
@@ -77,9 +87,11 @@ int main(int argc, char** argv) {
   // "128" and "1024" tokens of context: the timed tokens start at 128, and end at the model's full context.
   for (int64_t length : {int64_t{128}, cfg.context - gen_tokens}) {
     if (length < 0 || length + gen_tokens > cfg.context) continue;
-    for (auto& [name, mdl] : std::vector<std::pair<std::string, GPT*>>{{"softmax", &model}, {fmt::format("decay m={}", m), &decay_model}}) {
+    for (auto& [name, mdl] :
+         std::vector<std::pair<std::string, GPT*>>{{"softmax", &model}, {fmt::format("decay m={}", m), &decay_model}}) {
       const double rate = generation_rate(*mdl, length, gen_tokens);
-      fmt::print("{{\"generation\": \"{}\", \"context\": \"{}-{}\", \"tokens_per_s\": {:.2f}}}\n", name, length, length + gen_tokens, rate);
+      fmt::print("{{\"generation\": \"{}\", \"context\": \"{}-{}\", \"tokens_per_s\": {:.2f}}}\n", name, length,
+                 length + gen_tokens, rate);
     }
   }
   return 0;

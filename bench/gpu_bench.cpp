@@ -9,8 +9,8 @@
 // against the stated FLOP count, peak GPU memory, and the memory the reference kernel's approach needs (every S_t
 // and its gradient, fp16: 2 * 2 * B*H*T*D*m bytes).
 //   FLOPs, per head and token: decay forward 4*D*m (state write and read) + C*(m + D) (in-chunk pairs, C = 64);
-//   gated delta forward 6*D*m (S k, the rank-one update, S q); causal softmax forward 2*T*D (half of QK^T and PV); a backward counts 2x the forward for decay and 2.5x for
-//   softmax (FlashAttention's convention).
+//   gated delta forward 6*D*m (S k, the rank-one update, S q); causal softmax forward 2*T*D (half of QK^T and PV); a
+//   backward counts 2x the forward for decay and 2.5x for softmax (FlashAttention's convention).
 //
 // Model level (bf16 autocast, GPT-2-small sized: 12 layers, d 768, 12 heads): a training step (forward, backward,
 // AdamW) of all-decay m = 32 vs all-softmax at T = 1024 and 4096 with 16k tokens per step: tokens/s and peak
@@ -64,7 +64,8 @@ void reset_peak(const torch::Device& d) {
 }
 int64_t peak_bytes(const torch::Device& d) {
 #if defined(FWLAB_TORCH_CUDA)
-  if (d.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index()).allocated_bytes[0].peak;
+  if (d.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(d.index() < 0 ? 0 : d.index()).allocated_bytes[0].peak;
 #endif
   (void)d;
   return -1;
@@ -97,15 +98,18 @@ torch::Tensor causal_softmax(const torch::Tensor& q, const torch::Tensor& k, con
 
 void op_level(const Options& o) {
   const int64_t H = 12, D = 64, C = 64;
-  const std::vector<int64_t> lengths = o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 4096, 16384};
+  const std::vector<int64_t> lengths =
+      o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 4096, 16384};
   fmt::print("\n== op level: bf16, H = {}, D = {}, {} tokens per batch ==\n", H, D, o.tokens);
-  fmt::print("{:>6} {:>3} {:>24} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms", "TFLOP/s",
-             "x chunked", "peak MiB", "all-S_t MiB");
+  fmt::print("{:>6} {:>3} {:>24} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms",
+             "TFLOP/s", "x chunked", "peak MiB", "all-S_t MiB");
   for (const int64_t m : {int64_t{32}, int64_t{64}}) {
     for (const int64_t T : lengths) {
       const int64_t B = std::max<int64_t>(1, o.tokens / T);
       auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(o.device);
-      auto rand = [&](std::vector<int64_t> shape, torch::TensorOptions opt) { return torch::randn(shape, opt).requires_grad_(true); };
+      auto rand = [&](std::vector<int64_t> shape, torch::TensorOptions opt) {
+        return torch::randn(shape, opt).requires_grad_(true);
+      };
       const auto q = rand({B, H, T, m}, bf16), k = rand({B, H, T, m}, bf16), v = rand({B, H, T, D}, bf16);
       const auto gates = torch::TensorOptions().dtype(torch::kFloat32).device(o.device);
       const auto log_a = (torch::log_sigmoid(torch::randn({B, H, T, D}, gates) + 2.0)).requires_grad_(true);
@@ -124,22 +128,32 @@ void op_level(const Options& o) {
       const auto q32 = fp32(q), k32 = fp32(k), v32 = fp32(v);
       std::vector<Row> rows;
       if (o.device.is_cuda() && K::cuda_kernels_built()) {
-        rows.push_back({"chunked CUDA (bf16)", [&] { return K::decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, {}).y; }, decay_fwd_flops, 3.0});
-        rows.push_back({"fused recurrent CUDA (fp32)", [&] { return K::decay_recurrence_cuda_fused(q32, k32, v32, log_a, log_b, {}).y; }, decay_fwd_flops, 3.0});
+        rows.push_back({"chunked CUDA (bf16)",
+                        [&] { return K::decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, {}).y; }, decay_fwd_flops,
+                        3.0});
+        rows.push_back({"fused recurrent CUDA (fp32)",
+                        [&] { return K::decay_recurrence_cuda_fused(q32, k32, v32, log_a, log_b, {}).y; },
+                        decay_fwd_flops, 3.0});
       }
-      rows.push_back({"libtorch chunked (fp32)", [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; }, decay_fwd_flops, 3.0});
+      rows.push_back({"libtorch chunked (fp32)",
+                      [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; },
+                      decay_fwd_flops, 3.0});
       if (m == D) {  // the gated delta rule's head is square in DeltaNet's layer (d_k = d_v)
-        auto unit = [](const torch::Tensor& x) { return torch::nn::functional::normalize(x.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1)).requires_grad_(true); };
+        auto unit = [](const torch::Tensor& x) {
+          return torch::nn::functional::normalize(x.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1))
+              .requires_grad_(true);
+        };
         const auto ku = unit(k32), qu = unit(q32);
         const auto alpha = torch::sigmoid(torch::randn({B, H, T, 1}, gates) + 3.0).requires_grad_(true);
         const auto beta = torch::sigmoid(torch::randn({B, H, T, 1}, gates)).requires_grad_(true);
-        rows.push_back({"gated delta loop (fp32)", [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
+        rows.push_back({"gated delta loop (fp32)",
+                        [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
                         tokens_heads * 6.0 * D * m, 3.0, 1});
       }
       const auto qs = rand({B, H, T, D}, bf16), ks = rand({B, H, T, D}, bf16), vs = rand({B, H, T, D}, bf16);
       const bool fused_attention = TORCH_VERSION_MAJOR >= 2 && o.device.is_cuda();
-      rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)", [&] { return causal_softmax(qs, ks, vs); },
-                      tokens_heads * 2.0 * T * D, 3.5});
+      rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)",
+                      [&] { return causal_softmax(qs, ks, vs); }, tokens_heads * 2.0 * T * D, 3.5});
 
       double chunked_ms = 0;
       for (const auto& row : rows) {
@@ -152,11 +166,14 @@ void op_level(const Options& o) {
         const auto both = measure(ro, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
         if (chunked_ms == 0) chunked_ms = both.ms;
         const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
-        fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms, both.ms, tflops,
-                   both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20), all_states_mib);
-        fmt::print("{{\"level\": \"op\", \"T\": {}, \"m\": {}, \"batch\": {}, \"form\": \"{}\", \"fwd_ms\": {:.4f}, \"fwd_bwd_ms\": {:.4f}, "
-                   "\"tflops\": {:.3f}, \"peak_bytes\": {}, \"all_states_bytes\": {:.0f}}}\n",
-                   T, m, B, row.form, fwd.ms, both.ms, tflops, both.peak, all_states_mib * (1 << 20));
+        fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form,
+                   fwd.ms, both.ms, tflops, both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20),
+                   all_states_mib);
+        fmt::print(
+            "{{\"level\": \"op\", \"T\": {}, \"m\": {}, \"batch\": {}, \"form\": \"{}\", \"fwd_ms\": {:.4f}, "
+            "\"fwd_bwd_ms\": {:.4f}, "
+            "\"tflops\": {:.3f}, \"peak_bytes\": {}, \"all_states_bytes\": {:.0f}}}\n",
+            T, m, B, row.form, fwd.ms, both.ms, tflops, both.peak, all_states_mib * (1 << 20));
       }
     }
   }
@@ -189,7 +206,8 @@ void model_level(const Options& o) {
       model->train();
       torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(6e-4));
       const int64_t B = std::max<int64_t>(1, tokens / T);
-      auto ids = torch::randint(0, model->config().vocab, {B, T + 1}, torch::TensorOptions().dtype(torch::kLong).device(o.device));
+      auto ids = torch::randint(0, model->config().vocab, {B, T + 1},
+                                torch::TensorOptions().dtype(torch::kLong).device(o.device));
       const auto x = ids.narrow(1, 0, T), y = ids.narrow(1, 1, T);
       auto step = [&] {
         opt.zero_grad();
@@ -197,7 +215,8 @@ void model_level(const Options& o) {
         {
           const AutocastScope amp(precision, o.device);
           auto logits = model->forward(x);
-          loss = torch::nn::functional::cross_entropy(K::widened_to_fp32(logits).reshape({-1, logits.size(-1)}), y.reshape({-1}));
+          loss = torch::nn::functional::cross_entropy(K::widened_to_fp32(logits).reshape({-1, logits.size(-1)}),
+                                                      y.reshape({-1}));
         }
         loss.backward();
         opt.step();
@@ -208,12 +227,15 @@ void model_level(const Options& o) {
       model->eval();
       std::vector<double> gen_ms(gen_contexts.size(), 0.0);  // once per mixer: at the first T
       for (size_t i = 0; i < gen_contexts.size() && (T == 1024 || o.smoke); ++i)
-        gen_ms[i] = 1e3 / bench::generation_rate_prefilled(model, gen_contexts[i], gen_tokens, [&] { wait_device(o.device); });
+        gen_ms[i] =
+            1e3 / bench::generation_rate_prefilled(model, gen_contexts[i], gen_tokens, [&] { wait_device(o.device); });
       fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16.3f} {:>16.3f}\n", T, mixer, rate, rate / softmax_rate,
                  train.peak < 0 ? -1.0 : train.peak / double(1 << 20), gen_ms[0], gen_ms[1]);
-      fmt::print("{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, \"peak_bytes\": {}, "
-                 "\"generation_ms_per_token\": {{\"{}\": {:.4f}, \"{}\": {:.4f}}}}}\n",
-                 T, mixer, B, rate, train.peak, gen_contexts[0], gen_ms[0], gen_contexts[1], gen_ms[1]);
+      fmt::print(
+          "{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, "
+          "\"peak_bytes\": {}, "
+          "\"generation_ms_per_token\": {{\"{}\": {:.4f}, \"{}\": {:.4f}}}}}\n",
+          T, mixer, B, rate, train.peak, gen_contexts[0], gen_ms[0], gen_contexts[1], gen_ms[1]);
     }
   }
 }
@@ -222,7 +244,8 @@ void model_level(const Options& o) {
 
 int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
-  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
+  fwlab::kernels::set_kernel_self_check(
+      false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
@@ -231,19 +254,29 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (key == "--tokens") o.tokens = std::stoll(value());
-      else if (key == "--repeats") o.repeats = std::stoi(value());
-      else if (key == "--only") o.only = value();
-      else if (key == "--smoke") o.smoke = true;
-      else throw std::invalid_argument("unknown argument " + key);
+      if (key == "--tokens")
+        o.tokens = std::stoll(value());
+      else if (key == "--repeats")
+        o.repeats = std::stoi(value());
+      else if (key == "--only")
+        o.only = value();
+      else if (key == "--smoke")
+        o.smoke = true;
+      else
+        throw std::invalid_argument("unknown argument " + key);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "fwlab-bench-gpu: {}\nusage: fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]\n", e.what());
+      fmt::print(
+          stderr,
+          "fwlab-bench-gpu: {}\nusage: fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]\n",
+          e.what());
       return 2;
     }
   }
   if (!torch::cuda::is_available()) {
     if (!o.smoke) {
-      fmt::print(stderr, "fwlab-bench-gpu: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU); --smoke runs the program on the CPU\n");
+      fmt::print(stderr,
+                 "fwlab-bench-gpu: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU); --smoke runs "
+                 "the program on the CPU\n");
       return 77;
     }
     o.device = torch::kCPU, o.repeats = 1;

@@ -78,8 +78,10 @@ int main(int argc, char** argv) {
   {
     std::ofstream ev(job_dir / "events.jsonl");
     for (int64_t i = 0; i < n_rows; ++i)
-      ev << fmt::format("{{\"key\":\"train_loss\",\"seq\":{},\"step\":{},\"time\":1795240540.0226445,\"type\":\"metric\",\"value\":{}}}\n",
-                        i, i, 2.0 + 1.0 / static_cast<double>(i + 1));
+      ev << fmt::format(
+          "{{\"key\":\"train_loss\",\"seq\":{},\"step\":{},\"time\":1795240540.0226445,\"type\":\"metric\",\"value\":{}"
+          "}}\n",
+          i, i, 2.0 + 1.0 / static_cast<double>(i + 1));
   }
   db.exec("INSERT INTO jobs(id, status) VALUES('ingest-bench', 'running')");
   t0 = std::chrono::steady_clock::now();
@@ -91,8 +93,8 @@ int main(int argc, char** argv) {
   fmt::print("  worker started directly : {:8.2f} ms/job\n", 1000 * direct / n_jobs);
   fmt::print("  through fwlab's pool    : {:8.2f} ms/job\n", 1000 * swept / n_jobs);
   fmt::print("  orchestrator overhead   : {:8.2f} ms/job (target < 20)\n", 1000 * (swept - direct) / n_jobs);
-  fmt::print("ingest: {} metric rows in {:.2f} s = {:.0f} rows/s (target >= 200000); re-ingest added {}\n", added, ingest,
-             static_cast<double>(added) / ingest, again);
+  fmt::print("ingest: {} metric rows in {:.2f} s = {:.0f} rows/s (target >= 200000); re-ingest added {}\n", added,
+             ingest, static_cast<double>(added) / ingest, again);
   fs::remove_all(root);
   return 0;
 }

@@ -20,14 +20,18 @@ using namespace fwlab;
 
 int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
-  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
+  fwlab::kernels::set_kernel_self_check(
+      false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t vocab = 8192, threads = 2, repeats = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t value = std::atoll(argv[i + 1]);
-    if (flag == "--vocab") vocab = value;
-    else if (flag == "--threads") threads = value;
-    else if (flag == "--repeats") repeats = value;
+    if (flag == "--vocab")
+      vocab = value;
+    else if (flag == "--threads")
+      threads = value;
+    else if (flag == "--repeats")
+      repeats = value;
     else {
       fmt::print(stderr, "unknown option {}\n", flag);
       return 2;
@@ -39,12 +43,14 @@ int main(int argc, char** argv) {
   MixerSpec softmax;
   softmax.kind = "softmax";
   ModelConfig cfg;
-  cfg.vocab = vocab, cfg.d_model = 64, cfg.n_layers = 2, cfg.n_heads = 1, cfg.head_dim = 64, cfg.context = 64, cfg.dropout = 0.0;
+  cfg.vocab = vocab, cfg.d_model = 64, cfg.n_layers = 2, cfg.n_heads = 1, cfg.head_dim = 64, cfg.context = 64,
+  cfg.dropout = 0.0;
   apply_plan(cfg, LayerPlan{softmax});
   GPT model(cfg);
   const MqarSpec mqar{vocab, 64, 4, 0.01};
   const auto batch = make_mqar_batch(mqar, 64, 1);
-  const auto x = torch::tensor(batch.inputs).view({64, 64}).to(torch::kLong), y = torch::tensor(batch.targets).view({64, 64}).to(torch::kLong);
+  const auto x = torch::tensor(batch.inputs).view({64, 64}).to(torch::kLong),
+             y = torch::tensor(batch.targets).view({64, 64}).to(torch::kLong);
   const auto full_step = [&] {
     model->zero_grad();
     torch::nn::functional::cross_entropy(model->forward(x).reshape({-1, vocab}), y.reshape({-1}),
@@ -65,9 +71,11 @@ int main(int argc, char** argv) {
   std::sort(full_rounds.begin(), full_rounds.end());
   std::sort(labelled_rounds.begin(), labelled_rounds.end());
   const double full = full_rounds[1], labelled = labelled_rounds[1];
-  fmt::print("rounds (ms): full {:.1f} {:.1f} {:.1f}, labelled {:.1f} {:.1f} {:.1f}\n", 1e3 * full_rounds[0], 1e3 * full_rounds[1],
-             1e3 * full_rounds[2], 1e3 * labelled_rounds[0], 1e3 * labelled_rounds[1], 1e3 * labelled_rounds[2]);
-  fmt::print("MQAR step (vocab {}, length 64, 4 pairs, d 64, 2 layers, batch 64, {} threads), median of {}:\n", vocab, threads, repeats);
+  fmt::print("rounds (ms): full {:.1f} {:.1f} {:.1f}, labelled {:.1f} {:.1f} {:.1f}\n", 1e3 * full_rounds[0],
+             1e3 * full_rounds[1], 1e3 * full_rounds[2], 1e3 * labelled_rounds[0], 1e3 * labelled_rounds[1],
+             1e3 * labelled_rounds[2]);
+  fmt::print("MQAR step (vocab {}, length 64, 4 pairs, d 64, 2 layers, batch 64, {} threads), median of {}:\n", vocab,
+             threads, repeats);
   fmt::print("  full output layer, ignored labels: {:8.1f} ms\n", 1e3 * full);
   fmt::print("  labelled positions only:           {:8.1f} ms\n", 1e3 * labelled);
   fmt::print("  speed-up: {:.1f}x\n", full / labelled);

@@ -89,23 +89,28 @@ void bench_load(const std::string& self, const fs::path& dir) {
   const auto file_gib = static_cast<double>(fs::file_size(dir / "model.safetensors")) / (1 << 30);
   const auto n = count_parameters(llama_1b());
   const double fp32_gib = static_cast<double>(n) * 4 / (1 << 30);
-  fmt::print("load  1B-shaped Llama ({:.3f}B parameters, {:.2f} GiB bf16 on disk, {:.2f} GiB in float32; written in {:.1f} s; "
-             "the file in the page cache):\n", static_cast<double>(n) / 1e9, file_gib, fp32_gib, write_s);
+  fmt::print(
+      "load  1B-shaped Llama ({:.3f}B parameters, {:.2f} GiB bf16 on disk, {:.2f} GiB in float32; written in {:.1f} s; "
+      "the file in the page cache):\n",
+      static_cast<double>(n) / 1e9, file_gib, fp32_gib, write_s);
   for (const auto& [dtype, reference, what] : std::vector<std::tuple<std::string, double, std::string>>{
            {"file", file_gib, "the file"}, {"float32", fp32_gib, "the float32 model"}}) {
     std::FILE* p = popen(fmt::format("'{}' load '{}' {}", self, dir.string(), dtype).c_str(), "r");
     double seconds = 0, gib = 0;
     if (!p || std::fscanf(p, "%lf %lf", &seconds, &gib) != 2) throw std::runtime_error("the loading child failed");
     pclose(p);
-    fmt::print("      model.dtype = {:<8} {:.2f} s, peak RSS {:.2f} GiB ({:.2f} x {})\n", dtype, seconds, gib, gib / reference, what);
+    fmt::print("      model.dtype = {:<8} {:.2f} s, peak RSS {:.2f} GiB ({:.2f} x {})\n", dtype, seconds, gib,
+               gib / reference, what);
   }
 }
 
 void bench_steps() {
   const int64_t T = 1024;
   double softmax_s = 0;
-  for (const auto& [name, mixer] : std::vector<std::pair<std::string, MixerSpec>>{
-           {"softmax", MixerSpec{}}, {"decay m=32", fast_weight("decay", 32)}, {"gated_delta m=32", fast_weight("gated_delta", 32)}}) {
+  for (const auto& [name, mixer] :
+       std::vector<std::pair<std::string, MixerSpec>>{{"softmax", MixerSpec{}},
+                                                      {"decay m=32", fast_weight("decay", 32)},
+                                                      {"gated_delta m=32", fast_weight("gated_delta", 32)}}) {
     torch::manual_seed(0);
     GPT model(llama_100m(mixer));
     torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4));
@@ -140,20 +145,25 @@ double per_token_ms(GPT& model, int64_t context) {
       fill(layer.k_buffer, layer.k), fill(layer.v_buffer, layer.v);
     }
   state.position = context;
-  return bench::median_seconds(50, [&] {
-           auto s = state;  // the same context length at every timed token
-           model->step(tok, s);
-         }) * 1e3;
+  return bench::median_seconds(50,
+                               [&] {
+                                 auto s = state;  // the same context length at every timed token
+                                 model->step(tok, s);
+                               }) *
+         1e3;
 }
 
 void bench_generation() {
   const int64_t context = 4096;
   GPT softmax(llama_100m(MixerSpec{})), decay(llama_100m(fast_weight("decay", 32)));
   const double a = per_token_ms(softmax, context), b = per_token_ms(decay, context);
-  const auto cache = state_size(softmax->config()).elements_at(context), fixed = state_size(decay->config()).elements_at(context);
-  fmt::print("generate  100M-shaped Llama, {} tokens of context: softmax (GQA 12 -> 4 heads KV cache, {:.1f} MB) {:.2f} ms/token; "
-             "decay m=32 (state {:.1f} MB) {:.2f} ms/token; softmax / decay = {:.2f}\n",
-             context, static_cast<double>(cache) * 4 / 1e6, a, static_cast<double>(fixed) * 4 / 1e6, b, a / b);
+  const auto cache = state_size(softmax->config()).elements_at(context),
+             fixed = state_size(decay->config()).elements_at(context);
+  fmt::print(
+      "generate  100M-shaped Llama, {} tokens of context: softmax (GQA 12 -> 4 heads KV cache, {:.1f} MB) {:.2f} "
+      "ms/token; "
+      "decay m=32 (state {:.1f} MB) {:.2f} ms/token; softmax / decay = {:.2f}\n",
+      context, static_cast<double>(cache) * 4 / 1e6, a, static_cast<double>(fixed) * 4 / 1e6, b, a / b);
 }
 
 }  // namespace
@@ -167,11 +177,16 @@ int main(int argc, char** argv) {
   bool skip_load = false, load_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
-    if (key == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (key == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
-    else if (key == "--skip-load") skip_load = true;
-    else if (key == "--load-only") load_only = true;
-    else return fmt::print(stderr, "fwlab-bench-llama: unknown argument '{}'\n", key), 2;
+    if (key == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (key == "--threads" && i + 1 < argc)
+      threads = std::stoi(argv[++i]);
+    else if (key == "--skip-load")
+      skip_load = true;
+    else if (key == "--load-only")
+      load_only = true;
+    else
+      return fmt::print(stderr, "fwlab-bench-llama: unknown argument '{}'\n", key), 2;
   }
   torch::set_num_threads(threads);
   fmt::print("fwlab-bench-llama: {} threads, libtorch {}\n", threads, TORCH_VERSION);

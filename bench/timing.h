@@ -39,9 +39,11 @@ inline double generation_rate(GPT& model, int64_t length, int64_t tokens, const 
   GenerationState state;
   auto tok = torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong).device(model->wte->weight.device()));
   for (int64_t t = 0; t < length; ++t) tok = model->step(tok, state).argmax(-1);
-  const double s = seconds([&] {
-    for (int64_t t = 0; t < tokens; ++t) tok = model->step(tok, state).argmax(-1);
-  }, wait);
+  const double s = seconds(
+      [&] {
+        for (int64_t t = 0; t < tokens; ++t) tok = model->step(tok, state).argmax(-1);
+      },
+      wait);
   return static_cast<double>(tokens) / s;
 }
 
@@ -49,7 +51,8 @@ inline double generation_rate(GPT& model, int64_t length, int64_t tokens, const 
 // creates every layer's state, then each softmax layer's key/value cache is replaced by `context` random rows
 // (the cost of a token depends on the cache's length, not on what it holds; a recurrent state's size does not
 // depend on the context at all). For contexts whose token-by-token fill would take minutes (32k on a GPU).
-inline double generation_rate_prefilled(GPT& model, int64_t context, int64_t tokens, const std::function<void()>& wait = no_wait) {
+inline double generation_rate_prefilled(GPT& model, int64_t context, int64_t tokens,
+                                        const std::function<void()>& wait = no_wait) {
   torch::NoGradGuard guard;
   GenerationState state;
   auto tok = torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong).device(model->wte->weight.device()));
@@ -58,13 +61,16 @@ inline double generation_rate_prefilled(GPT& model, int64_t context, int64_t tok
     if (!layer.k_buffer.defined()) continue;
     auto shape = layer.k_buffer.sizes().vec();
     shape[2] = context + tokens;  // room for the timed tokens: no doubling inside the timing
-    layer.k_buffer = torch::randn(shape, layer.k_buffer.options()), layer.v_buffer = torch::randn(shape, layer.v_buffer.options());
+    layer.k_buffer = torch::randn(shape, layer.k_buffer.options()),
+    layer.v_buffer = torch::randn(shape, layer.v_buffer.options());
     layer.k = layer.k_buffer.narrow(2, 0, context), layer.v = layer.v_buffer.narrow(2, 0, context);
   }
   state.position = context;
-  const double s = seconds([&] {
-    for (int64_t t = 0; t < tokens; ++t) tok = model->step(tok, state).argmax(-1);
-  }, wait);
+  const double s = seconds(
+      [&] {
+        for (int64_t t = 0; t < tokens; ++t) tok = model->step(tok, state).argmax(-1);
+      },
+      wait);
   return static_cast<double>(tokens) / s;
 }
 

@@ -51,20 +51,28 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
-  fwlab::kernels::set_kernel_self_check(false);  // timed as they are: no first-use check inside the timings (kernel_guard.h)
+  fwlab::kernels::set_kernel_self_check(
+      false);         // timed as they are: no first-use check inside the timings (kernel_guard.h)
   int64_t chunk = 0;  // 0: the rule's default
   int64_t m = 4;      // feature (state key) size of the fast-weight rules
   int steps = 10, threads = static_cast<int>(std::thread::hardware_concurrency()), batch = 16, seq = 256;
   std::string mixers = "softmax,decay,decay-naive";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i], value = argv[i + 1];
-    if (key == "--steps") steps = std::stoi(value);
-    else if (key == "--threads") threads = std::stoi(value);
-    else if (key == "--batch") batch = std::stoi(value);
-    else if (key == "--seq") seq = std::stoi(value);
-    else if (key == "--mixers") mixers = value;
-    else if (key == "--chunk") chunk = std::stoll(value);
-    else if (key == "--m") m = std::stoll(value);
+    if (key == "--steps")
+      steps = std::stoi(value);
+    else if (key == "--threads")
+      threads = std::stoi(value);
+    else if (key == "--batch")
+      batch = std::stoi(value);
+    else if (key == "--seq")
+      seq = std::stoi(value);
+    else if (key == "--mixers")
+      mixers = value;
+    else if (key == "--chunk")
+      chunk = std::stoll(value);
+    else if (key == "--m")
+      m = std::stoll(value);
     else {
       fmt::print(stderr, "fwlab-bench-train-step: unknown argument '{}'\n", key);
       return 2;
@@ -73,9 +81,11 @@ int main(int argc, char** argv) {
   fwlab::keep_freed_memory_mapped();  // as fwlab-worker runs, with subnormals flushed to zero
   at::globalContext().setFlushDenormal(true);
   torch::set_num_threads(threads);
-  fmt::print("one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, m={} for the fast-weight "
-             "rules, {} threads, median of {} steps\n",
-             batch, seq, m, threads, steps);
+  fmt::print(
+      "one training step (forward + backward), B={} T={} d_model=128 layers=4 heads=4 vocab=256, m={} for the "
+      "fast-weight "
+      "rules, {} threads, median of {} steps\n",
+      batch, seq, m, threads, steps);
   fmt::print("{:<14} {:>12} {:>10} {:>14}\n", "mixer", "ms/step", "tokens/s", "vs softmax");
   std::map<std::string, double> ms;
   size_t pos = 0;

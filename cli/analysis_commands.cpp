@@ -41,24 +41,28 @@ int with_results(const std::string& file, const std::string& profile, const Comm
   }
 }
 
-
 }  // namespace
 
-int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare, const std::string& out,
-              const Common& c) {
-  if (compare && format != "md") throw ArgumentError("--compare: the comparison is Markdown only (drop --format " + format + ")");
-  return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
-    const auto t = build_table(results, spec);
-    if (compare) {
-      const auto published = published_spec(results.experiment(), spec);
-      if (!published) {
-        fmt::print(stderr, "fwlab: {}: --compare: the file has no [published] section (the paper's numbers) to compare with\n", file);
-        return 2;
-      }
-      return emit(render_comparison(compare_with_published(t, *published)), out);
-    }
-    return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
-  });
+int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare,
+              const std::string& out, const Common& c) {
+  if (compare && format != "md")
+    throw ArgumentError("--compare: the comparison is Markdown only (drop --format " + format + ")");
+  return with_results(
+      file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
+        const auto t = build_table(results, spec);
+        if (compare) {
+          const auto published = published_spec(results.experiment(), spec);
+          if (!published) {
+            fmt::print(
+                stderr,
+                "fwlab: {}: --compare: the file has no [published] section (the paper's numbers) to compare with\n",
+                file);
+            return 2;
+          }
+          return emit(render_comparison(compare_with_published(t, *published)), out);
+        }
+        return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
+      });
 }
 
 int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c) {
@@ -67,21 +71,26 @@ int cmd_report(const std::string& file, const std::string& profile, const std::s
   });
 }
 
-int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot, const Common& c) {
-  return with_results(file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots) {
-    const auto dir = out.empty() ? (fs::path(c.db_path).parent_path() / results.experiment().name / "plots").string() : out;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec || !fs::is_directory(dir)) throw ArgumentError(fmt::format("--out {}: cannot create the folder: {}", dir, ec ? ec.message() : "not a folder"));
-    try {
-      for (const auto& f : make_plots(results, spec, plots, dir, gnuplot))
-        fmt::print("{}/{}.png (.svg, .gp): {}\n", dir, f.name, fmt::join(f.series, "; "));
-    } catch (const PlotError& e) {
-      fmt::print(stderr, "fwlab: plot: {}\n", e.what());
-      return 1;
-    }
-    return 0;
-  });
+int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot,
+             const Common& c) {
+  return with_results(
+      file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots) {
+        const auto dir =
+            out.empty() ? (fs::path(c.db_path).parent_path() / results.experiment().name / "plots").string() : out;
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec || !fs::is_directory(dir))
+          throw ArgumentError(
+              fmt::format("--out {}: cannot create the folder: {}", dir, ec ? ec.message() : "not a folder"));
+        try {
+          for (const auto& f : make_plots(results, spec, plots, dir, gnuplot))
+            fmt::print("{}/{}.png (.svg, .gp): {}\n", dir, f.name, fmt::join(f.series, "; "));
+        } catch (const PlotError& e) {
+          fmt::print(stderr, "fwlab: plot: {}\n", e.what());
+          return 1;
+        }
+        return 0;
+      });
 }
 
 }  // namespace fwlab::cli

@@ -18,10 +18,11 @@ struct SweepArgs {
   bool dry_run = false, retry_failed = false, retry_diverged = false, detach = false;
 };
 int cmd_sweep(const SweepArgs& a, const Common& c);
-int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare, const std::string& out,
-              const Common& c);
+int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare,
+              const std::string& out, const Common& c);
 int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c);
-int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot, const Common& c);
+int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot,
+             const Common& c);
 int cmd_status(const std::string& file, const std::string& profile, const Common& c);
 // Cluster sweeps still open: reconciled, ingested, their next waves submitted (`wait`: until all have ended).
 int cmd_sync(const Common& c, bool wait, bool quiet);

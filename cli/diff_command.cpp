@@ -31,7 +31,8 @@ std::map<std::string, nlohmann::json> leaves(const nlohmann::json& config, const
 
 // The runs view's row of a job, without what always differs (ids, folders, times) or is shown as settings.
 std::map<std::string, nlohmann::json> results_of(Db& db, const std::string& id) {
-  static const std::set<std::string> kSkip = {"job_id", "config", "dir", "created", "started", "finished", "seconds", "coords", "experiments", "profiles"};
+  static const std::set<std::string> kSkip = {"job_id",   "config",  "dir",    "created",     "started",
+                                              "finished", "seconds", "coords", "experiments", "profiles"};
   auto q = db.prepare("SELECT * FROM runs WHERE job_id = ?");
   q.bind(1, id);
   std::map<std::string, nlohmann::json> out;
@@ -68,7 +69,8 @@ int cmd_diff(const std::string& first, const std::string& second, const Common& 
   const auto ida = a["id"].get<std::string>(), idb = b["id"].get<std::string>();
   fmt::print("diff {} {}\n", ida, idb);
   auto config = [](const nlohmann::json& row) {
-    return row["config"].is_string() ? nlohmann::json::parse(row["config"].get<std::string>()) : nlohmann::json::object();
+    return row["config"].is_string() ? nlohmann::json::parse(row["config"].get<std::string>())
+                                     : nlohmann::json::object();
   };
   print_differences("settings", leaves(config(a)), leaves(config(b)));
   print_differences("results", results_of(db, ida), results_of(db, idb));

@@ -43,33 +43,49 @@ int cmd_doctor(const std::string& worker_option, const std::vector<std::string>&
 
 namespace {
 
-void add_db(CLI::App* sub, Common& common) { sub->add_option("--db", common.db_path, "results database")->capture_default_str(); }
+void add_db(CLI::App* sub, Common& common) {
+  sub->add_option("--db", common.db_path, "results database")->capture_default_str();
+}
 
 void add_set(CLI::App* sub, Common& common) {
-  sub->add_option("--set", common.sets, "KEY=VALUE: a job key for every job (optim.lr=3e-4, lr=3e-4), or a key of the "
-                                        "file as a profile writes it (defaults.data.path=/data/pile, grid.rule=[\"add\",\"decay\"] "
-                                        "for a subset), after the profile; repeatable. Give the same --set to status, table, "
-                                        "report and plot")
-      ->type_name("KEY=VALUE")->allow_extra_args(false);  // one value per --set: FILE is never taken for one
-  sub->add_flag("--force", common.force, "go on where a --set changes no job (shadowed by a more specific setting of the file, "
-                                         "or setting what every job already has), which is otherwise refused");
+  sub->add_option("--set", common.sets,
+                  "KEY=VALUE: a job key for every job (optim.lr=3e-4, lr=3e-4), or a key of the "
+                  "file as a profile writes it (defaults.data.path=/data/pile, grid.rule=[\"add\",\"decay\"] "
+                  "for a subset), after the profile; repeatable. Give the same --set to status, table, "
+                  "report and plot")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);  // one value per --set: FILE is never taken for one
+  sub->add_flag("--force", common.force,
+                "go on where a --set changes no job (shadowed by a more specific setting of the file, "
+                "or setting what every job already has), which is otherwise refused");
 }
 
 CLI::App* add_sweep(CLI::App& app, SweepArgs& sa, Common& common) {
   auto* sweep = app.add_subcommand("sweep", "expand an experiment file into jobs and run them");
   sweep->add_option("FILE", sa.file, "experiment file (experiments/*.toml)")->required()->check(CLI::ExistingFile);
   sweep->add_option("--profile", sa.profile, "profile of the file: smoke, quick, paper, ...");
-  sweep->add_option("--executor", sa.executor, "where the jobs run: local (a pool of processes) or slurm (job arrays); "
-                                               "default: the file's [executor], else local")->check(CLI::IsMember({"local", "slurm"}));
-  sweep->add_flag("--detach", sa.detach, "slurm: submit what can be submitted and exit; `fwlab sync` (or `status`) goes on");
+  sweep
+      ->add_option("--executor", sa.executor,
+                   "where the jobs run: local (a pool of processes) or slurm (job arrays); "
+                   "default: the file's [executor], else local")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  sweep->add_flag("--detach", sa.detach,
+                  "slurm: submit what can be submitted and exit; `fwlab sync` (or `status`) goes on");
   sweep->add_option("--jobs,-j", sa.jobs, "local: workers at once")->capture_default_str()->check(CLI::Range(1, 1024));
-  sweep->add_option("--threads", sa.threads, "threads per job (default: cores / jobs; slurm: executor.cpus)")->check(CLI::Range(1, 1024));
-  sweep->add_option("--runs", sa.runs, "job directories (default: runs/ beside the database; slurm: on a filesystem the nodes share)");
-  sweep->add_option("--timeout", sa.timeout, "local: per-job timeout in seconds (0: none; a stage's timeout wins)")->check(CLI::NonNegativeNumber);
-  sweep->add_option("--retries", sa.retries, "extra attempts after an infrastructure failure (crash, timeout, preemption, node failure)")
-      ->capture_default_str()->check(CLI::Range(0, 100));
+  sweep->add_option("--threads", sa.threads, "threads per job (default: cores / jobs; slurm: executor.cpus)")
+      ->check(CLI::Range(1, 1024));
+  sweep->add_option("--runs", sa.runs,
+                    "job directories (default: runs/ beside the database; slurm: on a filesystem the nodes share)");
+  sweep->add_option("--timeout", sa.timeout, "local: per-job timeout in seconds (0: none; a stage's timeout wins)")
+      ->check(CLI::NonNegativeNumber);
+  sweep
+      ->add_option("--retries", sa.retries,
+                   "extra attempts after an infrastructure failure (crash, timeout, preemption, node failure)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   sweep->add_option("--worker", sa.worker, "fwlab-worker executable");
-  sweep->add_flag("--dry-run", sa.dry_run, "print the expanded grid with status, parameters and state size; run nothing");
+  sweep->add_flag("--dry-run", sa.dry_run,
+                  "print the expanded grid with status, parameters and state size; run nothing");
   sweep->add_flag("--retry-failed", sa.retry_failed, "run again jobs that failed (bad spec or data) or were cancelled");
   sweep->add_flag("--retry-diverged", sa.retry_diverged, "run again jobs that diverged");
   add_set(sweep, common);
@@ -104,30 +120,40 @@ int reporting_errors(const std::function<int()>& command) {
 
 // Everything the command line can set, beside the sweep's own options.
 struct Args {
-  std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot", table_format = "md", doctor_worker;
+  std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot",
+                                  table_format = "md", doctor_worker;
   std::string hypotheses, references, bleu_format = "text";
   bool wait = false, compare = false;
   SiteOptions site;
 };
 
 struct Subcommands {
-  CLI::App *sweep, *sync, *status, *query, *show, *diff, *table, *report, *plot, *doctor, *site, *serve, *export_, *bleu;
+  CLI::App *sweep, *sync, *status, *query, *show, *diff, *table, *report, *plot, *doctor, *site, *serve, *export_,
+      *bleu;
 };
 
 // The commands that ask the database about jobs: query, show, diff.
 void add_job_questions(CLI::App& app, Args& a, Common& common, Subcommands& s) {
-  s.query = app.add_subcommand("query", "run read-only SQL on the results database (statements that write are refused); "
-                                        "views: runs (a row per job), params (job, key, value)");
-  s.query->add_option("SQL", a.sql, "one or more ;-separated statements that only read: SELECT, WITH, informational PRAGMA. "
-                                    "A statement that would write (INSERT, UPDATE, DELETE, VACUUM INTO, ATTACH, ...) "
-                                    "rejects the whole query: nothing runs")->required();
-  s.query->add_option("--format", a.format, "table, csv or json (JSON text in a column, such as a config, is nested as JSON)")
-      ->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
+  s.query = app.add_subcommand("query",
+                               "run read-only SQL on the results database (statements that write are refused); "
+                               "views: runs (a row per job), params (job, key, value)");
+  s.query
+      ->add_option("SQL", a.sql,
+                   "one or more ;-separated statements that only read: SELECT, WITH, informational PRAGMA. "
+                   "A statement that would write (INSERT, UPDATE, DELETE, VACUUM INTO, ATTACH, ...) "
+                   "rejects the whole query: nothing runs")
+      ->required();
+  s.query
+      ->add_option("--format", a.format,
+                   "table, csv or json (JSON text in a column, such as a config, is nested as JSON)")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
   add_db(s.query, common);
   s.show = app.add_subcommand("show", "one job: config, status, cause, curves, log tail");
   s.show->add_option("JOB", a.job, "job id or a unique prefix")->required();
-  s.show->add_option("--curve", a.curve, "print one whole series as CSV (step,value): a metric key such as train_loss, "
-                                         "or SPLIT.FIELD of the evaluations such as valid.ppl");
+  s.show->add_option("--curve", a.curve,
+                     "print one whole series as CSV (step,value): a metric key such as train_loss, "
+                     "or SPLIT.FIELD of the evaluations such as valid.ppl");
   s.show->add_option("--out", a.out, "with --curve: write the CSV to this file");
   add_db(s.show, common);
   s.diff = app.add_subcommand("diff", "two jobs: the settings and the results that differ");
@@ -138,21 +164,28 @@ void add_job_questions(CLI::App& app, Args& a, Common& common, Subcommands& s) {
 
 // A command on files alone: bleu.
 void add_scoring(CLI::App& app, Args& a, Subcommands& s) {
-  s.bleu = app.add_subcommand("bleu", "corpus BLEU of translations against references, one segment a line: sacreBLEU's (13a, "
-                                      "with its signature) and the papers' tokenized BLEU");
+  s.bleu = app.add_subcommand("bleu",
+                              "corpus BLEU of translations against references, one segment a line: sacreBLEU's (13a, "
+                              "with its signature) and the papers' tokenized BLEU");
   s.bleu->add_option("HYP", a.hypotheses, "the translations")->required();
   s.bleu->add_option("REF", a.references, "the references, line-aligned with HYP")->required();
-  s.bleu->add_option("--format", a.bleu_format, "text or json")->check(CLI::IsMember({"text", "json"}))->capture_default_str();
+  s.bleu->add_option("--format", a.bleu_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 }
 
 // The commands that read an experiment file and the database: table, report, plot.
 void add_analysis(CLI::App& app, Args& a, Common& common, Subcommands& s) {
   s.table = app.add_subcommand("table", "the experiment's table from the database (layout: the file's [table])");
   s.table->add_option("FILE", a.file, "experiment file")->required()->check(CLI::ExistingFile);
-  s.table->add_option("--format", a.table_format, "md, tex (booktabs) or csv")->check(CLI::IsMember({"md", "tex", "csv"}))->capture_default_str();
+  s.table->add_option("--format", a.table_format, "md, tex (booktabs) or csv")
+      ->check(CLI::IsMember({"md", "tex", "csv"}))
+      ->capture_default_str();
   s.table->add_option("--out", a.out, "write to this file instead of printing");
-  s.table->add_flag("--compare", a.compare, "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
-  s.report = app.add_subcommand("report", "divergence report: each diverged run, stability by setting, learning-rate frontier");
+  s.table->add_flag("--compare", a.compare,
+                    "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
+  s.report = app.add_subcommand("report",
+                                "divergence report: each diverged run, stability by setting, learning-rate frontier");
   s.report->add_option("FILE", a.file, "experiment file")->required()->check(CLI::ExistingFile);
   s.report->add_option("--out", a.out, "write the Markdown to this file instead of printing");
   s.plot = app.add_subcommand("plot", "figures with gnuplot (PNG, SVG and the .gp script)");
@@ -168,19 +201,25 @@ void add_analysis(CLI::App& app, Args& a, Common& common, Subcommands& s) {
 
 // The results as pages: site (static files) and serve (live).
 void add_pages(CLI::App& app, Args& a, Common& common, Subcommands& s) {
-  s.site = app.add_subcommand("site", "the results as a static, self-contained HTML site: an index of experiments, each one's "
-                                      "table, comparison with the paper, divergence report and plots, and a page per job");
+  s.site = app.add_subcommand("site",
+                              "the results as a static, self-contained HTML site: an index of experiments, each one's "
+                              "table, comparison with the paper, divergence report and plots, and a page per job");
   s.site->add_option("--out", a.site.out, "the folder for the pages (index.html, e/, job/)")->required();
-  s.serve = app.add_subcommand("serve", "the same pages live from the database over HTTP (read-only; running work reloads)");
+  s.serve =
+      app.add_subcommand("serve", "the same pages live from the database over HTTP (read-only; running work reloads)");
   s.serve->add_option("--bind", a.site.bind, "address to listen on")->capture_default_str();
-  s.serve->add_option("--port", a.site.port, "port (0: any free port, printed)")->capture_default_str()->check(CLI::Range(0, 65535));
+  s.serve->add_option("--port", a.site.port, "port (0: any free port, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   s.export_ = app.add_subcommand("export", "the results database in another tool's format: an MLflow file store");
   s.export_->add_option("--format", a.format, "mlflow (tensorboard is refused, with the reason)")
-      ->required()->check(CLI::IsMember({"mlflow", "tensorboard"}));
+      ->required()
+      ->check(CLI::IsMember({"mlflow", "tensorboard"}));
   s.export_->add_option("--out", a.out, "the folder (MLflow's mlruns)")->required();
   add_db(s.export_, common);
   for (auto* sub : {s.site, s.serve}) {
-    sub->add_option("FILES", a.site.files, "experiment files (default: the catalog, experiments/*.toml)")->check(CLI::ExistingFile);
+    sub->add_option("FILES", a.site.files, "experiment files (default: the catalog, experiments/*.toml)")
+        ->check(CLI::ExistingFile);
     sub->add_option("--gnuplot", a.site.gnuplot, "gnuplot executable (the plots)")->capture_default_str();
     add_db(sub, common);
   }
@@ -188,7 +227,8 @@ void add_pages(CLI::App& app, Args& a, Common& common, Subcommands& s) {
 
 void add_run_commands(CLI::App& app, Args& a, SweepArgs& sa, Common& common, Subcommands& s) {
   s.sweep = add_sweep(app, sa, common);
-  s.sync = app.add_subcommand("sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
+  s.sync = app.add_subcommand(
+      "sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
   s.sync->add_flag("--wait", a.wait, "keep going until every cluster sweep has ended");
   add_db(s.sync, common);
   s.status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
@@ -196,8 +236,9 @@ void add_run_commands(CLI::App& app, Args& a, SweepArgs& sa, Common& common, Sub
   s.status->add_option("--profile", a.profile, "profile of the file");
   add_set(s.status, common);
   add_db(s.status, common);
-  s.doctor = app.add_subcommand("doctor", "check this machine: versions, the device, every custom kernel against libtorch's own "
-                                          "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
+  s.doctor = app.add_subcommand("doctor",
+                                "check this machine: versions, the device, every custom kernel against libtorch's own "
+                                "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
   s.doctor->add_option("--worker", a.doctor_worker, "fwlab-worker executable");
   s.doctor->allow_extras();
 }

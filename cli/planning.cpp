@@ -13,8 +13,7 @@ PlannedExperiment plan_checked(const std::string& file, const std::string& profi
   out.jobs = plan_jobs(out.ex, FWLAB_SOURCE_DIR, kFwlabVersion);
   if (c.force || c.sets.empty()) return out;
   const auto idle = idle_overrides(file, profile, c.sets, out.jobs, FWLAB_SOURCE_DIR, kFwlabVersion);
-  if (!idle.empty())
-    throw ArgumentError(fmt::format("{}\n(--force runs it anyway)", fmt::join(idle, "\nfwlab: ")));
+  if (!idle.empty()) throw ArgumentError(fmt::format("{}\n(--force runs it anyway)", fmt::join(idle, "\nfwlab: ")));
   return out;
 }
 

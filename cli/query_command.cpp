@@ -18,7 +18,9 @@ struct QueryResult {
 };
 
 void print_query_result(const QueryResult& r, const std::string& format) {
-  auto cell = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump(); };
+  auto cell = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string() : v.dump();
+  };
   if (format == "csv") {
     const auto quote = csv_field;
     std::vector<std::string> fields;
@@ -37,7 +39,8 @@ void print_query_result(const QueryResult& r, const std::string& format) {
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], std::min<size_t>(60, cell(row[i]).size()));
   auto print_row = [&](const std::vector<std::string>& cells) {
     std::string line;
-    for (size_t i = 0; i < cells.size(); ++i) line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
+    for (size_t i = 0; i < cells.size(); ++i)
+      line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
     fmt::print("{}\n", line);
   };
   print_row(r.names);

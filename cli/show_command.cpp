@@ -19,11 +19,12 @@ namespace {
 std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 void print_row(const nlohmann::json& j) {
-  fmt::print("job {}\n  experiment {}  stage {}  cell {}\n  status {}  cause {}  attempts {}  exit code {}\n  reason {}\n"
-             "  params {}  state elements {}  host {}\n  dir {}\n",
-             str(j["id"]), str(j["experiment"]), str(j["stage"]), coords_label(nlohmann::json::parse(str(j["coords"]))),
-             str(j["status"]), str(j["cause"]), str(j["attempts"]), str(j["exit_code"]), str(j["reason"]), str(j["params"]),
-             str(j["state_elements"]), str(j["host"]), str(j["dir"]));
+  fmt::print(
+      "job {}\n  experiment {}  stage {}  cell {}\n  status {}  cause {}  attempts {}  exit code {}\n  reason {}\n"
+      "  params {}  state elements {}  host {}\n  dir {}\n",
+      str(j["id"]), str(j["experiment"]), str(j["stage"]), coords_label(nlohmann::json::parse(str(j["coords"]))),
+      str(j["status"]), str(j["cause"]), str(j["attempts"]), str(j["exit_code"]), str(j["reason"]), str(j["params"]),
+      str(j["state_elements"]), str(j["host"]), str(j["dir"]));
   fmt::print("  config {}\n", str(j["config"]));
 }
 
@@ -36,22 +37,25 @@ void print_curves(Db& db, const std::string& id) {
   m.bind(1, id);
   fmt::print("curves (`fwlab show {} --curve KEY` prints one whole):\n", id.substr(0, 8));
   while (m.step())
-    fmt::print("  {:<16} {} points, steps {}..{}: {} -> {}\n", m.text(0), m.integer(1), m.integer(2), m.integer(3), str(m.value(4)),
-               str(m.value(5)));
+    fmt::print("  {:<16} {} points, steps {}..{}: {} -> {}\n", m.text(0), m.integer(1), m.integer(2), m.integer(3),
+               str(m.value(4)), str(m.value(5)));
 }
 
 void print_evals_and_divergence(Db& db, const std::string& id) {
-  auto e = db.prepare("SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split DESC, step");
+  auto e = db.prepare(
+      "SELECT split, step, checkpoint, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? ORDER BY split DESC, step");
   e.bind(1, id);
   fmt::print("evaluations:\n");
   while (e.step())
-    fmt::print("  {:<5} step {:>6} {:<4} loss {} ppl {} bpc {} acc {}\n", e.text(0), e.integer(1), e.text(2), str(e.value(3)),
-               str(e.value(4)), str(e.value(5)), str(e.value(6)));
-  auto d = db.prepare("SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE job_id = ?");
+    fmt::print("  {:<5} step {:>6} {:<4} loss {} ppl {} bpc {} acc {}\n", e.text(0), e.integer(1), e.text(2),
+               str(e.value(3)), str(e.value(4)), str(e.value(5)), str(e.value(6)));
+  auto d = db.prepare(
+      "SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences WHERE "
+      "job_id = ?");
   d.bind(1, id);
   while (d.step())
-    fmt::print("divergence: step {} cause {} value {} last finite loss {} lr {} layer {}\n", d.integer(0), d.text(1), d.text(2),
-               str(d.value(3)), str(d.value(4)), d.is_null(5) ? d.text(6) : d.text(5));
+    fmt::print("divergence: step {} cause {} value {} last finite loss {} lr {} layer {}\n", d.integer(0), d.text(1),
+               d.text(2), str(d.value(3)), str(d.value(4)), d.is_null(5) ? d.text(6) : d.text(5));
 }
 
 void print_log_tail(const std::string& dir) {
@@ -90,8 +94,9 @@ int print_curve(Db& db, const std::string& id, const std::string& key, const std
   metric.bind(1, id).bind(2, key);
   const bool eval = !metric.step();
   const auto dot = key.rfind('.');
-  auto q = eval ? db.prepare(fmt::format("SELECT step, {} FROM evals WHERE job_id = ? AND split = ? ORDER BY step, checkpoint",
-                                         key.substr(dot + 1)))
+  auto q = eval ? db.prepare(
+                      fmt::format("SELECT step, {} FROM evals WHERE job_id = ? AND split = ? ORDER BY step, checkpoint",
+                                  key.substr(dot + 1)))
                 : db.prepare("SELECT step, value FROM metrics WHERE job_id = ? AND key = ? ORDER BY step");
   q.bind(1, id).bind(2, eval ? key.substr(0, dot) : key);
   std::string csv = "step," + key + "\n";
@@ -102,8 +107,9 @@ int print_curve(Db& db, const std::string& id, const std::string& key, const std
 }  // namespace
 
 nlohmann::json find_job(Db& db, const std::string& prefix, const std::string& command) {
-  auto q = db.prepare("SELECT id, experiment, stage, coords, status, cause, reason, attempts, exit_code, dir, config, params, "
-                      "state_elements, started, finished, host FROM jobs WHERE id LIKE ? || '%'");
+  auto q = db.prepare(
+      "SELECT id, experiment, stage, coords, status, cause, reason, attempts, exit_code, dir, config, params, "
+      "state_elements, started, finished, host FROM jobs WHERE id LIKE ? || '%'");
   q.bind(1, prefix);
   std::vector<nlohmann::json> found;
   while (q.step()) {
@@ -112,13 +118,15 @@ nlohmann::json find_job(Db& db, const std::string& prefix, const std::string& co
     found.push_back(j);
   }
   if (found.empty()) throw ArgumentError(fmt::format("{} {}: no job with that id or prefix", command, prefix));
-  if (found.size() > 1) throw ArgumentError(fmt::format("{} {}: ambiguous prefix, {} jobs match", command, prefix, found.size()));
+  if (found.size() > 1)
+    throw ArgumentError(fmt::format("{} {}: ambiguous prefix, {} jobs match", command, prefix, found.size()));
   return found[0];
 }
 
 int cmd_show(const std::string& prefix, const std::string& curve, const std::string& out, const Common& c) {
   check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
-  if (!out.empty() && curve.empty()) throw ArgumentError("show --out: only with --curve KEY (the series is what it writes)");
+  if (!out.empty() && curve.empty())
+    throw ArgumentError("show --out: only with --curve KEY (the series is what it writes)");
   Db db(c.db_path, true);
   const auto j = find_job(db, prefix, "show");
   const auto id = str(j["id"]);

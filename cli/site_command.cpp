@@ -55,7 +55,8 @@ int cmd_site(const SiteOptions& o, const Common& c) {
   }
   for (const auto& id : jobs)
     if (const auto page = job_page(db, id, ctx)) write_page(out / job_href(id), *page);
-  fmt::print("{}: {} experiment page(s), {} job page(s); open {}\n", o.out, entries.size(), jobs.size(), (out / "index.html").string());
+  fmt::print("{}: {} experiment page(s), {} job page(s); open {}\n", o.out, entries.size(), jobs.size(),
+             (out / "index.html").string());
   return 0;
 }
 
@@ -68,7 +69,8 @@ int cmd_serve(const SiteOptions& o, const Common& c) {
     res.set_header("Content-Security-Policy", html::kContentPolicy);
     if (!page) {
       res.status = 404;
-      res.set_content(html::page("not found", "<h1>not found</h1><p><a href=\"/index.html\">all experiments</a></p>"), "text/html; charset=utf-8");
+      res.set_content(html::page("not found", "<h1>not found</h1><p><a href=\"/index.html\">all experiments</a></p>"),
+                      "text/html; charset=utf-8");
       return;
     }
     res.set_content(*page, "text/html; charset=utf-8");
@@ -82,7 +84,8 @@ int cmd_serve(const SiteOptions& o, const Common& c) {
   server.Get(R"(/e/([A-Za-z0-9_.-]+)\.html)", [&](const httplib::Request& req, httplib::Response& res) {
     Db db(c.db_path, true);
     for (const auto& e : site_entries(db, files))
-      if (experiment_href(e) == "e/" + std::string(req.matches[1]) + ".html") return reply(res, experiment_page(db, e, ctx));
+      if (experiment_href(e) == "e/" + std::string(req.matches[1]) + ".html")
+        return reply(res, experiment_page(db, e, ctx));
     reply(res, std::nullopt);
   });
   server.Get(R"(/job/([A-Za-z0-9_.-]+)\.html)", [&](const httplib::Request& req, httplib::Response& res) {
@@ -90,7 +93,9 @@ int cmd_serve(const SiteOptions& o, const Common& c) {
     reply(res, job_page(db, req.matches[1], ctx));
   });
   const int port = o.port == 0 ? server.bind_to_any_port(o.bind) : (server.bind_to_port(o.bind, o.port) ? o.port : -1);
-  if (port < 0) throw ArgumentError(fmt::format("serve: cannot listen on {}:{} (in use, or not an address of this machine)", o.bind, o.port));
+  if (port < 0)
+    throw ArgumentError(
+        fmt::format("serve: cannot listen on {}:{} (in use, or not an address of this machine)", o.bind, o.port));
   fmt::print("fwlab: serving {} read-only at http://{}:{}/ (Ctrl-C stops)\n", c.db_path, o.bind, port);
   std::fflush(stdout);
   return server.listen_after_bind() ? 0 : 1;

@@ -26,7 +26,9 @@ void print_counts(const std::string& name, const std::string& profile, const Cou
   for (const auto& [st, n] : c.by_status) {
     total += n;
     const auto status = parse_job_status(st);
-    if (st == "new" || (status && (*status == JobStatus::pending || is_active(*status) || *status == JobStatus::interrupted))) left += n;
+    if (st == "new" ||
+        (status && (*status == JobStatus::pending || is_active(*status) || *status == JobStatus::interrupted)))
+      left += n;
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, st);
   }
   const std::string eta = left == 0       ? "done"
@@ -60,11 +62,11 @@ int status_of_plan(Db& db, const PlannedExperiment& plan, const std::string& pro
 
 // Every experiment and profile the database has cells of.
 int status_of_database(Db& db) {
-  auto q = db.prepare(fmt::format(
-      "SELECT c.experiment, c.profile, COALESCE(j.status, 'n/a'), COUNT(*), "
-      "AVG(CASE WHEN j.status IN ({}) THEN j.finished - j.started END) "
-      "FROM cells c LEFT JOIN jobs j ON j.id = c.job_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-      sql_list({JobStatus::finished, JobStatus::diverged})));
+  auto q =
+      db.prepare(fmt::format("SELECT c.experiment, c.profile, COALESCE(j.status, 'n/a'), COUNT(*), "
+                             "AVG(CASE WHEN j.status IN ({}) THEN j.finished - j.started END) "
+                             "FROM cells c LEFT JOIN jobs j ON j.id = c.job_id GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+                             sql_list({JobStatus::finished, JobStatus::diverged})));
   std::map<std::pair<std::string, std::string>, Counts> all;
   while (q.step()) {
     auto& c = all[{q.text(0), q.text(1)}];

@@ -15,8 +15,8 @@ bool unknown_subcommand(const CLI::App& app, int argc, char** argv) {
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
   if (std::find(names.begin(), names.end(), word) != names.end()) return false;
-  fmt::print(stderr, "fwlab: unknown command '{}'{} (commands: {}; `fwlab --help` says more)\n", word, did_you_mean(word, names),
-             fmt::join(names, ", "));
+  fmt::print(stderr, "fwlab: unknown command '{}'{} (commands: {}; `fwlab --help` says more)\n", word,
+             did_you_mean(word, names), fmt::join(names, ", "));
   return true;
 }
 

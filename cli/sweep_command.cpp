@@ -54,7 +54,8 @@ std::string grouped(int64_t n) {
   return digits;
 }
 
-void print_dry_run(const Experiment& ex, const std::string& profile, const std::vector<PlannedJob>& planned, const Common& c) {
+void print_dry_run(const Experiment& ex, const std::string& profile, const std::vector<PlannedJob>& planned,
+                   const Common& c) {
   std::map<std::string, std::string> known;
   if (fs::exists(c.db_path)) {
     Db db(c.db_path, true);
@@ -70,8 +71,8 @@ void print_dry_run(const Experiment& ex, const std::string& profile, const std::
                                     : "-";
     // Exact counts (124,439,808 for GPT-2 small); "?" where the source checkpoint cannot be read yet.
     const auto params = !j.applicable ? "-" : j.model.is_null() ? "?" : grouped(j.params);
-    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", j.stage, coords_label(j.coords), j.applicable ? j.id : "-", status,
-               params, j.model.is_null() && j.applicable ? "?" : state);
+    fmt::print("{:<10} {:<40} {:<17} {:<11} {:>13} {:>14}\n", j.stage, coords_label(j.coords),
+               j.applicable ? j.id : "-", status, params, j.model.is_null() && j.applicable ? "?" : state);
   }
 }
 
@@ -91,22 +92,26 @@ void print_varying_settings(const std::vector<PlannedJob>& planned) {
     for (const auto& [key, seen] : keys) {
       // A key only some cells have varies too: those without it take the worker's default.
       size_t with = 0;
-      for (const auto& j : planned) with += j.applicable && j.stage == stage && j.spec.contains(nlohmann::json::json_pointer(key));
+      for (const auto& j : planned)
+        with += j.applicable && j.stage == stage && j.spec.contains(nlohmann::json::json_pointer(key));
       if (seen.size() == 1 && with == static_cast<size_t>(cells[stage])) continue;
       auto dotted = key.substr(1);  // a JSON pointer, "/model/mixer/rule"
       std::replace(dotted.begin(), dotted.end(), '/', '.');
-      lines.push_back(fmt::format("  {}: {}{}", dotted, fmt::join(seen, " | "), with < static_cast<size_t>(cells[stage]) ? " | (default)" : ""));
+      lines.push_back(fmt::format("  {}: {}{}", dotted, fmt::join(seen, " | "),
+                                  with < static_cast<size_t>(cells[stage]) ? " | (default)" : ""));
     }
-    fmt::print("settings that differ between the {} cells of stage {}:{}\n", cells[stage], stage, lines.empty() ? " none" : "");
+    fmt::print("settings that differ between the {} cells of stage {}:{}\n", cells[stage], stage,
+               lines.empty() ? " none" : "");
     for (const auto& l : lines) fmt::print("{}\n", l);
   }
 }
 
 void print_summary(const std::string& name, const SweepSummary& s) {
-  fmt::print("{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
-             "{} already done, {} n/a{}\n",
-             name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped, s.na,
-             s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "");
+  fmt::print(
+      "{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
+      "{} already done, {} n/a{}\n",
+      name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped,
+      s.na, s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "");
 }
 
 // Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in
@@ -118,7 +123,9 @@ void close_sweep(Store& store, int64_t sweep_id, const Scheduler& scheduler) {
   if (more && !s.interrupted_by_signal) return;
   // A cluster sweep's endings were recorded over several syncs: its jobs say how it went.
   const bool unsuccessful = detachable ? store.sweep_has_unsuccessful_jobs(sweep_id) : s.unsuccessful() > 0;
-  store.close_sweep(sweep_id, s.interrupted_by_signal ? SweepStatus::interrupted : unsuccessful ? SweepStatus::failed : SweepStatus::finished);
+  store.close_sweep(sweep_id, s.interrupted_by_signal ? SweepStatus::interrupted
+                              : unsuccessful          ? SweepStatus::failed
+                                                      : SweepStatus::finished);
 }
 
 int sweep_exit(const SweepSummary& s) {
@@ -153,7 +160,8 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
     return 2;
   }
   const std::string kind = a.executor.empty() ? ex.executor.kind : a.executor;
-  if (a.detach && kind != "slurm") throw ArgumentError("--detach: only jobs on a cluster outlive fwlab (use --executor slurm)");
+  if (a.detach && kind != "slurm")
+    throw ArgumentError("--detach: only jobs on a cluster outlive fwlab (use --executor slurm)");
   const auto worker = resolve_worker(a.worker.empty() ? default_worker() : a.worker);
   std::string runs = a.runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : a.runs;
   if (fs::path(c.db_path).parent_path().empty() && a.runs.empty()) runs = "runs";
@@ -162,15 +170,18 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   if (kind == "slurm") {
     for (const char* client : {"sbatch", "squeue", "scontrol"})
       if (boost::process::search_path(client).empty())
-        throw ArgumentError(fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
+        throw ArgumentError(
+            fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
     runs = fs::absolute(runs).lexically_normal().string();  // the nodes read it: no path relative to here
   }
   SweepOptions opt;
   opt.runs_dir = runs;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int jobs = kind == "slurm" ? 1 : std::max(1, a.jobs);
-  opt.threads_per_job = kind == "slurm" ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
-                        : a.threads > 0 ? a.threads : std::max(1, cores / jobs);
+  opt.threads_per_job = kind == "slurm"
+                            ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
+                        : a.threads > 0 ? a.threads
+                                        : std::max(1, cores / jobs);
   opt.retries = a.retries;
   opt.retry_failed = a.retry_failed;
   opt.retry_diverged = a.retry_diverged;
@@ -189,10 +200,15 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   Db db(c.db_path);
   Store store(db);
   store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
-  const int64_t sweep_id = store.open_sweep({ex.name, a.file, a.profile,
-                                             fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind), host_name(),
-                                             static_cast<int64_t>(getpid()), executor,
-                                             {{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}});
+  const int64_t sweep_id =
+      store.open_sweep({ex.name,
+                        a.file,
+                        a.profile,
+                        fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind),
+                        host_name(),
+                        static_cast<int64_t>(getpid()),
+                        executor,
+                        {{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}});
   store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
   install_signal_handlers();
   Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
@@ -200,8 +216,10 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   close_sweep(store, sweep_id, scheduler);
   print_summary(ex.name, s);
   if ((scheduler.queued() > 0 || s.in_flight > 0) && launcher->detachable())
-    fmt::print("{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next waves\n",
-               ex.name, s.in_flight, scheduler.queued(), c.db_path);
+    fmt::print(
+        "{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next "
+        "waves\n",
+        ex.name, s.in_flight, scheduler.queued(), c.db_path);
   return sweep_exit(s);
 }
 

@@ -55,7 +55,8 @@ void check_db_path(const std::string& path, bool for_writing) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto st = fs::status(path, ec);
-  if (st.type() == fs::file_type::directory) throw DbOpenError(fmt::format("{}: is a directory, not a results database", path));
+  if (st.type() == fs::file_type::directory)
+    throw DbOpenError(fmt::format("{}: is a directory, not a results database", path));
   if (fs::exists(st)) {
     if (st.type() != fs::file_type::regular) throw DbOpenError(fmt::format("{}: not a regular file", path));
     std::ifstream in(path, std::ios::binary);
@@ -70,8 +71,9 @@ void check_db_path(const std::string& path, bool for_writing) {
   const auto parent = fs::path(path).parent_path();
   if (parent.empty()) return;
   fs::create_directories(parent, ec);
-  if (ec || !fs::is_directory(parent, ec)) throw DbOpenError(fmt::format("{}: cannot create its folder {}: {}", path, parent.string(),
-                                                                      ec ? ec.message() : "not a directory"));
+  if (ec || !fs::is_directory(parent, ec))
+    throw DbOpenError(fmt::format("{}: cannot create its folder {}: {}", path, parent.string(),
+                                  ec ? ec.message() : "not a directory"));
 }
 
 namespace {
@@ -121,7 +123,8 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
       for (int attempt = 0;; ++attempt) {
         if (sqlite3_exec(db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) == SQLITE_OK) break;
         const int code = sqlite3_errcode(db_) & 0xff;
-        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600) exec("PRAGMA journal_mode=WAL");  // throws
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 600)
+          exec("PRAGMA journal_mode=WAL");  // throws
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       exec("PRAGMA synchronous=NORMAL");
@@ -141,13 +144,13 @@ Db::Db(const std::string& path, bool read_only) : path_(path) {
 // Columns added since the first schema: a database made by an older fwlab gains them (NULL / default values).
 void Db::add_missing_columns() {
   static const std::vector<std::pair<std::string, std::string>> kAdded = {
-      {"jobs", "launcher TEXT"},          // local | slurm: who runs it while it is submitted or running
-      {"jobs", "batch_id TEXT"},          // the batch system's id of the job (Slurm: ARRAY_TASK)
-      {"jobs", "submit_token TEXT"},      // the wave it was submitted in (waves.token)
+      {"jobs", "launcher TEXT"},      // local | slurm: who runs it while it is submitted or running
+      {"jobs", "batch_id TEXT"},      // the batch system's id of the job (Slurm: ARRAY_TASK)
+      {"jobs", "submit_token TEXT"},  // the wave it was submitted in (waves.token)
       {"jobs", "retries_used INTEGER NOT NULL DEFAULT 0"},  // retries after infrastructure failures, this sweep
       {"jobs", "timeout_s REAL"},
-      {"sweeps", "executor TEXT"},        // the launcher's settings (JSON), for sync to submit later waves
-      {"sweeps", "options TEXT"},         // retries, runs folder, threads (JSON)
+      {"sweeps", "executor TEXT"},  // the launcher's settings (JSON), for sync to submit later waves
+      {"sweeps", "options TEXT"},   // retries, runs folder, threads (JSON)
   };
   for (const auto& added : kAdded) {
     const auto name = added.second.substr(0, added.second.find(' '));
@@ -181,17 +184,21 @@ int read_only_authorizer(void*, int action, const char* arg1, const char* arg2, 
     case SQLITE_SELECT:
     case SQLITE_READ:
     case SQLITE_FUNCTION:
-    case SQLITE_RECURSIVE: return SQLITE_OK;
+    case SQLITE_RECURSIVE:
+      return SQLITE_OK;
     // A table-valued function (json_each, json_tree) declares its virtual table as it is first used, which
     // the authorizer sees as an update of sqlite_master; a statement that really writes is refused below
     // (sqlite3_stmt_readonly) and the connection is read-only anyway.
-    case SQLITE_UPDATE: return arg1 && std::string_view(arg1) == "sqlite_master" ? SQLITE_OK : SQLITE_DENY;
+    case SQLITE_UPDATE:
+      return arg1 && std::string_view(arg1) == "sqlite_master" ? SQLITE_OK : SQLITE_DENY;
     case SQLITE_PRAGMA: {
-      static const std::set<std::string_view> kInformational = {"table_info", "table_xinfo", "index_list", "index_info",
-                                                                "index_xinfo", "foreign_key_list", "integrity_check", "quick_check"};
+      static const std::set<std::string_view> kInformational = {"table_info",      "table_xinfo", "index_list",
+                                                                "index_info",      "index_xinfo", "foreign_key_list",
+                                                                "integrity_check", "quick_check"};
       return arg2 == nullptr || kInformational.count(arg1 ? arg1 : "") ? SQLITE_OK : SQLITE_DENY;
     }
-    default: return SQLITE_DENY;
+    default:
+      return SQLITE_DENY;
   }
 }
 
@@ -213,14 +220,16 @@ std::vector<Statement> Db::prepare_read_only(const std::string& sql) {
     std::string text(at, static_cast<size_t>((tail ? tail : end) - at));
     text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\r\n")));
     if (rc == SQLITE_AUTH)
-      throw DbError(fmt::format("statement {} ({}) is not allowed: queries may only read (SELECT, WITH, informational PRAGMA)", index, text));
+      throw DbError(fmt::format(
+          "statement {} ({}) is not allowed: queries may only read (SELECT, WITH, informational PRAGMA)", index, text));
     if (rc != SQLITE_OK) throw DbError(fmt::format("statement {} ({}): {}", index, text, sqlite3_errmsg(db_)));
     at = tail ? tail : end;
     if (!stmt) continue;  // whitespace or a comment
     out.emplace_back(db_, stmt);
     // VACUUM INTO and the like pass the authorizer but write: SQLite itself knows which statements only read.
     if (!sqlite3_stmt_readonly(stmt))
-      throw DbError(fmt::format("statement {} ({}) would write; queries may only read (SELECT, WITH, read-only PRAGMA)", index, text));
+      throw DbError(fmt::format("statement {} ({}) would write; queries may only read (SELECT, WITH, read-only PRAGMA)",
+                                index, text));
   }
   return out;
 }
@@ -254,8 +263,10 @@ Statement& Statement::bind(int i, int64_t v) {
   return *this;
 }
 Statement& Statement::bind(int i, double v) {
-  if (std::isfinite(v)) sqlite3_bind_double(stmt_, i, v);
-  else sqlite3_bind_null(stmt_, i);
+  if (std::isfinite(v))
+    sqlite3_bind_double(stmt_, i, v);
+  else
+    sqlite3_bind_null(stmt_, i);
   return *this;
 }
 Statement& Statement::bind(int i, const nlohmann::json& v) {
@@ -300,10 +311,14 @@ std::string Statement::text(int c) const {
 }
 nlohmann::json Statement::value(int c) const {
   switch (sqlite3_column_type(stmt_, c)) {
-    case SQLITE_INTEGER: return integer(c);
-    case SQLITE_FLOAT: return real(c);
-    case SQLITE_NULL: return nullptr;
-    default: return text(c);
+    case SQLITE_INTEGER:
+      return integer(c);
+    case SQLITE_FLOAT:
+      return real(c);
+    case SQLITE_NULL:
+      return nullptr;
+    default:
+      return text(c);
   }
 }
 

@@ -19,27 +19,46 @@ std::string SourcePos::str() const { return label.empty() ? fmt::format("{}:{}:{
 
 const std::map<std::string, std::string>& key_aliases() {
   static const std::map<std::string, std::string> aliases = {
-      {"mixer", "model.mixer.kind"},        {"rule", "model.mixer.rule"},
-      {"feature_map", "model.mixer.feature_map"}, {"norm", "model.mixer.norm"},
+      {"mixer", "model.mixer.kind"},
+      {"rule", "model.mixer.rule"},
+      {"feature_map", "model.mixer.feature_map"},
+      {"norm", "model.mixer.norm"},
       {"key_norm", "model.mixer.key_norm"},
-      {"m", "model.mixer.m"},               {"window", "model.mixer.window"},
-      {"dpfp_nu", "model.mixer.dpfp_nu"},   {"chunk", "model.mixer.chunk"},
-      {"conv", "model.mixer.conv"},         {"beta_init", "model.mixer.beta_init"},
+      {"m", "model.mixer.m"},
+      {"window", "model.mixer.window"},
+      {"dpfp_nu", "model.mixer.dpfp_nu"},
+      {"chunk", "model.mixer.chunk"},
+      {"conv", "model.mixer.conv"},
+      {"beta_init", "model.mixer.beta_init"},
       {"out_norm", "model.mixer.out_norm"},
-      {"attention_every", "model.attention_every"}, {"keep_softmax_every", "model.keep_softmax_every"},
-      {"keep_softmax_layers", "model.keep_softmax_layers"}, {"base_conv_layers", "model.base_conv_layers"},
-      {"vocab", "model.vocab"},             {"d_model", "model.d_model"},
-      {"n_layers", "model.n_layers"},       {"n_heads", "model.n_heads"},
-      {"head_dim", "model.head_dim"},       {"context", "model.context"},
-      {"dropout", "model.dropout"},         {"lr", "optim.lr"},
-      {"min_lr", "optim.min_lr"},           {"warmup_steps", "optim.warmup_steps"},
-      {"weight_decay", "optim.weight_decay"}, {"grad_clip", "optim.grad_clip"},
-      {"steps", "train.steps"},             {"batch_size", "train.batch_size"},
-      {"seq_len", "train.seq_len"},         {"eval_every", "eval.every"},
-      {"data", "data.source"},              {"tokenizer", "data.tokenizer"},
-      {"seed", "seed"},                     {"kind", "kind"},
-      {"seq_lens", "bench.seq_lens"},       {"cross", "model.cross"},
-      {"encoder", "model.encoder"},         {"d_ff", "model.d_ff"},
+      {"attention_every", "model.attention_every"},
+      {"keep_softmax_every", "model.keep_softmax_every"},
+      {"keep_softmax_layers", "model.keep_softmax_layers"},
+      {"base_conv_layers", "model.base_conv_layers"},
+      {"vocab", "model.vocab"},
+      {"d_model", "model.d_model"},
+      {"n_layers", "model.n_layers"},
+      {"n_heads", "model.n_heads"},
+      {"head_dim", "model.head_dim"},
+      {"context", "model.context"},
+      {"dropout", "model.dropout"},
+      {"lr", "optim.lr"},
+      {"min_lr", "optim.min_lr"},
+      {"warmup_steps", "optim.warmup_steps"},
+      {"weight_decay", "optim.weight_decay"},
+      {"grad_clip", "optim.grad_clip"},
+      {"steps", "train.steps"},
+      {"batch_size", "train.batch_size"},
+      {"seq_len", "train.seq_len"},
+      {"eval_every", "eval.every"},
+      {"data", "data.source"},
+      {"tokenizer", "data.tokenizer"},
+      {"seed", "seed"},
+      {"kind", "kind"},
+      {"seq_lens", "bench.seq_lens"},
+      {"cross", "model.cross"},
+      {"encoder", "model.encoder"},
+      {"d_ff", "model.d_ff"},
   };
   return aliases;
 }
@@ -47,13 +66,14 @@ const std::map<std::string, std::string>& key_aliases() {
 namespace {
 
 constexpr uintmax_t kMaxExperimentBytes = 16u << 20;
-const std::set<std::string> kJobSections = {"model", "data", "optim", "train", "eval", "transfer", "attention", "divergence", "bench", "debug", "tasks",
-                                             "translate"};
+const std::set<std::string> kJobSections = {"model",     "data",       "optim", "train", "eval",  "transfer",
+                                            "attention", "divergence", "bench", "debug", "tasks", "translate"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "kernel_check", "init_checkpoint"};
 // The sections a --set or profile key may start with (the rest of a --set key is a job key).
 const std::set<std::string> kFileSections = {"defaults", "stage", "grid", "preset", "experiment", "table", "executor"};
-const std::set<std::string> kTopSections = {"experiment", "defaults", "stage", "grid", "axis", "preset", "not_applicable",
-                                            "exclude", "cell", "profile", "table", "plot", "published", "executor"};
+const std::set<std::string> kTopSections = {"experiment", "defaults",       "stage",     "grid",    "axis",
+                                            "preset",     "not_applicable", "exclude",   "cell",    "profile",
+                                            "table",      "plot",           "published", "executor"};
 
 class Parser {
  public:
@@ -162,14 +182,17 @@ void set_document_path(toml::table& doc, const std::string& path, const toml::no
     start = dot + 1;
   }
   if (parts.size() < 2 || !kFileSections.count(parts[0]))
-    p.fail(value, shown, "a key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor, "
-                         "or a job key such as optim.lr");
+    p.fail(value, shown,
+           "a key is a dotted path into the file, starting with defaults, stage, grid, preset, table or executor, "
+           "or a job key such as optim.lr");
   toml::table* t = &doc;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     auto* next = (*t)[parts[i]].as_table();
     if (!next) {
       if ((parts[0] == "stage" && i == 1) || (parts[0] == "preset" && i <= 2))
-        p.fail(value, shown, fmt::format("'{}' is not defined in the file", fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+        p.fail(value, shown,
+               fmt::format("'{}' is not defined in the file",
+                           fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
       t->insert_or_assign(parts[i], toml::table{});
       next = (*t)[parts[i]].as_table();
     }
@@ -209,7 +232,8 @@ void apply_sets(toml::table& doc, const std::vector<std::string>& sets, Parser& 
   for (const auto& set : sets) {
     const auto eq = set.find('=');
     const std::string label = fmt::format("--set {}", set);
-    if (eq == std::string::npos || eq == 0) throw ExperimentError(fmt::format("{}: expected KEY=VALUE (e.g. defaults.data.path=/data/pile)", label));
+    if (eq == std::string::npos || eq == 0)
+      throw ExperimentError(fmt::format("{}: expected KEY=VALUE (e.g. defaults.data.path=/data/pile)", label));
     const std::string key = set.substr(0, eq), text = set.substr(eq + 1);
     toml::table& holder = p.hold();  // the parsed value lives as long as the parser: positions are keyed by node
     try {
@@ -266,11 +290,12 @@ CellRule read_rule(const toml::table& t, const std::string& where, const Experim
       p.fail(v, where + "." + key, "is not an axis of the grid" + did_you_mean(key, known));
     }
   }
-  if (extra) p.flatten(t, "", where, r.settings, [&] {
-    auto s = axis_names;
-    s.insert("stage");
-    return s;
-  }());
+  if (extra)
+    p.flatten(t, "", where, r.settings, [&] {
+      auto s = axis_names;
+      s.insert("stage");
+      return s;
+    }());
   if (!extra && r.match.empty()) p.fail(t, where, "names no axis value; it would match every cell");
   return r;
 }
@@ -288,8 +313,9 @@ void check_job_sets_against_grid(const Experiment& ex) {
       if (auto presets = ex.presets.find(a.name); presets != ex.presets.end())
         for (const auto& [value, settings] : presets->second) varies = varies || settings.count(path);
       if (varies)
-        throw ExperimentError(fmt::format("{}: the grid's axis '{}' varies {}: choose its values with --set grid.{}=[...]",
-                                          setting.written_as, a.name, path, a.name));
+        throw ExperimentError(
+            fmt::format("{}: the grid's axis '{}' varies {}: choose its values with --set grid.{}=[...]",
+                        setting.written_as, a.name, path, a.name));
     }
 }
 
@@ -301,7 +327,8 @@ std::map<std::string, std::vector<nlohmann::json>> written_axis_values(const tom
     for (const auto& [k, v] : *g)
       if (const auto* values = v.as_array())
         for (const auto& e : *values)
-          if (!e.is_date() && !e.is_time() && !e.is_date_time()) out[std::string(k.str())].push_back(p.to_json(e, "grid"));
+          if (!e.is_date() && !e.is_time() && !e.is_date_time())
+            out[std::string(k.str())].push_back(p.to_json(e, "grid"));
   return out;
 }
 
@@ -320,16 +347,16 @@ bool about_left_out_value(const CellRule& r, const Experiment& ex) {
 }
 
 // A value Slurm takes as written must look like one: no spaces, no shell, nothing sbatch would read as an option.
-void check_pattern(const toml::node& n, const std::string& key, const std::string& value, const char* pattern, const char* form,
-                   const Parser& p) {
+void check_pattern(const toml::node& n, const std::string& key, const std::string& value, const char* pattern,
+                   const char* form, const Parser& p) {
   if (!std::regex_match(value, std::regex(pattern))) p.fail(n, key, fmt::format("'{}' is not {}", value, form));
 }
 
 ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
   if (!node.is_table()) p.fail(node, "executor", "must be a table ([executor])");
   ExecutorSpec e;
-  static const std::vector<std::string> kKeys = {"kind", "partition", "time", "mem", "gres", "account", "qos",
-                                                 "cpus", "gpus", "array_limit", "signal_before", "extra"};
+  static const std::vector<std::string> kKeys = {"kind", "partition", "time", "mem",         "gres",          "account",
+                                                 "qos",  "cpus",      "gpus", "array_limit", "signal_before", "extra"};
   for (const auto& entry : *node.as_table()) {  // not structured bindings: clang 14 cannot capture those in lambdas
     const toml::node& v = entry.second;
     const std::string key(entry.first.str()), shown = "executor." + key;
@@ -346,20 +373,23 @@ ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
     };
     if (key == "kind") {
       e.kind = text();
-      if (e.kind != "local" && e.kind != "slurm") p.fail(v, shown, fmt::format("'{}' is not an executor (local or slurm)", e.kind));
+      if (e.kind != "local" && e.kind != "slurm")
+        p.fail(v, shown, fmt::format("'{}' is not an executor (local or slurm)", e.kind));
     } else if (key == "partition" || key == "account" || key == "qos") {
       auto& field = key == "partition" ? e.partition : key == "account" ? e.account : e.qos;
       field = text();
       check_pattern(v, shown, field, "[A-Za-z0-9_.,-]+", "a Slurm name", p);
     } else if (key == "time") {
       e.time = text();
-      check_pattern(v, shown, e.time, "([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}", "a Slurm time limit (MINUTES, HH:MM:SS or D-HH:MM:SS)", p);
+      check_pattern(v, shown, e.time, "([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}",
+                    "a Slurm time limit (MINUTES, HH:MM:SS or D-HH:MM:SS)", p);
     } else if (key == "mem") {
       e.mem = text();
       check_pattern(v, shown, e.mem, "[0-9]+[KMGT]?", "a Slurm memory size (e.g. 16G)", p);
     } else if (key == "gres") {
       e.gres = text();
-      check_pattern(v, shown, e.gres, "[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?)*",
+      check_pattern(v, shown, e.gres,
+                    "[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)?(:[0-9]+)?)*",
                     "a Slurm gres list (e.g. gpu:a100:1)", p);
     } else if (key == "cpus") {
       e.cpus = integer(1, 1024);
@@ -374,8 +404,9 @@ ExecutorSpec parse_executor(const toml::node& node, const Parser& p) {
       for (const auto& a : *v.as_array()) {
         if (!a.is_string()) p.fail(a, shown, "must be a list of strings");
         const auto arg = a.as_string()->get();
-        static const std::set<std::string> kOwned = {"--array", "--job-name", "--comment", "--output", "--error", "--parsable",
-                                                     "--signal", "--requeue", "--no-requeue", "--wrap", "--chdir"};
+        static const std::set<std::string> kOwned = {"--array",      "--job-name", "--comment", "--output",
+                                                     "--error",      "--parsable", "--signal",  "--requeue",
+                                                     "--no-requeue", "--wrap",     "--chdir"};
         if (arg.rfind("--", 0) != 0) p.fail(a, shown, fmt::format("'{}' is not an sbatch option (--name=value)", arg));
         if (kOwned.count(arg.substr(0, arg.find('='))))
           p.fail(a, shown, fmt::format("'{}' is set by fwlab itself (one array per wave, its logs, its signal)", arg));
@@ -396,21 +427,26 @@ namespace {
 void add_seed_axis(const toml::node* seeds, Experiment& ex, const Parser& p) {
   if (!seeds) return;
   const auto n = seeds->value<int64_t>();
-  if (!seeds->is_integer() || *n < 1 || *n > 100) p.fail(*seeds, "experiment.seeds", "must be an integer from 1 to 100 (runs of each cell)");
+  if (!seeds->is_integer() || *n < 1 || *n > 100)
+    p.fail(*seeds, "experiment.seeds", "must be an integer from 1 to 100 (runs of each cell)");
   ex.seeds = *n;
   if (ex.seeds == 1) return;
   Axis a;
   a.name = a.key = "seed";
   a.pos = p.pos(*seeds);
-  const auto base = ex.defaults.count("seed") && ex.defaults.at("seed").value.is_number_integer() ? ex.defaults.at("seed").value.get<int64_t>() : 0;
+  const auto base = ex.defaults.count("seed") && ex.defaults.at("seed").value.is_number_integer()
+                        ? ex.defaults.at("seed").value.get<int64_t>()
+                        : 0;
   for (int64_t i = 0; i < ex.seeds; ++i) a.values.push_back(base + i);
   // A grid axis "seed" beside it (`--set grid.seed=[2]`: one of the seeds again) may only pick among them.
   const auto own = std::find_if(ex.axes.begin(), ex.axes.end(), [](const Axis& x) { return x.name == "seed"; });
   if (own == ex.axes.end()) return ex.axes.push_back(std::move(a));
   for (const auto& v : own->values)
     if (std::find(a.values.begin(), a.values.end(), v) == a.values.end())
-      throw ExperimentError(fmt::format("{}: grid.seed: {} is not one of the seeds experiment.seeds = {} runs ({} to {}): give the seeds "
-                                        "there, or in the grid, not both", own->pos.str(), v.dump(), ex.seeds, base, base + ex.seeds - 1));
+      throw ExperimentError(
+          fmt::format("{}: grid.seed: {} is not one of the seeds experiment.seeds = {} runs ({} to {}): give the seeds "
+                      "there, or in the grid, not both",
+                      own->pos.str(), v.dump(), ex.seeds, base, base + ex.seeds - 1));
 }
 
 }  // namespace
@@ -425,7 +461,8 @@ toml::table parse_file(const std::string& path) {
   if (ec || kind != std::filesystem::file_type::regular)
     throw ExperimentError(fmt::format("{}:1:1: not a regular file (an experiment file is a TOML text file)", path));
   if (std::filesystem::file_size(path, ec) > kMaxExperimentBytes)
-    throw ExperimentError(fmt::format("{}:1:1: larger than {} MiB: not an experiment file", path, kMaxExperimentBytes >> 20));
+    throw ExperimentError(
+        fmt::format("{}:1:1: larger than {} MiB: not an experiment file", path, kMaxExperimentBytes >> 20));
   try {
     return toml::parse_file(std::string_view(path));
   } catch (const toml::parse_error& e) {
@@ -451,7 +488,8 @@ void check_sections(const toml::table& doc, const Parser& p, Experiment& ex) {
   for (const auto& [k, v] : doc) {
     const std::string key(k.str());
     if (!kTopSections.count(key))
-      p.fail(v, key, "unknown section" + did_you_mean(key, std::vector<std::string>(kTopSections.begin(), kTopSections.end())));
+      p.fail(v, key,
+             "unknown section" + did_you_mean(key, std::vector<std::string>(kTopSections.begin(), kTopSections.end())));
   }
   if (auto* profiles = doc["profile"].as_table())
     for (const auto& [k, v] : *profiles) ex.profiles.emplace_back(k.str());
@@ -491,7 +529,8 @@ void read_grid(const toml::table& doc, const Parser& p, Experiment& ex, const Wr
       for (const auto& e : *arr) a.values.push_back(p.to_json(e, "grid." + a.name));
       std::set<std::string> seen;
       for (const auto& val : a.values)
-        if (!seen.insert(val.dump()).second) p.fail(v, "grid." + a.name, fmt::format("value {} appears twice", val.dump()));
+        if (!seen.insert(val.dump()).second)
+          p.fail(v, "grid." + a.name, fmt::format("value {} appears twice", val.dump()));
       ex.axes.push_back(std::move(a));
     }
   } else if (doc.contains("grid")) {
@@ -522,7 +561,8 @@ void read_presets(const toml::table& doc, const Parser& p, Experiment& ex) {
     if (!by_value.is_table()) p.fail(by_value, "preset." + axis, "must hold one table per value");
     for (const auto& [value_key, settings] : *by_value.as_table()) {
       const std::string value(value_key.str());
-      if (!settings.is_table()) p.fail(settings, fmt::format("preset.{}.{}", axis, value), "must be a table of settings");
+      if (!settings.is_table())
+        p.fail(settings, fmt::format("preset.{}.{}", axis, value), "must be a table of settings");
       p.flatten(*settings.as_table(), "", fmt::format("preset.{}.{}", axis, value), ex.presets[axis][value]);
     }
   }
@@ -537,10 +577,12 @@ std::map<std::string, std::string> read_axis_keys(const toml::table& doc, const 
   for (const auto& [k, v] : *ax->as_table()) {
     const std::string name(k.str()), where = "axis." + name;
     const auto names = axis_names(ex);
-    if (std::find(names.begin(), names.end(), name) == names.end()) p.fail(v, where, "is not an axis of the grid" + did_you_mean(name, names));
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      p.fail(v, where, "is not an axis of the grid" + did_you_mean(name, names));
     if (!v.is_table()) p.fail(v, where, "must be a table with key = \"job key\"");
     for (const auto& [field, node] : *v.as_table()) {
-      if (field.str() != "key") p.fail(node, where + "." + std::string(field.str()), "unknown key (axis sections hold only 'key')");
+      if (field.str() != "key")
+        p.fail(node, where + "." + std::string(field.str()), "unknown key (axis sections hold only 'key')");
       if (!node.is_string()) p.fail(node, where + ".key", "must be a job key, e.g. \"data.mqar.pairs\"");
       std::string key = *node.value<std::string>();
       if (key_aliases().count(key)) key = key_aliases().at(key);
@@ -560,18 +602,21 @@ void resolve_axis_key(Axis& a, const nlohmann::json& v, const Experiment& ex) {
     if (presets->second.count(v.get<std::string>())) return;
     std::vector<std::string> names;
     for (const auto& [n, s] : presets->second) names.push_back(n);
-    throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name, v.get<std::string>(),
-                                      did_you_mean(v.get<std::string>(), names)));
+    throw ExperimentError(fmt::format("{}: grid.{}: preset '{}' does not exist{}", a.pos.str(), a.name,
+                                      v.get<std::string>(), did_you_mean(v.get<std::string>(), names)));
   }
   if (!a.key.empty()) return;
-  if (key_aliases().count(a.name)) a.key = key_aliases().at(a.name);
-  else if (kJobScalars.count(a.name)) a.key = a.name;
-  else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot))) a.key = a.name;
+  if (key_aliases().count(a.name))
+    a.key = key_aliases().at(a.name);
+  else if (kJobScalars.count(a.name))
+    a.key = a.name;
+  else if (auto dot = a.name.find('.'); dot != std::string::npos && kJobSections.count(a.name.substr(0, dot)))
+    a.key = a.name;
   else {
     std::vector<std::string> known;
     for (const auto& [al, t] : key_aliases()) known.push_back(al);
-    throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}", a.pos.str(), a.name,
-                                      a.name, a.name, did_you_mean(a.name, known)));
+    throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}",
+                                      a.pos.str(), a.name, a.name, a.name, did_you_mean(a.name, known)));
   }
 }
 
@@ -583,7 +628,8 @@ void resolve_axis_keys(Experiment& ex, const std::map<std::string, std::string>&
 }
 
 // One [stage.NAME]: from, axes, timeout and its settings.
-Stage read_stage(const std::string& name, const toml::node& v, const toml::table& stages, const Parser& p, const Experiment& ex) {
+Stage read_stage(const std::string& name, const toml::node& v, const toml::table& stages, const Parser& p,
+                 const Experiment& ex) {
   Stage s;
   s.name = name;
   s.pos = p.pos(v);
@@ -606,18 +652,22 @@ Stage read_stage(const std::string& name, const toml::node& v, const toml::table
     for (const auto& axis : s.axes)
       if (std::none_of(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == axis; }))
         p.fail(*a, where + ".axes", fmt::format("'{}' is not an axis of the grid", axis));
-    if (ex.seeds > 1 && !s.axes.empty() && std::count(s.axes.begin(), s.axes.end(), "seed") == 0) s.axes.push_back("seed");
+    if (ex.seeds > 1 && !s.axes.empty() && std::count(s.axes.begin(), s.axes.end(), "seed") == 0)
+      s.axes.push_back("seed");
   } else {
     for (const auto& x : ex.axes) s.axes.push_back(x.name);
   }
   if (auto to = t.get("timeout")) {
-    if (!to->is_number() || to->value<double>().value_or(-1) <= 0) p.fail(*to, where + ".timeout", "must be a positive number of seconds");
+    if (!to->is_number() || to->value<double>().value_or(-1) <= 0)
+      p.fail(*to, where + ".timeout", "must be a positive number of seconds");
     s.timeout_s = *to->value<double>();
   }
   p.flatten(t, "", where, s.settings, {"from", "axes", "timeout"});
   if (ex.seeds > 1 && s.settings.count("seed") && std::count(s.axes.begin(), s.axes.end(), "seed"))
-    throw ExperimentError(fmt::format("{}: {}.seed: experiment.seeds = {} varies the seed of this stage; its own seed would "
-                                      "override every one of them", s.settings.at("seed").pos.str(), where, ex.seeds));
+    throw ExperimentError(
+        fmt::format("{}: {}.seed: experiment.seeds = {} varies the seed of this stage; its own seed would "
+                    "override every one of them",
+                    s.settings.at("seed").pos.str(), where, ex.seeds));
   return s;
 }
 
@@ -654,17 +704,20 @@ void order_stages(const std::vector<Stage>& unordered, Experiment& ex) {
   }
   for (const auto& s : ex.stages) {
     if (s.from.empty()) continue;
-    const auto& parent = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& x) { return x.name == s.from; });
+    const auto& parent =
+        *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& x) { return x.name == s.from; });
     for (const auto& a : parent.axes)
       if (std::find(s.axes.begin(), s.axes.end(), a) == s.axes.end())
-        throw ExperimentError(fmt::format("{}: stage.{}.axes: stage '{}' it starts from varies '{}', so this stage must too", s.pos.str(),
-                                          s.name, parent.name, a));
+        throw ExperimentError(
+            fmt::format("{}: stage.{}.axes: stage '{}' it starts from varies '{}', so this stage must too", s.pos.str(),
+                        s.name, parent.name, a));
   }
 }
 
 const toml::table& read_stages(const toml::table& doc, const Parser& p, Experiment& ex, const std::string& path) {
   auto* stages = doc["stage"].as_table();
-  if (!stages || stages->empty()) throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
+  if (!stages || stages->empty())
+    throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
   std::vector<Stage> unordered;
   for (const auto& [k, v] : *stages) unordered.push_back(read_stage(std::string(k.str()), v, *stages, p, ex));
   order_stages(unordered, ex);
@@ -688,7 +741,8 @@ void read_rules(const toml::table& doc, const char* section, const toml::table& 
       const std::string& name = axis;  // a lambda cannot capture a structured binding before C++20 in clang 14
       const auto& a = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& x) { return x.name == name; });
       if (!extra && std::find(a.values.begin(), a.values.end(), value) == a.values.end())
-        p.fail(*t, fmt::format("{}[{}].{}", section, i, axis), fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
+        p.fail(*t, fmt::format("{}[{}].{}", section, i, axis),
+               fmt::format("{} is not a value of axis '{}'", value.dump(), axis));
     }
     out.push_back(std::move(r));
   }
@@ -700,13 +754,15 @@ void read_cell_rules(const toml::table& doc, const toml::table& stages, const Pa
   read_rules(doc, "cell", stages, p, ex, ex.extra_cells, true);
   for (size_t i = 0; i < ex.extra_cells.size(); ++i)
     if (ex.extra_cells[i].stage.empty())
-      throw ExperimentError(fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
+      throw ExperimentError(
+          fmt::format("{}: cell[{}].stage: an extra cell must name its stage", ex.extra_cells[i].pos.str(), i));
 }
 
 // [table], [[plot]] and [published] belong to the analysis commands, which check them; keep where each key was
 // written.
 void read_analysis_sections(const toml::table& doc, const Parser& p, Experiment& ex) {
-  std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n, const std::string& key) {
+  std::function<void(const toml::node&, const std::string&)> remember = [&](const toml::node& n,
+                                                                            const std::string& key) {
     ex.analysis_pos[key] = p.pos(n);
     if (auto* t = n.as_table())
       for (const auto& [k, v] : *t) remember(v, key + "." + std::string(k.str()));

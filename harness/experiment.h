@@ -23,7 +23,7 @@ class ExperimentError : public std::runtime_error {
 struct SourcePos {
   std::string file;
   int64_t line = 0, column = 0;
-  std::string label;          // where a value came from outside the file ("--set KEY=VALUE")
+  std::string label;        // where a value came from outside the file ("--set KEY=VALUE")
   std::string str() const;  // "file:line:column", or the label
 };
 
@@ -37,11 +37,11 @@ using Settings = std::map<std::string, Setting>;  // job key path (dotted) -> se
 
 struct Stage {
   std::string name;
-  std::string from;                  // stage whose job this one starts from ("" = from scratch)
-  std::vector<std::string> axes;     // grid axes that vary this stage
+  std::string from;               // stage whose job this one starts from ("" = from scratch)
+  std::vector<std::string> axes;  // grid axes that vary this stage
   bool axes_given = false;
   Settings settings;
-  double timeout_s = 0;              // per-job timeout (0: none)
+  double timeout_s = 0;  // per-job timeout (0: none)
   SourcePos pos, from_pos;
 };
 
@@ -61,12 +61,12 @@ struct CellRule {  // not_applicable / exclude / cell entries: axis values (+ se
 
 // [executor]: where the jobs run (harness/README.md). Local by default; Slurm takes the cluster's settings.
 struct ExecutorSpec {
-  std::string kind = "local";  // local | slurm
+  std::string kind = "local";                            // local | slurm
   std::string partition, time, mem, gres, account, qos;  // "" = the cluster's default
-  int64_t cpus = 0;            // per job (0: --threads, or 1)
-  int64_t gpus = 0;            // per job (--gpus-per-task)
-  int64_t array_limit = 0;     // array tasks running at once (0: no limit)
-  int64_t signal_before = 120; // seconds before the time limit: the worker checkpoints and the job is requeued
+  int64_t cpus = 0;                                      // per job (0: --threads, or 1)
+  int64_t gpus = 0;                                      // per job (--gpus-per-task)
+  int64_t array_limit = 0;                               // array tasks running at once (0: no limit)
+  int64_t signal_before = 120;     // seconds before the time limit: the worker checkpoints and the job is requeued
   std::vector<std::string> extra;  // further sbatch arguments, passed as given (no shell)
   std::map<std::string, SourcePos> pos;  // where each key was written
 };
@@ -91,7 +91,8 @@ struct Experiment {
   // value a subset left out is set aside, not an error.
   std::map<std::string, std::vector<nlohmann::json>> written_axes;
   ExecutorSpec executor;
-  // [table], [[plot]] and [published], for the analysis commands (analysis/ checks them), with the position of every key
+  // [table], [[plot]] and [published], for the analysis commands (analysis/ checks them), with the position of every
+  // key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
   nlohmann::json table = nlohmann::json::object();
   nlohmann::json plots = nlohmann::json::array();
@@ -104,7 +105,8 @@ struct Experiment {
 // stage.pretrain.init_checkpoint, ...), or a job key (optim.lr, or a short name such as lr) that then holds in
 // every job; VALUE a TOML value (a bare word is a string). Errors about a --set value name it instead of a line.
 // Throws ExperimentError.
-Experiment load_experiment(const std::string& path, const std::string& profile, const std::vector<std::string>& sets = {});
+Experiment load_experiment(const std::string& path, const std::string& profile,
+                           const std::vector<std::string>& sets = {});
 
 // The job keys an experiment file may set with a short name (rule -> model.mixer.rule, ...).
 const std::map<std::string, std::string>& key_aliases();

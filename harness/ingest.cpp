@@ -23,7 +23,9 @@ std::string read_complete_lines(const std::string& path, uint64_t offset) {
 nlohmann::json finite_or_null(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
-nlohmann::json optional_json(const std::optional<int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json optional_json(const std::optional<int64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 // One statement per table, prepared once per ingestion; each event type goes where analysis reads it.
 struct Inserts {
@@ -32,26 +34,43 @@ struct Inserts {
   Inserts(Db& db, const std::string& id)
       : event(db.prepare("INSERT OR IGNORE INTO events(job_id, seq, type, time, body) VALUES(?,?,?,?,?)")),
         metric(db.prepare("INSERT OR REPLACE INTO metrics(job_id, key, step, value, time) VALUES(?,?,?,?,?)")),
-        eval(db.prepare("INSERT OR REPLACE INTO evals(job_id, split, step, checkpoint, loss, ppl, bpc, accuracy, tokens, time) "
-                        "VALUES(?,?,?,?,?,?,?,?,?,?)")),
+        eval(db.prepare(
+            "INSERT OR REPLACE INTO evals(job_id, split, step, checkpoint, loss, ppl, bpc, accuracy, tokens, time) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?)")),
         divergence(db.prepare("INSERT OR REPLACE INTO divergences(job_id, step, cause, value, last_finite_loss, lr, "
                               "first_nonfinite_layer, state_layer) VALUES(?,?,?,?,?,?,?,?)")),
         start(db.prepare("UPDATE jobs SET host = ?, params = COALESCE(?, params) WHERE id = ?")),
         job_id(id) {}
 
   void operator()(const MetricEvent& e, const RecordLine& r) {
-    metric.bind(1, job_id).bind(2, e.key).bind(3, e.step).bind(4, finite_or_null(e.value)).bind(5, finite_or_null(r.time));
+    metric.bind(1, job_id)
+        .bind(2, e.key)
+        .bind(3, e.step)
+        .bind(4, finite_or_null(e.value))
+        .bind(5, finite_or_null(r.time));
     metric.run();
   }
   void operator()(const EvalEvent& e, const RecordLine& r) {
-    eval.bind(1, job_id).bind(2, e.split).bind(3, e.step).bind(4, e.checkpoint).bind(5, finite_or_null(e.loss))
-        .bind(6, finite_or_null(e.ppl)).bind(7, finite_or_null(e.bpc)).bind(8, finite_or_null(e.accuracy))
-        .bind(9, optional_json(e.tokens)).bind(10, finite_or_null(r.time));
+    eval.bind(1, job_id)
+        .bind(2, e.split)
+        .bind(3, e.step)
+        .bind(4, e.checkpoint)
+        .bind(5, finite_or_null(e.loss))
+        .bind(6, finite_or_null(e.ppl))
+        .bind(7, finite_or_null(e.bpc))
+        .bind(8, finite_or_null(e.accuracy))
+        .bind(9, optional_json(e.tokens))
+        .bind(10, finite_or_null(r.time));
     eval.run();
   }
   void operator()(const DivergenceEvent& e, const RecordLine&) {
-    divergence.bind(1, job_id).bind(2, e.step).bind(3, e.cause).bind(4, e.value.is_string() ? e.value.get<std::string>() : e.value.dump())
-        .bind(5, finite_or_null(e.last_finite_loss)).bind(6, finite_or_null(e.lr)).bind(7, e.first_nonfinite_layer)
+    divergence.bind(1, job_id)
+        .bind(2, e.step)
+        .bind(3, e.cause)
+        .bind(4, e.value.is_string() ? e.value.get<std::string>() : e.value.dump())
+        .bind(5, finite_or_null(e.last_finite_loss))
+        .bind(6, finite_or_null(e.lr))
+        .bind(7, e.first_nonfinite_layer)
         .bind(8, e.state_layer);
     divergence.run();
   }
@@ -76,7 +95,11 @@ int64_t ingest_lines(Db& db, const std::string& job_id, std::string_view text) {
     if (const auto r = reader.read(line)) {  // a damaged complete line is skipped
       // Metric lines are most of a record and analysis reads the metrics table: only the other events are kept whole.
       if (!std::holds_alternative<MetricEvent>(r->event)) {
-        store.event.bind(1, job_id).bind(2, r->seq).bind(3, r->type).bind(4, finite_or_null(r->time)).bind(5, std::string(line));
+        store.event.bind(1, job_id)
+            .bind(2, r->seq)
+            .bind(3, r->type)
+            .bind(4, finite_or_null(r->time))
+            .bind(5, std::string(line));
         store.event.run();
       }
       std::visit([&](const auto& e) { store(e, *r); }, r->event);

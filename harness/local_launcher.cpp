@@ -77,11 +77,13 @@ void LocalLauncher::start(const std::vector<Launch>& wave, Store& store, int64_t
     env["FWLAB_PARENT_PID"] = std::to_string(me);
     const auto log = (fs::path(l.dir) / "worker.log").string();
     try {
-      r->child = std::make_unique<bp::child>(bp::exe = settings_.worker, bp::args = {"run", l.dir}, (bp::std_out & bp::std_err) > log,
-                                             bp::std_in < bp::null, env, WatchParent{{}, static_cast<pid_t>(me)});
+      r->child = std::make_unique<bp::child>(bp::exe = settings_.worker, bp::args = {"run", l.dir},
+                                             (bp::std_out & bp::std_err) > log, bp::std_in < bp::null, env,
+                                             WatchParent{{}, static_cast<pid_t>(me)});
     } catch (const std::exception& e) {  // e.g. the worker was removed since the sweep checked it
       if (r->gpu >= 0) gpu_busy_[static_cast<size_t>(r->gpu)] = false;
-      launch_failures_.push_back({l.job->id, Ended::How::launch_failed, -1, "", fmt::format("cannot start {}: {}", settings_.worker, e.what())});
+      launch_failures_.push_back({l.job->id, Ended::How::launch_failed, -1, "",
+                                  fmt::format("cannot start {}: {}", settings_.worker, e.what())});
       continue;
     }
     // owner_*: the orchestrator that runs the job (host: where the worker says it ran, from its record).

@@ -11,8 +11,8 @@
 namespace fwlab {
 
 struct LocalSettings {
-  std::string worker;  // fwlab-worker executable
-  int jobs = 1;        // workers at once
+  std::string worker;    // fwlab-worker executable
+  int jobs = 1;          // workers at once
   double timeout_s = 0;  // per job, unless the stage sets one (0: none)
 };
 

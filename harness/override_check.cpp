@@ -46,8 +46,10 @@ std::string shadow_of(const std::string& set, const std::vector<PlannedJob>& pla
     if (std::find(winners.begin(), winners.end(), winner) == winners.end()) winners.push_back(winner);
   }
   if (winners.empty()) return "";
-  return fmt::format(": it is shadowed by {}, which set{} the same job key {}; set {}, or the job key itself (--set {}=...)",
-                     fmt::join(winners, " and "), winners.size() > 1 ? "" : "s", path, winners.size() > 1 ? "those" : "that one", path);
+  return fmt::format(
+      ": it is shadowed by {}, which set{} the same job key {}; set {}, or the job key itself (--set {}=...)",
+      fmt::join(winners, " and "), winners.size() > 1 ? "" : "s", path, winners.size() > 1 ? "those" : "that one",
+      path);
 }
 
 bool judged(const std::string& set) {
@@ -57,9 +59,9 @@ bool judged(const std::string& set) {
 
 }  // namespace
 
-std::vector<std::string> idle_overrides(const std::string& file, const std::string& profile, const std::vector<std::string>& sets,
-                                        const std::vector<PlannedJob>& planned, const std::string& repo_root,
-                                        const std::string& fwlab_version) {
+std::vector<std::string> idle_overrides(const std::string& file, const std::string& profile,
+                                        const std::vector<std::string>& sets, const std::vector<PlannedJob>& planned,
+                                        const std::string& repo_root, const std::string& fwlab_version) {
   std::vector<std::string> out;
   const auto shape = plan_shape(planned);
   for (size_t i = 0; i < sets.size(); ++i) {

@@ -12,8 +12,8 @@ namespace fwlab {
 // One message per --set of `sets` that changes no job of the plan `planned` (made with all of them): each is
 // planned away in turn and the jobs compared. A shadowed one names the setting that wins, with its file:line.
 // Sets of what is not a job (table, executor, experiment) are not judged here.
-std::vector<std::string> idle_overrides(const std::string& file, const std::string& profile, const std::vector<std::string>& sets,
-                                        const std::vector<PlannedJob>& planned, const std::string& repo_root,
-                                        const std::string& fwlab_version);
+std::vector<std::string> idle_overrides(const std::string& file, const std::string& profile,
+                                        const std::vector<std::string>& sets, const std::vector<PlannedJob>& planned,
+                                        const std::string& repo_root, const std::string& fwlab_version);
 
 }  // namespace fwlab

@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 
 std::string coords_label(const nlohmann::json& coords) {
   std::string out;
-  for (const auto& [k, v] : coords.items()) out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  for (const auto& [k, v] : coords.items())
+    out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
   return out.empty() ? "-" : out;
 }
 
@@ -41,7 +42,8 @@ std::string data_identity(const nlohmann::json& data, const std::string& repo_ro
     // The split files of the pair and a named vocabulary: not the whole directory, where translation jobs cache
     // the joint vocabularies they learn (a new cache file is not new data).
     for (const char* split : {"train", "valid", "test"})
-      for (const char* side : {"src", "tgt"}) files.push_back(fs::path(path) / (std::string(split) + "." + data.value(side, "")));
+      for (const char* side : {"src", "tgt"})
+        files.push_back(fs::path(path) / (std::string(split) + "." + data.value(side, "")));
     if (data.contains("vocab")) {
       const fs::path vocab = data["vocab"].get<std::string>();
       files.push_back(vocab.is_absolute() ? vocab : fs::path(path) / vocab);
@@ -80,11 +82,13 @@ constexpr size_t kMaxCellsPerStage = 100'000;
 // Identity of a source checkpoint: its file, or the files of an hf: directory (config.json, shards, index).
 std::string source_identity(const std::string& source) {
   std::error_code ec;
-  if (!is_hf_source(source)) return fs::is_regular_file(source, ec) ? files_identity("checkpoint", {source}) : "missing";
+  if (!is_hf_source(source))
+    return fs::is_regular_file(source, ec) ? files_identity("checkpoint", {source}) : "missing";
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(hf_dir(source), ec)) {
     const auto name = e.path().filename().string();
-    if (e.is_regular_file() && (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json")))
+    if (e.is_regular_file() &&
+        (name == "config.json" || name.ends_with(".safetensors") || name.ends_with(".index.json")))
       files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
@@ -126,13 +130,14 @@ const Setting* setting_for(const Settings& s, const std::string& field) {
   }
 }
 
-[[noreturn]] void spec_failure(const ConfigError& e, const Settings& s, const Stage& stage, const nlohmann::json& coords) {
+[[noreturn]] void spec_failure(const ConfigError& e, const Settings& s, const Stage& stage,
+                               const nlohmann::json& coords) {
   const std::string message = std::string(e.what()).substr(e.field().empty() ? 0 : e.field().size() + 2);
   const auto* at = setting_for(s, e.field());
   const auto where = at ? at->pos.str() : stage.pos.str();
   const auto key = at ? at->written_as : "stage." + stage.name;
-  throw ExperimentError(fmt::format("{}: {}: {} (job key {}, stage {}, cell {})", where, key, message, e.field(), stage.name,
-                                    coords_label(coords)));
+  throw ExperimentError(fmt::format("{}: {}: {} (job key {}, stage {}, cell {})", where, key, message, e.field(),
+                                    stage.name, coords_label(coords)));
 }
 
 // Attention transfer imitates the softmax layers of the model it starts from; the attention analysis compares with
@@ -145,10 +150,12 @@ std::string missing_teacher(const PlannedJob& job, const nlohmann::json& source,
   if (kind == "transfer") {
     for (size_t i = 0; i < target.layers.size() && i < from.layers.size(); ++i)
       if (!(target.layers[i] == from.layers[i]) && from.layers[i].kind != "softmax")
-        return fmt::format("kind 'transfer' imitates softmax layers, but layer {} of the model it starts from is {}", i, from.layers[i].describe());
+        return fmt::format("kind 'transfer' imitates softmax layers, but layer {} of the model it starts from is {}", i,
+                           from.layers[i].describe());
     return "";
   }
-  const bool own_teacher = job.spec.contains("attention") && job.spec["attention"].is_object() && job.spec["attention"].contains("teacher");
+  const bool own_teacher =
+      job.spec.contains("attention") && job.spec["attention"].is_object() && job.spec["attention"].contains("teacher");
   if (kind != "attention" || own_teacher || softmax_only(from)) return "";
   for (std::string id = job.depends_on; !id.empty();) {  // the job whose model is the source; then its own source
     const auto& j = jobs.at(index_by_id.at(id));
@@ -161,7 +168,8 @@ std::string missing_teacher(const PlannedJob& job, const nlohmann::json& source,
     }
     id = j.depends_on;
   }
-  return "kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher)";
+  return "kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set "
+         "attention.teacher)";
 }
 
 using Cell = std::pair<nlohmann::json, const CellRule*>;  // coordinates, and the extra-cell rule that made it (or null)
@@ -174,8 +182,8 @@ std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
     const auto& axis = *std::find_if(ex.axes.begin(), ex.axes.end(), [&](const Axis& a) { return a.name == name; });
     grid_cells *= axis.values.size();
     if (grid_cells > kMaxCellsPerStage)
-      throw ExperimentError(fmt::format("{}: stage.{}: its axes make more than {} cells; split the experiment", stage.pos.str(),
-                                        stage.name, kMaxCellsPerStage));
+      throw ExperimentError(fmt::format("{}: stage.{}: its axes make more than {} cells; split the experiment",
+                                        stage.pos.str(), stage.name, kMaxCellsPerStage));
     std::vector<Cell> next;
     for (const auto& [c, r] : cells)
       for (const auto& v : axis.values) {
@@ -190,7 +198,8 @@ std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
     nlohmann::json coords = nlohmann::json::object();
     for (const auto& name : stage.axes) {
       if (!extra.match.count(name))
-        throw ExperimentError(fmt::format("{}: cell: an extra cell of stage '{}' must give a value for axis '{}'", extra.pos.str(), stage.name, name));
+        throw ExperimentError(fmt::format("{}: cell: an extra cell of stage '{}' must give a value for axis '{}'",
+                                          extra.pos.str(), stage.name, name));
       coords[name] = extra.match.at(name);
     }
     cells.emplace_back(coords, &extra);
@@ -203,9 +212,12 @@ std::vector<Cell> stage_cells(const Experiment& ex, const Stage& stage) {
 // [defaults.tasks] are the tasks of the file's eval stages (kind = "eval"): the training stages do not get them.
 Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
   Settings all = ex.defaults;
-  const auto kind = stage.settings.count("kind") ? stage.settings.at("kind").value : all.count("kind") ? all.at("kind").value : nlohmann::json();
+  const auto kind = stage.settings.count("kind") ? stage.settings.at("kind").value
+                    : all.count("kind")          ? all.at("kind").value
+                                                 : nlohmann::json();
   if (kind != "eval")
-    for (auto it = all.begin(); it != all.end();) it = it->first.rfind("tasks.", 0) == 0 ? all.erase(it) : std::next(it);
+    for (auto it = all.begin(); it != all.end();)
+      it = it->first.rfind("tasks.", 0) == 0 ? all.erase(it) : std::next(it);
   for (const auto& [k, v] : stage.settings) all[k] = v;
   for (const auto& item : coords.items()) {
     const std::string& name = item.key();
@@ -221,7 +233,8 @@ Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann:
   if (extra)
     for (const auto& [k, v] : extra->settings) all[k] = v;
   for (const auto& [k, v] : ex.job_sets) all[k] = v;  // the command line's job keys hold over the whole file
-  if (kind == "eval")  // an eval stage scores the checkpoint as it is: the grid's model keys only match it to its parent
+  if (kind ==
+      "eval")  // an eval stage scores the checkpoint as it is: the grid's model keys only match it to its parent
     for (auto it = all.begin(); it != all.end();)
       it = it->first.rfind("model.", 0) == 0 && !stage.settings.count(it->first) ? all.erase(it) : std::next(it);
   return all;
@@ -243,12 +256,13 @@ struct Planner {
     unreadable = false;
     if (!stage.from.empty()) {
       nlohmann::json parent_coords = nlohmann::json::object();
-      const auto& parent_stage = *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
+      const auto& parent_stage =
+          *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
       for (const auto& a : parent_stage.axes) parent_coords[a] = job.coords[a];
       auto it = by_stage[stage.from].find(parent_coords.dump());
       if (it == by_stage[stage.from].end())
-        throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(), stage.name,
-                                          stage.from, coords_label(parent_coords)));
+        throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(),
+                                          stage.name, stage.from, coords_label(parent_coords)));
       const auto& parent = jobs[it->second];
       if (!parent.applicable) job.applicable = false;
       job.depends_on = parent.id;
@@ -265,7 +279,8 @@ struct Planner {
 
   // Checks an applicable job's spec and resolves the model the worker will build: the source's configuration
   // overridden by this job's model keys. Errors name the setting at fault.
-  void check_and_resolve(PlannedJob& job, const Stage& stage, const Settings& all, const std::optional<nlohmann::json>& source, bool unreadable) {
+  void check_and_resolve(PlannedJob& job, const Stage& stage, const Settings& all,
+                         const std::optional<nlohmann::json>& source, bool unreadable) {
     try {
       auto check = job.spec;
       if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";
@@ -276,7 +291,8 @@ struct Planner {
     if (unreadable) return;
     try {
       const auto parent = source ? std::optional<ModelConfig>(model_config_from_json(*source)) : std::nullopt;
-      const auto cfg = resolve_model_config(parent ? &*parent : nullptr, architecture_keys(job.spec.value("model", nlohmann::json::object())));
+      const auto cfg = resolve_model_config(parent ? &*parent : nullptr,
+                                            architecture_keys(job.spec.value("model", nlohmann::json::object())));
       if (parent) check_only_mixers_change(*parent, cfg);
       job.model = to_json(cfg);
       if (source)
@@ -286,7 +302,8 @@ struct Planner {
       job.state = state_size(cfg);
       job.context = cfg.context;
     } catch (const ConfigError& e) {
-      spec_failure(e.field().rfind("model", 0) == 0 ? e : ConfigError("model." + e.field(), e.message()), all, stage, job.coords);
+      spec_failure(e.field().rfind("model", 0) == 0 ? e : ConfigError("model." + e.field(), e.message()), all, stage,
+                   job.coords);
     }
   }
 
@@ -300,8 +317,10 @@ struct Planner {
     const auto data = canonical.value("data", nlohmann::json::object());
     const auto data_key = data.dump();
     if (!data_ids.count(data_key)) data_ids[data_key] = data_identity(data, repo_root);
-    canonical["fwlab_identity"] = {{"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
-    if (canonical.contains("tasks")) canonical["fwlab_identity"]["tasks"] = tasks_identity(canonical["tasks"], repo_root);
+    canonical["fwlab_identity"] = {
+        {"init_from_job", job.depends_on}, {"data", data_ids[data_key]}, {"version", fwlab_version}};
+    if (canonical.contains("tasks"))
+      canonical["fwlab_identity"]["tasks"] = tasks_identity(canonical["tasks"], repo_root);
     if (job.depends_on.empty() && job.spec.contains("init_checkpoint") && job.spec["init_checkpoint"].is_string()) {
       // A source checkpoint given by path: its content is part of the identity (a new file is a new job).
       canonical["fwlab_identity"]["init_checkpoint"] = source_identity(job.spec["init_checkpoint"].get<std::string>());
@@ -310,7 +329,8 @@ struct Planner {
   }
 
   void plan_cell(const Stage& stage, const nlohmann::json& coords, const CellRule* extra) {
-    if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(), [&](const CellRule& r) { return matches(r, stage.name, coords); }))
+    if (!extra && std::any_of(ex.exclude.begin(), ex.exclude.end(),
+                              [&](const CellRule& r) { return matches(r, stage.name, coords); }))
       return;
     PlannedJob job;
     job.stage = stage.name;
@@ -334,14 +354,16 @@ struct Planner {
 
 }  // namespace
 
-std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version) {
+std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root,
+                                  const std::string& fwlab_version) {
   Planner planner{ex, repo_root, fwlab_version, {}, {}, {}, {}};
   for (const auto& stage : ex.stages)
     for (const auto& cell : stage_cells(ex, stage)) planner.plan_cell(stage, cell.first, cell.second);
   return std::move(planner.jobs);
 }
 
-std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root) {
+std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs,
+                                          const std::string& repo_root) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& job : jobs) {
@@ -361,12 +383,15 @@ std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vecto
       for (auto& p : task_context_problems(spec, job.model["context"].get<int64_t>())) problems.push_back(std::move(p));
     for (const auto& problem : problems) {
       const auto* at = setting_for(job.settings, problem.field());
-      const auto stage = std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == job.stage; });
+      const auto stage =
+          std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == job.stage; });
       const auto where = at ? at->pos.str() : stage != ex.stages.end() ? stage->pos.str() : ex.file + ":1:1";
       const auto key = at ? at->written_as : fmt::format("{} (default)", problem.field());
       const std::string message = std::string(problem.what()).substr(problem.field().size() + 2);
       auto line = fmt::format("{}: {}: {}", where, key, message);
-      if (seen.insert(line).second) out.push_back(fmt::format("{} (job key {}, stage {}, cell {})", line, problem.field(), job.stage, coords_label(job.coords)));
+      if (seen.insert(line).second)
+        out.push_back(fmt::format("{} (job key {}, stage {}, cell {})", line, problem.field(), job.stage,
+                                  coords_label(job.coords)));
     }
   }
   return out;

@@ -36,7 +36,8 @@ std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_
 // Checks the files every applicable job will read (corpus, tokenizer files, a source checkpoint) without running
 // anything. Returns one message per problem, naming file:line:column and the experiment key that set the path
 // (identical problems of several jobs once).
-std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs, const std::string& repo_root);
+std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs,
+                                          const std::string& repo_root);
 
 // Identity of a job's data: a content hash of the files it reads (size/mtime for very large files).
 std::string data_identity(const nlohmann::json& data_spec, const std::string& repo_root);

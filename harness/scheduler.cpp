@@ -49,12 +49,14 @@ std::string lower(std::string s) {
 // Slurm's final states (NOTES.md): infrastructure failures are retried, the rest are final.
 Verdict judge_batch_state(const std::string& state, const std::optional<StatusFile>& sf, bool dir_seen) {
   const nlohmann::json cause = lower(state);
-  if (state == "OUT_OF_MEMORY") return {{JobStatus::crashed, cause, "the job ran out of memory (Slurm OUT_OF_MEMORY)", nullptr}, false};
+  if (state == "OUT_OF_MEMORY")
+    return {{JobStatus::crashed, cause, "the job ran out of memory (Slurm OUT_OF_MEMORY)", nullptr}, false};
   if (state == "CANCELLED") return {{JobStatus::cancelled, cause, "cancelled (scancel)", nullptr}, false};
   if (state == "TIMEOUT" || state == "DEADLINE")
     return {{JobStatus::timeout, cause, fmt::format("Slurm {}: the job's time limit ended it", state), nullptr}, true};
   if (state == "PREEMPTED") return {{JobStatus::interrupted, cause, "preempted", nullptr}, true};
-  if (state == "NODE_FAIL" || state == "BOOT_FAIL") return {{JobStatus::crashed, cause, fmt::format("Slurm {}", state), nullptr}, true};
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL")
+    return {{JobStatus::crashed, cause, fmt::format("Slurm {}", state), nullptr}, true};
   // COMPLETED, FAILED, or forgotten by the batch system: the worker's own record says what happened.
   if (!dir_seen)
     return {{JobStatus::crashed, "job_dir_unseen",
@@ -62,10 +64,17 @@ Verdict judge_batch_state(const std::string& state, const std::optional<StatusFi
              "filesystem shared with the nodes; see harness/README.md)",
              nullptr},
             false};
-  if (sf && sf->status == JobStatus::interrupted) return {{JobStatus::interrupted, "interrupted", "stopped by a signal and not requeued", nullptr}, true};
+  if (sf && sf->status == JobStatus::interrupted)
+    return {{JobStatus::interrupted, "interrupted", "stopped by a signal and not requeued", nullptr}, true};
   if (sf && sf->status == JobStatus::crashed)
-    return {{JobStatus::crashed, text_or_null(sf->cause), text_or_null(sf->reason), sf->exit_code ? nlohmann::json(*sf->exit_code) : nullptr}, true};
-  return {{JobStatus::crashed, "lost", fmt::format("the batch job ended ({}) without the worker recording an end", state.empty() ? "forgotten" : state), nullptr}, true};
+    return {{JobStatus::crashed, text_or_null(sf->cause), text_or_null(sf->reason),
+             sf->exit_code ? nlohmann::json(*sf->exit_code) : nullptr},
+            true};
+  return {
+      {JobStatus::crashed, "lost",
+       fmt::format("the batch job ended ({}) without the worker recording an end", state.empty() ? "forgotten" : state),
+       nullptr},
+      true};
 }
 
 }  // namespace
@@ -77,36 +86,52 @@ Verdict judge(const Ended& e, const std::optional<StatusFile>& sf, bool stopping
   // A result (or a bad spec) the worker recorded stands, whatever the launcher saw afterwards.
   if (sf && (is_result(sf->status) || sf->status == JobStatus::failed)) {
     const nlohmann::json code = sf->exit_code ? nlohmann::json(*sf->exit_code) : nlohmann::json(nullptr);
-    const nlohmann::json cause = sf->status == JobStatus::failed && sf->cause.empty() ? nlohmann::json("bad_spec") : text_or_null(sf->cause);
+    const nlohmann::json cause =
+        sf->status == JobStatus::failed && sf->cause.empty() ? nlohmann::json("bad_spec") : text_or_null(sf->cause);
     return {{sf->status, cause, text_or_null(sf->reason), code}, false};
   }
   if (e.how == How::batch) return judge_batch_state(e.state, sf, dir_seen);
   if (stopping && (e.how == How::signaled || e.code == kExitInterrupted))
-    return {{JobStatus::interrupted, "interrupted", "sweep interrupted", e.how == How::exited ? nlohmann::json(e.code) : nullptr}, false};
+    return {{JobStatus::interrupted, "interrupted", "sweep interrupted",
+             e.how == How::exited ? nlohmann::json(e.code) : nullptr},
+            false};
   if (e.how == How::signaled)
-    return {{JobStatus::crashed, fmt::format("signal {}", e.code), fmt::format("killed by signal {}", e.code), nullptr}, true};
+    return {{JobStatus::crashed, fmt::format("signal {}", e.code), fmt::format("killed by signal {}", e.code), nullptr},
+            true};
   const auto status = status_of_exit(e.code);
   const std::string reason = sf && !sf->reason.empty() ? sf->reason : "";
   switch (status) {
-    case JobStatus::finished: return {{status, nullptr, nullptr, e.code}, false};
-    case JobStatus::diverged: return {{status, text_or_null(sf ? sf->cause : ""), text_or_null(reason), e.code}, false};
-    case JobStatus::failed: return {{status, sf && !sf->cause.empty() ? sf->cause : "bad_spec", text_or_null(reason), e.code}, false};
-    case JobStatus::interrupted: return {{status, "interrupted", "stopped by a signal", e.code}, true};
+    case JobStatus::finished:
+      return {{status, nullptr, nullptr, e.code}, false};
+    case JobStatus::diverged:
+      return {{status, text_or_null(sf ? sf->cause : ""), text_or_null(reason), e.code}, false};
+    case JobStatus::failed:
+      return {{status, sf && !sf->cause.empty() ? sf->cause : "bad_spec", text_or_null(reason), e.code}, false};
+    case JobStatus::interrupted:
+      return {{status, "interrupted", "stopped by a signal", e.code}, true};
     default:
-      return {{JobStatus::crashed, "crash", fmt::format("exit code {}{}", e.code, reason.empty() ? "" : ": " + reason), e.code}, true};
+      return {{JobStatus::crashed, "crash", fmt::format("exit code {}{}", e.code, reason.empty() ? "" : ": " + reason),
+               e.code},
+              true};
   }
 }
 
 nlohmann::json job_file(const PlannedJob& j, const SweepOptions& opt) {
   auto spec = j.spec;
   spec["threads"] = opt.threads_per_job;
-  if (!j.depends_on.empty()) spec["init_checkpoint"] = (fs::path(opt.runs_dir) / j.depends_on / "best.safetensors").string();
+  if (!j.depends_on.empty())
+    spec["init_checkpoint"] = (fs::path(opt.runs_dir) / j.depends_on / "best.safetensors").string();
   return spec;
 }
 
 Scheduler::Scheduler(Store& store, Launcher& launcher, int64_t sweep_id, std::vector<PlannedJob> jobs, SweepOptions opt)
-    : store_(store), launcher_(launcher), sweep_id_(sweep_id), jobs_(std::move(jobs)), opt_(std::move(opt)),
-      pid_(static_cast<int64_t>(::getpid())), host_(host_name()) {
+    : store_(store),
+      launcher_(launcher),
+      sweep_id_(sweep_id),
+      jobs_(std::move(jobs)),
+      opt_(std::move(opt)),
+      pid_(static_cast<int64_t>(::getpid())),
+      host_(host_name()) {
   take_jobs();
 }
 
@@ -124,7 +149,8 @@ void Scheduler::take_jobs() {
     if (!row) continue;
     const auto s = row->status;
     const bool local_row = row->launcher.empty() || row->launcher == "local";
-    const bool stale_local = s == JobStatus::running && local_row && !(row->owner_host == host_ && pid_alive(row->owner_pid));
+    const bool stale_local =
+        s == JobStatus::running && local_row && !(row->owner_host == host_ && pid_alive(row->owner_pid));
     if (is_active(s) && !local_row) {
       // On a cluster: submitted by an earlier run of this sweep (or another sweep) to this launcher, it is watched,
       // never submitted again; another launcher's job is left to it.
@@ -176,11 +202,14 @@ void Scheduler::record(const Ended& e) {
   ingest_events(store_.db(), j.id, dir.string());
   crash_point("before_outcome");
   std::error_code ec;
-  const bool dir_seen = fs::exists(dir / "status.json", ec) || fs::exists(dir / "slurm_job.json", ec) || fs::exists(dir / "events.jsonl", ec);
+  const bool dir_seen = fs::exists(dir / "status.json", ec) || fs::exists(dir / "slurm_job.json", ec) ||
+                        fs::exists(dir / "events.jsonl", ec);
   const auto verdict = judge(e, read_status(dir.string()), stopping_, dir_seen);
   const auto& o = verdict.outcome;
   const auto row = store_.job(j.id);
-  const std::string why = o.reason.is_string() ? o.reason.get<std::string>() : o.cause.is_string() ? o.cause.get<std::string>() : "";
+  const std::string why = o.reason.is_string()  ? o.reason.get<std::string>()
+                          : o.cause.is_string() ? o.cause.get<std::string>()
+                                                : "";
   if (verdict.retryable && !stopping_ && row && row->retries_used < opt_.retries) {
     report(j, fmt::format("{} ({}); retrying", to_string(o.status), why));
     store_.retry(j.id, o);
@@ -191,13 +220,27 @@ void Scheduler::record(const Ended& e) {
   crash_point("after_outcome");
   ended(j, o.status);
   switch (o.status) {
-    case JobStatus::finished: ++summary_.finished; return;
-    case JobStatus::diverged: ++summary_.diverged; break;
-    case JobStatus::failed: ++summary_.failed; break;
-    case JobStatus::timeout: ++summary_.timeout; break;
-    case JobStatus::cancelled: ++summary_.cancelled; break;
-    case JobStatus::interrupted: ++summary_.interrupted; return;
-    default: ++summary_.crashed; break;
+    case JobStatus::finished:
+      ++summary_.finished;
+      return;
+    case JobStatus::diverged:
+      ++summary_.diverged;
+      break;
+    case JobStatus::failed:
+      ++summary_.failed;
+      break;
+    case JobStatus::timeout:
+      ++summary_.timeout;
+      break;
+    case JobStatus::cancelled:
+      ++summary_.cancelled;
+      break;
+    case JobStatus::interrupted:
+      ++summary_.interrupted;
+      return;
+    default:
+      ++summary_.crashed;
+      break;
   }
   report(j, fmt::format("{}: {}", to_string(o.status), why.empty() ? "see the record" : why));
 }
@@ -326,9 +369,11 @@ SweepSummary drive(Scheduler& s, const DriveOptions& d) {
       stopping = true;
       if (d.progress) fmt::print("\n");
       if (s.detachable())
-        fmt::print(stderr, "fwlab: interrupted: the {} job(s) on the cluster go on; `fwlab sync` records them\n", s.summary().in_flight);
+        fmt::print(stderr, "fwlab: interrupted: the {} job(s) on the cluster go on; `fwlab sync` records them\n",
+                   s.summary().in_flight);
       else
-        fmt::print(stderr, "fwlab: interrupted: stopping {} running job(s) (Ctrl-C again to kill at once)\n", s.summary().in_flight);
+        fmt::print(stderr, "fwlab: interrupted: stopping {} running job(s) (Ctrl-C again to kill at once)\n",
+                   s.summary().in_flight);
       s.stop(false);
     }
     if (g_signals >= 2) s.stop(true);

@@ -18,15 +18,15 @@
 namespace fwlab {
 
 struct SweepOptions {
-  std::string runs_dir;       // job directories: runs_dir/<job id>
+  std::string runs_dir;  // job directories: runs_dir/<job id>
   int threads_per_job = 1;
-  int retries = 1;            // extra attempts after an infrastructure failure (crash, timeout, preemption, node failure)
+  int retries = 1;  // extra attempts after an infrastructure failure (crash, timeout, preemption, node failure)
   bool retry_failed = false;  // re-run jobs that failed (bad spec/data) or were cancelled before
   bool retry_diverged = false;
-  bool progress = false;      // draw a progress bar (terminal)
-  bool lines = false;         // no terminal: a line per job start and end (harness/sweep_log.h)
-  bool continuing = false;    // sync: the sweep's jobs as they stand; nothing that ended is taken up again
-  std::string round_lock;     // a file locked for each round (cluster launchers): two fwlab processes take turns
+  bool progress = false;    // draw a progress bar (terminal)
+  bool lines = false;       // no terminal: a line per job start and end (harness/sweep_log.h)
+  bool continuing = false;  // sync: the sweep's jobs as they stand; nothing that ended is taken up again
+  std::string round_lock;   // a file locked for each round (cluster launchers): two fwlab processes take turns
 };
 
 struct SweepSummary {
@@ -71,9 +71,9 @@ class Scheduler {
   std::vector<PlannedJob> jobs_;
   SweepOptions opt_;
   std::map<std::string, const PlannedJob*> by_id_;  // this sweep's applicable jobs
-  std::deque<const PlannedJob*> queue_;            // to start (in order), after their dependencies
-  std::set<std::string> mine_;                     // jobs this scheduler is responsible for
-  std::set<std::string> done_;                     // ... that ended while it ran
+  std::deque<const PlannedJob*> queue_;             // to start (in order), after their dependencies
+  std::set<std::string> mine_;                      // jobs this scheduler is responsible for
+  std::set<std::string> done_;                      // ... that ended while it ran
   SweepSummary summary_;
   size_t total_ = 0, ended_ = 0;
   bool stopping_ = false;
@@ -82,9 +82,9 @@ class Scheduler {
 };
 
 struct DriveOptions {
-  bool progress = false;    // the terminal's bar
-  bool detach = false;      // return once everything that can be submitted is (a cluster)
-  bool lines = false;       // no terminal: a summary line at most every 30 s
+  bool progress = false;  // the terminal's bar
+  bool detach = false;    // return once everything that can be submitted is (a cluster)
+  bool lines = false;     // no terminal: a summary line at most every 30 s
 };
 void install_signal_handlers();
 // Rounds until every job has ended (or, detached, until nothing more can be submitted now), drawing progress.

@@ -22,9 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Slurm's states of a job that has not ended (NOTES.md).
-const std::set<std::string> kNotEnded = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                                         "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-                                         "RESV_DEL_HOLD", "SPECIAL_EXIT"};
+const std::set<std::string> kNotEnded = {"PENDING",   "CONFIGURING", "RUNNING",       "COMPLETING",  "SUSPENDED",
+                                         "REQUEUED",  "REQUEUE_FED", "REQUEUE_HOLD",  "RESIZING",    "SIGNALING",
+                                         "STAGE_OUT", "STOPPED",     "RESV_DEL_HOLD", "SPECIAL_EXIT"};
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -99,13 +99,14 @@ if [ "$code" -eq 4 ] && [ "$requeue" -eq 1 ]; then
 fi
 exit "$code"
 )SH",
-                     fmt::arg("token", token), fmt::arg("list", shell_quote(list)), fmt::arg("runs", shell_quote(s.runs_dir)),
-                     fmt::arg("worker", shell_quote(s.worker)));
+                     fmt::arg("token", token), fmt::arg("list", shell_quote(list)),
+                     fmt::arg("runs", shell_quote(s.runs_dir)), fmt::arg("worker", shell_quote(s.worker)));
 }
 
 // squeue's view of fwlab's jobs: batch id (ARRAY_TASK) -> (state, comment). One call for all of them.
 std::map<std::string, std::pair<std::string, std::string>> read_queue() {
-  const auto r = run_command("squeue", {"--noheader", "--me", "--array", "--states=all", "--name=fwlab", "--format=%i|%T|%k"});
+  const auto r =
+      run_command("squeue", {"--noheader", "--me", "--array", "--states=all", "--name=fwlab", "--format=%i|%T|%k"});
   if (r.code != 0) throw SlurmError(fmt::format("squeue failed (exit {}): {}", r.code, r.err));
   std::map<std::string, std::pair<std::string, std::string>> out;
   std::istringstream in(r.out);
@@ -131,9 +132,20 @@ std::vector<std::string> wave_jobs(const std::string& runs_dir, const std::strin
 
 nlohmann::json to_json(const SlurmSettings& s) {
   const auto& e = s.spec;
-  return {{"kind", "slurm"}, {"partition", e.partition}, {"time", e.time}, {"mem", e.mem}, {"gres", e.gres},
-          {"account", e.account}, {"qos", e.qos}, {"cpus", e.cpus}, {"gpus", e.gpus}, {"array_limit", e.array_limit},
-          {"signal_before", e.signal_before}, {"extra", e.extra}, {"worker", s.worker}, {"runs_dir", s.runs_dir}};
+  return {{"kind", "slurm"},
+          {"partition", e.partition},
+          {"time", e.time},
+          {"mem", e.mem},
+          {"gres", e.gres},
+          {"account", e.account},
+          {"qos", e.qos},
+          {"cpus", e.cpus},
+          {"gpus", e.gpus},
+          {"array_limit", e.array_limit},
+          {"signal_before", e.signal_before},
+          {"extra", e.extra},
+          {"worker", s.worker},
+          {"runs_dir", s.runs_dir}};
 }
 
 SlurmSettings slurm_settings_from_json(const nlohmann::json& j) {
@@ -158,14 +170,23 @@ SlurmSettings slurm_settings_from_json(const nlohmann::json& j) {
 
 std::vector<std::string> SlurmLauncher::sbatch_args(const std::string& token, size_t n) const {
   const auto& e = settings_.spec;
-  std::vector<std::string> a = {"--parsable", "--job-name=fwlab", "--comment=fwlab:" + token,
-                                fmt::format("--array=0-{}{}", n - 1, e.array_limit > 0 ? fmt::format("%{}", e.array_limit) : ""),
-                                "--output=" + (waves_dir(settings_.runs_dir) / (token + "_%a.out")).string(), "--open-mode=append",
-                                "--requeue", fmt::format("--signal=B:USR1@{}", e.signal_before)};
+  std::vector<std::string> a = {
+      "--parsable",
+      "--job-name=fwlab",
+      "--comment=fwlab:" + token,
+      fmt::format("--array=0-{}{}", n - 1, e.array_limit > 0 ? fmt::format("%{}", e.array_limit) : ""),
+      "--output=" + (waves_dir(settings_.runs_dir) / (token + "_%a.out")).string(),
+      "--open-mode=append",
+      "--requeue",
+      fmt::format("--signal=B:USR1@{}", e.signal_before)};
   if (e.cpus > 0) a.push_back(fmt::format("--cpus-per-task={}", e.cpus));
   if (e.gpus > 0) a.push_back(fmt::format("--gpus-per-task={}", e.gpus));
-  for (const auto& [flag, value] : std::vector<std::pair<const char*, std::string>>{
-           {"--partition", e.partition}, {"--time", e.time}, {"--mem", e.mem}, {"--gres", e.gres}, {"--account", e.account}, {"--qos", e.qos}})
+  for (const auto& [flag, value] : std::vector<std::pair<const char*, std::string>>{{"--partition", e.partition},
+                                                                                    {"--time", e.time},
+                                                                                    {"--mem", e.mem},
+                                                                                    {"--gres", e.gres},
+                                                                                    {"--account", e.account},
+                                                                                    {"--qos", e.qos}})
     if (!value.empty()) a.push_back(std::string(flag) + "=" + value);
   a.insert(a.end(), e.extra.begin(), e.extra.end());
   return a;
@@ -203,7 +224,8 @@ void SlurmLauncher::start(const std::vector<Launch>& wave, Store& store, int64_t
 
 // A wave recorded as intended but whose sbatch answer never reached the database: found in squeue by its
 // comment, or by the trace its tasks left in their directories; if neither, it never went out.
-std::vector<Ended> SlurmLauncher::recover_unanswered(Store& store, const std::map<std::string, std::pair<std::string, std::string>>& queue) {
+std::vector<Ended> SlurmLauncher::recover_unanswered(
+    Store& store, const std::map<std::string, std::pair<std::string, std::string>>& queue) {
   std::vector<Ended> never_sent;
   for (const auto& token : store.unanswered_waves(name())) {
     std::string array_id;
@@ -214,7 +236,8 @@ std::vector<Ended> SlurmLauncher::recover_unanswered(Store& store, const std::ma
       for (const auto& id : ids) {
         std::ifstream in(fs::path(settings_.runs_dir) / id / "slurm_job.json");
         const auto j = nlohmann::json::parse(in, nullptr, false);
-        if (j.is_object() && j.value("token", "") == token) array_id = j.value("batch_id", "").substr(0, j.value("batch_id", "").find('_'));
+        if (j.is_object() && j.value("token", "") == token)
+          array_id = j.value("batch_id", "").substr(0, j.value("batch_id", "").find('_'));
       }
     if (array_id.empty()) {
       store.forget_wave(token);

@@ -40,7 +40,8 @@ class SlurmLauncher : public Launcher {
 
  private:
   // Returns the jobs of waves that never went out.
-  std::vector<Ended> recover_unanswered(Store& store, const std::map<std::string, std::pair<std::string, std::string>>& queue);
+  std::vector<Ended> recover_unanswered(Store& store,
+                                        const std::map<std::string, std::pair<std::string, std::string>>& queue);
   SlurmSettings settings_;
 };
 

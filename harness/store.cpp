@@ -61,14 +61,25 @@ void Store::register_jobs(int64_t sweep_id, const std::vector<PlannedJob>& jobs,
     auto link = db_.prepare("INSERT OR IGNORE INTO sweep_jobs(sweep_id, job_id) VALUES(?,?)");
     for (const auto& j : jobs) {
       cell.bind(1, experiment).bind(2, profile).bind(3, j.stage).bind(4, j.coords.dump());
-      if (j.applicable) cell.bind(5, j.id);
-      else cell.bind_null(5);
+      if (j.applicable)
+        cell.bind(5, j.id);
+      else
+        cell.bind_null(5);
       cell.bind(6, static_cast<int64_t>(j.applicable));
       cell.run();
       if (!j.applicable) continue;
-      job.bind(1, j.id).bind(2, experiment).bind(3, j.stage).bind(4, j.coords.dump()).bind(5, j.spec.dump())
-          .bind(6, j.depends_on).bind(7, name_of(JobStatus::pending)).bind(8, unix_time()).bind(9, dir_of(j.id))
-          .bind(10, j.params).bind(11, j.state.elements_at(j.context)).bind(12, j.timeout_s);
+      job.bind(1, j.id)
+          .bind(2, experiment)
+          .bind(3, j.stage)
+          .bind(4, j.coords.dump())
+          .bind(5, j.spec.dump())
+          .bind(6, j.depends_on)
+          .bind(7, name_of(JobStatus::pending))
+          .bind(8, unix_time())
+          .bind(9, dir_of(j.id))
+          .bind(10, j.params)
+          .bind(11, j.state.elements_at(j.context))
+          .bind(12, j.timeout_s);
       job.run();
       link.bind(1, sweep_id).bind(2, j.id);
       link.run();
@@ -86,7 +97,8 @@ std::optional<JobRow> Store::job(const std::string& id) {
 std::vector<PlannedJob> Store::sweep_jobs(int64_t sweep_id) {
   std::vector<PlannedJob> out;
   auto q = db_.prepare(
-      "SELECT j.id, j.stage, j.coords, j.config, COALESCE(j.depends_on, ''), COALESCE(j.timeout_s, 0), COALESCE(j.params, 0) "
+      "SELECT j.id, j.stage, j.coords, j.config, COALESCE(j.depends_on, ''), COALESCE(j.timeout_s, 0), "
+      "COALESCE(j.params, 0) "
       "FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? ORDER BY j.rowid");
   q.bind(1, sweep_id);
   while (q.step()) {
@@ -104,14 +116,16 @@ std::vector<PlannedJob> Store::sweep_jobs(int64_t sweep_id) {
 }
 
 void Store::set_outcome(const std::string& id, const Outcome& o) {
-  auto u = db_.prepare("UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, finished = ?, owner_pid = NULL WHERE id = ?");
+  auto u = db_.prepare(
+      "UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, finished = ?, owner_pid = NULL WHERE id = ?");
   u.bind(1, name_of(o.status)).bind(2, o.cause).bind(3, o.reason).bind(4, o.exit_code).bind(5, unix_time()).bind(6, id);
   u.run();
 }
 
 void Store::retry(const std::string& id, const Outcome& why) {
-  auto u = db_.prepare("UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, owner_pid = NULL, "
-                       "retries_used = retries_used + 1 WHERE id = ?");
+  auto u = db_.prepare(
+      "UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, owner_pid = NULL, "
+      "retries_used = retries_used + 1 WHERE id = ?");
   u.bind(1, name_of(JobStatus::pending)).bind(2, why.cause).bind(3, why.reason).bind(4, why.exit_code).bind(5, id);
   u.run();
 }
@@ -132,7 +146,9 @@ bool Store::claim(const std::string& id, const std::string& launcher, int64_t pi
     const auto row = job(id);
     if (!row || is_result(row->status)) return;
     if (is_active(row->status) && row->launcher != "local" && !row->launcher.empty()) return;  // on a cluster
-    if (row->status == JobStatus::running && row->owner_pid != pid && row->owner_host == host && pid_alive(row->owner_pid)) return;
+    if (row->status == JobStatus::running && row->owner_pid != pid && row->owner_host == host &&
+        pid_alive(row->owner_pid))
+      return;
     ok = true;
     if (launcher != "local") return;
     auto u = db_.prepare("UPDATE jobs SET status = ?, owner_pid = ?, owner_host = ?, launcher = 'local' WHERE id = ?");
@@ -143,8 +159,9 @@ bool Store::claim(const std::string& id, const std::string& launcher, int64_t pi
 }
 
 void Store::mark_started_local(const std::string& id, int64_t pid, const std::string& host) {
-  auto u = db_.prepare("UPDATE jobs SET status = ?, owner_pid = ?, owner_host = ?, launcher = 'local', started = ?, "
-                       "attempts = attempts + 1 WHERE id = ?");
+  auto u = db_.prepare(
+      "UPDATE jobs SET status = ?, owner_pid = ?, owner_host = ?, launcher = 'local', started = ?, "
+      "attempts = attempts + 1 WHERE id = ?");
   u.bind(1, name_of(JobStatus::running)).bind(2, pid).bind(3, host).bind(4, unix_time()).bind(5, id);
   u.run();
 }
@@ -155,8 +172,9 @@ void Store::mark_submitted(const std::vector<std::string>& ids, const std::strin
     auto wave = db_.prepare("INSERT INTO waves(token, sweep_id, launcher, submitted, script) VALUES(?,?,?,?,?)");
     wave.bind(1, token).bind(2, sweep_id).bind(3, launcher).bind(4, unix_time()).bind(5, script);
     wave.run();
-    auto u = db_.prepare("UPDATE jobs SET status = ?, launcher = ?, submit_token = ?, batch_id = NULL, owner_pid = NULL, "
-                         "started = ?, attempts = attempts + 1 WHERE id = ?");
+    auto u = db_.prepare(
+        "UPDATE jobs SET status = ?, launcher = ?, submit_token = ?, batch_id = NULL, owner_pid = NULL, "
+        "started = ?, attempts = attempts + 1 WHERE id = ?");
     for (const auto& id : ids) {
       u.bind(1, name_of(JobStatus::submitted)).bind(2, launcher).bind(3, token).bind(4, unix_time()).bind(5, id);
       u.run();
@@ -164,7 +182,8 @@ void Store::mark_submitted(const std::vector<std::string>& ids, const std::strin
   });
 }
 
-void Store::record_batch_ids(const std::string& token, const std::string& array_id, const std::vector<std::string>& batch_ids) {
+void Store::record_batch_ids(const std::string& token, const std::string& array_id,
+                             const std::vector<std::string>& batch_ids) {
   db_.transaction([&] {
     auto w = db_.prepare("UPDATE waves SET batch_id = ? WHERE token = ?");
     w.bind(1, array_id).bind(2, token);
@@ -207,9 +226,10 @@ std::vector<std::string> Store::unanswered_waves(const std::string& launcher) {
 
 void Store::forget_wave(const std::string& token) {
   db_.transaction([&] {
-    auto u = db_.prepare(fmt::format("UPDATE jobs SET status = ?, submit_token = NULL, attempts = MAX(attempts - 1, 0) "
-                                     "WHERE submit_token = ? AND status IN ({})",
-                                     sql_list({JobStatus::submitted, JobStatus::running})));
+    auto u =
+        db_.prepare(fmt::format("UPDATE jobs SET status = ?, submit_token = NULL, attempts = MAX(attempts - 1, 0) "
+                                "WHERE submit_token = ? AND status IN ({})",
+                                sql_list({JobStatus::submitted, JobStatus::running})));
     u.bind(1, name_of(JobStatus::pending)).bind(2, token);
     u.run();
     auto d = db_.prepare("DELETE FROM waves WHERE token = ?");
@@ -232,17 +252,23 @@ int64_t Store::mark_orphans_interrupted() {
       return ids;
     };
     const auto running = name_of(JobStatus::running), interrupted = name_of(JobStatus::interrupted);
-    const std::string sweep_running(to_string(SweepStatus::running)), sweep_interrupted(to_string(SweepStatus::interrupted));
+    const std::string sweep_running(to_string(SweepStatus::running)),
+        sweep_interrupted(to_string(SweepStatus::interrupted));
     auto sweep = db_.prepare("UPDATE sweeps SET status = ?, finished = ? WHERE id = ? AND status = ?");
-    for (const auto& id : dead(fmt::format("SELECT id, pid FROM sweeps WHERE status = '{}' AND host = ? AND pid IS NOT NULL "
-                                           "AND COALESCE(json_extract(executor, '$.kind'), 'local') = 'local'", sweep_running))) {
+    for (const auto& id :
+         dead(fmt::format("SELECT id, pid FROM sweeps WHERE status = '{}' AND host = ? AND pid IS NOT NULL "
+                          "AND COALESCE(json_extract(executor, '$.kind'), 'local') = 'local'",
+                          sweep_running))) {
       sweep.bind(1, sweep_interrupted).bind(2, unix_time()).bind(3, id).bind(4, sweep_running);
       sweep.run();
       ++marked;
     }
-    auto job = db_.prepare("UPDATE jobs SET status = ?, cause = 'orchestrator_died', reason = 'its orchestrator is gone', "
-                           "owner_pid = NULL WHERE id = ? AND status = ?");
-    for (const auto& id : dead(fmt::format("SELECT id, owner_pid FROM jobs WHERE status = '{}' AND owner_host = ? AND owner_pid IS NOT NULL", running))) {
+    auto job = db_.prepare(
+        "UPDATE jobs SET status = ?, cause = 'orchestrator_died', reason = 'its orchestrator is gone', "
+        "owner_pid = NULL WHERE id = ? AND status = ?");
+    for (const auto& id : dead(fmt::format(
+             "SELECT id, owner_pid FROM jobs WHERE status = '{}' AND owner_host = ? AND owner_pid IS NOT NULL",
+             running))) {
       job.bind(1, interrupted).bind(2, id).bind(3, running);
       job.run();
       ++marked;
@@ -252,10 +278,18 @@ int64_t Store::mark_orphans_interrupted() {
 }
 
 int64_t Store::open_sweep(const SweepRecord& sweep) {
-  auto ins = db_.prepare("INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
-                         "VALUES(?,?,?,?,?,?,?,?,?,?)");
-  ins.bind(1, sweep.experiment).bind(2, sweep.file).bind(3, sweep.profile).bind(4, sweep.command).bind(5, sweep.host)
-      .bind(6, sweep.pid).bind(7, unix_time()).bind(8, std::string(to_string(SweepStatus::running))).bind(9, sweep.executor.dump())
+  auto ins = db_.prepare(
+      "INSERT INTO sweeps(experiment, file, profile, command, host, pid, started, status, executor, options) "
+      "VALUES(?,?,?,?,?,?,?,?,?,?)");
+  ins.bind(1, sweep.experiment)
+      .bind(2, sweep.file)
+      .bind(3, sweep.profile)
+      .bind(4, sweep.command)
+      .bind(5, sweep.host)
+      .bind(6, sweep.pid)
+      .bind(7, unix_time())
+      .bind(8, std::string(to_string(SweepStatus::running)))
+      .bind(9, sweep.executor.dump())
       .bind(10, sweep.options.dump());
   ins.run();
   return sqlite3_last_insert_rowid(db_.handle());
@@ -268,21 +302,24 @@ void Store::close_sweep(int64_t sweep_id, SweepStatus status) {
 }
 
 bool Store::sweep_has_unsuccessful_jobs(int64_t sweep_id) {
-  auto q = db_.prepare(fmt::format("SELECT COUNT(*) FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? "
-                                   "AND j.status IN ({})",
-                                   sql_list({JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked,
-                                             JobStatus::cancelled, JobStatus::interrupted})));
+  auto q =
+      db_.prepare(fmt::format("SELECT COUNT(*) FROM jobs j JOIN sweep_jobs s ON s.job_id = j.id WHERE s.sweep_id = ? "
+                              "AND j.status IN ({})",
+                              sql_list({JobStatus::failed, JobStatus::crashed, JobStatus::timeout, JobStatus::blocked,
+                                        JobStatus::cancelled, JobStatus::interrupted})));
   q.bind(1, sweep_id);
   return q.step() && q.integer(0) > 0;
 }
 
 std::vector<OpenSweep> Store::open_cluster_sweeps() {
   std::vector<OpenSweep> open;
-  auto q = db_.prepare("SELECT id, experiment, executor, options FROM sweeps WHERE status = ? AND "
-                       "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
+  auto q = db_.prepare(
+      "SELECT id, experiment, executor, options FROM sweeps WHERE status = ? AND "
+      "json_extract(executor, '$.kind') = 'slurm' ORDER BY id");
   q.bind(1, std::string(to_string(SweepStatus::running)));
   while (q.step())
-    open.push_back({q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false), nlohmann::json::parse(q.text(3), nullptr, false)});
+    open.push_back({q.integer(0), q.text(1), nlohmann::json::parse(q.text(2), nullptr, false),
+                    nlohmann::json::parse(q.text(3), nullptr, false)});
   return open;
 }
 

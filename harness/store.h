@@ -70,9 +70,10 @@ class Store {
   void mark_started_local(const std::string& id, int64_t pid, const std::string& host);
   // Marks a wave's jobs submitted under `token` before the batch system sees them (the intent), and records the
   // batch ids once it answered. Both in one transaction each.
-  void mark_submitted(const std::vector<std::string>& ids, const std::string& token, int64_t sweep_id, const std::string& launcher,
-                      const std::string& script);
-  void record_batch_ids(const std::string& token, const std::string& array_id, const std::vector<std::string>& batch_ids);
+  void mark_submitted(const std::vector<std::string>& ids, const std::string& token, int64_t sweep_id,
+                      const std::string& launcher, const std::string& script);
+  void record_batch_ids(const std::string& token, const std::string& array_id,
+                        const std::vector<std::string>& batch_ids);
   void mark_running(const std::string& id);
   // Jobs submitted to `launcher` and not ended: their batch ids (empty while the wave's answer is unrecorded).
   std::vector<JobRow> in_flight(const std::string& launcher);

@@ -20,8 +20,9 @@ void line(const std::string& text) {
 
 std::string key_metric(Db& db, const std::string& job_id) {
   // The best validation evaluation as the worker judges it (lowest loss); accuracy where the task has one.
-  auto q = db.prepare("SELECT step, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? AND split = 'valid' AND loss IS NOT NULL "
-                      "ORDER BY loss, step LIMIT 1");
+  auto q = db.prepare(
+      "SELECT step, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? AND split = 'valid' AND loss IS NOT NULL "
+      "ORDER BY loss, step LIMIT 1");
   q.bind(1, job_id);
   if (!q.step()) return "";
   const auto step = q.integer(0);
@@ -31,7 +32,9 @@ std::string key_metric(Db& db, const std::string& job_id) {
   return fmt::format("valid loss {:.4f} (best, step {})", q.real(1), step);
 }
 
-void log_job_started(const PlannedJob& j) { line(fmt::format("started {} {} [{}]", j.stage, coords_label(j.coords), j.id)); }
+void log_job_started(const PlannedJob& j) {
+  line(fmt::format("started {} {} [{}]", j.stage, coords_label(j.coords), j.id));
+}
 
 void log_job_ended(Db& db, const PlannedJob& j, const std::string& status) {
   auto q = db.prepare("SELECT started, finished FROM jobs WHERE id = ?");
@@ -39,7 +42,8 @@ void log_job_ended(Db& db, const PlannedJob& j, const std::string& status) {
   std::string took;
   if (q.step() && !q.is_null(0) && !q.is_null(1)) took = " in " + short_duration(q.real(1) - q.real(0));
   const auto metric = key_metric(db, j.id);
-  line(fmt::format("{} {} {} [{}]{}{}", status, j.stage, coords_label(j.coords), j.id, metric.empty() ? "" : ": " + metric, took));
+  line(fmt::format("{} {} {} [{}]{}{}", status, j.stage, coords_label(j.coords), j.id,
+                   metric.empty() ? "" : ": " + metric, took));
 }
 
 SweepTicker::SweepTicker(double every_s) : every_s_(every_s), start_(unix_time()), last_(unix_time()) {}
@@ -51,10 +55,10 @@ void SweepTicker::tick(size_t ended, size_t total, int running, int unsuccessful
   last_ = now;
   const size_t done_here = ended - ended_at_start_;
   // The pace of the jobs this sweep saw end; none yet: unknown.
-  const std::string eta = ended >= total ? "done"
+  const std::string eta = ended >= total   ? "done"
                           : done_here == 0 ? "ETA unknown"
                                            : "ETA ~" + short_duration((now - start_) / static_cast<double>(done_here) *
-                                                                static_cast<double>(total - ended));
+                                                                      static_cast<double>(total - ended));
   line(fmt::format("{}/{} jobs ended, {} running, {} unsuccessful, {} elapsed, {}", ended, total, running, unsuccessful,
                    short_duration(now - start_), eta));
 }

@@ -1,7 +1,8 @@
-// Where a kernel launch goes: the tensors' device (CudaDeviceGuard) and libtorch's current stream of the tensors' device, so that fwlab's
-// kernels order correctly with the surrounding libtorch ops and with a caller's own stream (torch.cuda.stream,
-// CUDA graphs). A CPU libtorch (Debian's) has no libc10_cuda and no CUDA tensors: there the legacy default stream
-// is the only one, and nothing can reach a launch anyway. CMake defines FWLAB_TORCH_CUDA where libtorch has CUDA.
+// Where a kernel launch goes: the tensors' device (CudaDeviceGuard) and libtorch's current stream of the tensors'
+// device, so that fwlab's kernels order correctly with the surrounding libtorch ops and with a caller's own stream
+// (torch.cuda.stream, CUDA graphs). A CPU libtorch (Debian's) has no libc10_cuda and no CUDA tensors: there the legacy
+// default stream is the only one, and nothing can reach a launch anyway. CMake defines FWLAB_TORCH_CUDA where libtorch
+// has CUDA.
 #pragma once
 
 #include <cuda_runtime_api.h>

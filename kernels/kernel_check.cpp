@@ -25,7 +25,9 @@ struct Leaves {
   }
 };
 
-torch::ScalarType wide_type(torch::ScalarType dtype) { return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
+torch::ScalarType wide_type(torch::ScalarType dtype) {
+  return dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+}
 
 // float64 values on the CPU from the case's own generator: q, k, v, log_a, log_b, state0, then dy and dS.
 std::vector<torch::Tensor> case_values(const DecayCase& c) {
@@ -34,8 +36,12 @@ std::vector<torch::Tensor> case_values(const DecayCase& c) {
   auto normal = [&](std::vector<int64_t> shape) { return at::normal(0.0, 1.0, shape, gen, opt); };
   auto gate = [&](int64_t width) { return torch::log_sigmoid(normal({c.B, c.H, c.T, width}) + 1.0) * c.strength; };
   const double key_scale = 1.0 / std::sqrt(double(c.M));
-  std::vector<torch::Tensor> v{normal({c.B, c.H, c.T, c.M}) * key_scale, normal({c.B, c.H, c.T, c.M}) * key_scale,
-                               normal({c.B, c.H, c.T, c.D}), torch::Tensor(), torch::Tensor(), normal({c.B, c.H, c.D, c.M})};
+  std::vector<torch::Tensor> v{normal({c.B, c.H, c.T, c.M}) * key_scale,
+                               normal({c.B, c.H, c.T, c.M}) * key_scale,
+                               normal({c.B, c.H, c.T, c.D}),
+                               torch::Tensor(),
+                               torch::Tensor(),
+                               normal({c.B, c.H, c.D, c.M})};
   if (c.value_gate == 1) v[3] = gate(1);
   if (c.value_gate == 2) v[3] = gate(c.D);
   if (c.key_gate) v[4] = gate(c.M);
@@ -45,7 +51,8 @@ std::vector<torch::Tensor> case_values(const DecayCase& c) {
 }
 
 // Leaves on the device: q, k, v in `inputs`, gates and the state in `wide`.
-Leaves leaves(const std::vector<torch::Tensor>& values, torch::Device device, torch::ScalarType inputs, torch::ScalarType wide) {
+Leaves leaves(const std::vector<torch::Tensor>& values, torch::Device device, torch::ScalarType inputs,
+              torch::ScalarType wide) {
   Leaves l;
   for (int i = 0; i < 6; ++i)
     if (values[i].defined()) l.in[i] = values[i].to(device, i < 3 ? inputs : wide).detach().requires_grad_(true);
@@ -97,8 +104,9 @@ KernelComparison compare_with_libtorch(const DecayKernel& kernel, const DecayCas
   auto values = case_values(c);
   for (int i = 0; i < 3; ++i) values[i] = values[i].to(c.dtype).to(torch::kFloat64);  // the rounding both sides see
   const auto dy = values[6].to(c.device, wide), dS = values[7].to(c.device, wide);
-  const DecayKernel reference = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& a,
-                                   const torch::Tensor& b, const torch::Tensor& s) { return decay_recurrence_chunked(q, k, v, a, b, s, 64); };
+  const DecayKernel reference = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& a, const torch::Tensor& b,
+                                   const torch::Tensor& s) { return decay_recurrence_chunked(q, k, v, a, b, s, 64); };
   const auto fast = best_of(kernel, leaves(values, c.device, c.dtype, wide), dy, dS, repeats);
   const auto slow = best_of(reference, leaves(values, c.device, wide, wide), dy, dS, repeats);
   KernelComparison out;

@@ -14,9 +14,9 @@
 
 namespace fwlab::kernels {
 
-using DecayKernel = std::function<RecurrenceResult(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                                   const torch::Tensor& log_a, const torch::Tensor& log_b,
-                                                   const torch::Tensor& state0)>;
+using DecayKernel = std::function<RecurrenceResult(const torch::Tensor& q, const torch::Tensor& k,
+                                                   const torch::Tensor& v, const torch::Tensor& log_a,
+                                                   const torch::Tensor& log_b, const torch::Tensor& state0)>;
 
 // The inputs of one comparison. value_gate: 0 none, 1 one per head (a_t [.., 1]), 2 one per state row;
 // log-gates are log sigmoid(N(0, 1) + 1) * strength (0: every gate exactly 1, no decay).
@@ -31,8 +31,8 @@ struct DecayCase {
 };
 
 struct KernelComparison {
-  double max_error = 0;   // the largest |kernel - libtorch| / max |libtorch| over y, the state and every gradient
-  std::string worst;      // which of those it was (y, state, dq, dk, dv, dlog_a, dlog_b, dstate0)
+  double max_error = 0;  // the largest |kernel - libtorch| / max |libtorch| over y, the state and every gradient
+  std::string worst;     // which of those it was (y, state, dq, dk, dv, dlog_a, dlog_b, dstate0)
   double tolerance = 0;
   double kernel_ms = 0, reference_ms = 0;  // one forward + backward each, the best of `repeats`
   bool passed() const { return max_error <= tolerance; }

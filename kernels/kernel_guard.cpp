@@ -23,7 +23,8 @@ Guard& guard() {
 
 int value_gate_of(const torch::Tensor& log_a) { return !log_a.defined() ? 0 : log_a.size(3) == 1 ? 1 : 2; }
 
-std::string shape_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a, const torch::Tensor& log_b) {
+std::string shape_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
+                        const torch::Tensor& log_b) {
   const char* value_side[] = {"none", "head", "row"};
   std::ostringstream out;
   out << q.device().str() << ' ' << c10::toString(q.scalar_type()) << " D=" << v.size(3) << " M=" << q.size(3)
@@ -38,8 +39,8 @@ RecurrenceResult run_plain(CustomKernel kernel, const torch::Tensor& q, const to
 }
 
 // The check itself: a small input of the class (T = 80: off the 64-step chunk and the 16-step segment).
-KernelComparison check_class(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
-                             const torch::Tensor& log_b) {
+KernelComparison check_class(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v,
+                             const torch::Tensor& log_a, const torch::Tensor& log_b) {
   DecayCase c;
   c.T = 80, c.D = v.size(3), c.M = q.size(3), c.dtype = q.scalar_type(), c.device = q.device();
   c.value_gate = value_gate_of(log_a), c.key_gate = log_b.defined(), c.seed = 20240611;
@@ -48,7 +49,9 @@ KernelComparison check_class(CustomKernel kernel, const torch::Tensor& q, const 
 
 }  // namespace
 
-const char* kernel_name(CustomKernel kernel) { return kernel == CustomKernel::cuda_chunked ? "decay_chunks_cuda" : "decay_fused_cpu"; }
+const char* kernel_name(CustomKernel kernel) {
+  return kernel == CustomKernel::cuda_chunked ? "decay_chunks_cuda" : "decay_fused_cpu";
+}
 
 void set_kernel_self_check(bool enabled) {
   const std::lock_guard<std::mutex> lock(guard().mutex);
@@ -76,8 +79,8 @@ DecayKernel custom_kernel(CustomKernel kernel) {
     const std::lock_guard<std::mutex> lock(guard().mutex);
     wrong = guard().wrong_kernel == kernel_name(kernel);
   }
-  return [kernel, wrong](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
-                         const torch::Tensor& log_b, const torch::Tensor& state0) {
+  return [kernel, wrong](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                         const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
     auto r = run_plain(kernel, q, k, v, log_a, log_b, state0);
     if (wrong) r.y = r.y * 1.1;
     return r;

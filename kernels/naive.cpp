@@ -6,7 +6,9 @@ namespace fwlab::kernels {
 
 namespace {
 
-torch::Tensor outer_product(const torch::Tensor& a, const torch::Tensor& b) { return a.unsqueeze(-1) * b.unsqueeze(-2); }
+torch::Tensor outer_product(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.unsqueeze(-1) * b.unsqueeze(-2);
+}
 
 torch::Tensor read(const torch::Tensor& S, const torch::Tensor& q) {
   return torch::matmul(S, q.unsqueeze(-1)).squeeze(-1);
@@ -36,8 +38,8 @@ RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Ten
   auto S = state0;
   std::vector<torch::Tensor> ys;
   for (int64_t t = 0; t < q.size(2); ++t) {
-    auto r = decay_recurrence_step(q.select(2, t), k.select(2, t), v.select(2, t), at_time(log_a, t),
-                                   at_time(log_b, t), S);
+    auto r =
+        decay_recurrence_step(q.select(2, t), k.select(2, t), v.select(2, t), at_time(log_a, t), at_time(log_b, t), S);
     ys.push_back(r.y);
     S = r.state;
   }
@@ -45,22 +47,26 @@ RecurrenceResult decay_recurrence_naive(const torch::Tensor& q, const torch::Ten
 }
 
 RecurrenceResult gated_delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                             const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state) {
+                                             const torch::Tensor& alpha, const torch::Tensor& beta,
+                                             const torch::Tensor& state) {
   auto S = (state.defined() ? state : zero_state(v, k)) * alpha.unsqueeze(-1);  // decay first (fla's order)
-  S = S + outer_product(beta * (v - read(S, k)), k);                             // then the delta update
+  S = S + outer_product(beta * (v - read(S, k)), k);                            // then the delta update
   return {read(S, q), S};
 }
 
 RecurrenceResult gated_delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0) {
+                                              const torch::Tensor& alpha, const torch::Tensor& beta,
+                                              const torch::Tensor& state0) {
   auto S = state0;
   std::vector<torch::Tensor> ys;
   for (int64_t t = 0; t < q.size(2); ++t) {
-    auto r = gated_delta_recurrence_step(q.select(2, t), k.select(2, t), v.select(2, t), alpha.select(2, t), beta.select(2, t), S);
+    auto r = gated_delta_recurrence_step(q.select(2, t), k.select(2, t), v.select(2, t), alpha.select(2, t),
+                                         beta.select(2, t), S);
     ys.push_back(r.y);
     S = r.state;
   }
-  if (ys.empty()) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, v.options()), S.defined() ? S : zero_state(v, k)};
+  if (ys.empty())
+    return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, v.options()), S.defined() ? S : zero_state(v, k)};
   return {torch::stack(ys, 2), S};
 }
 

@@ -58,8 +58,8 @@ RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torc
 // mixed precision (the matrix products around them stay in low precision).
 torch::Tensor widened_to_fp32(const torch::Tensor& x);
 // What a model runs, chosen by the tensors' device: CUDA -> the chunked CUDA kernel (where built and its shared
-// memory fits: cuda_chunks_fit); CPU -> the fused CPU kernel; otherwise the libtorch chunked form with `chunk` steps. bfloat16 / float16
-// inputs stay so on CUDA (mixed precision) and are widened to float32 elsewhere.
+// memory fits: cuda_chunks_fit); CPU -> the fused CPU kernel; otherwise the libtorch chunked form with `chunk` steps.
+// bfloat16 / float16 inputs stay so on CUDA (mixed precision) and are widened to float32 elsewhere.
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
                                   int64_t chunk);
@@ -84,12 +84,15 @@ RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tens
 // alpha, beta: [B, H, T, 1] (alpha in [0, 1]). The fused form is a raw-pointer CPU kernel with a checkpointed
 // backward that recomputes states instead of dividing by alpha (it runs the naive loop on other devices).
 RecurrenceResult gated_delta_recurrence_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
+                                              const torch::Tensor& alpha, const torch::Tensor& beta,
+                                              const torch::Tensor& state0);
 RecurrenceResult gated_delta_recurrence_naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                              const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
+                                              const torch::Tensor& alpha, const torch::Tensor& beta,
+                                              const torch::Tensor& state0);
 // One step; q, k: [B, H, M]; v: [B, H, D]; alpha, beta: [B, H, 1].
 RecurrenceResult gated_delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                             const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state);
+                                             const torch::Tensor& alpha, const torch::Tensor& beta,
+                                             const torch::Tensor& state);
 
 // SRU elementwise recurrence with highway (Lei et al. 2018, 2021):
 //   f_t = sigmoid(U1_t + v_f * c_{t-1} + b_f),  r_t = sigmoid(U2_t + v_r * c_{t-1} + b_r)

@@ -28,8 +28,8 @@ inline void keep_checkpoint(int64_t t, const T* S, int64_t DM, T* checkpoints) {
 // Backward over `steps` steps. advance(t, S_prev, S_t) writes step t's state from the one before it;
 // back(t, S_prev, S_t) is step t's backward. `states` is the caller's buffer (resized here).
 template <typename T, typename Advance, typename Back>
-inline void backward_by_segments(int64_t steps, int64_t DM, const T* checkpoints, std::vector<T>& states, Advance&& advance,
-                                 Back&& back) {
+inline void backward_by_segments(int64_t steps, int64_t DM, const T* checkpoints, std::vector<T>& states,
+                                 Advance&& advance, Back&& back) {
   states.resize(static_cast<size_t>((kSegment + 1) * DM));
   for (int64_t seg = segment_count(steps) - 1; seg >= 0; --seg) {
     const int64_t start = seg * kSegment, end = std::min(start + kSegment, steps);

@@ -45,7 +45,8 @@ void add_attention_stats(GPT& student, GPT& teacher, const torch::Tensor& idx, A
     if (!student_c.defined() || !teacher_c.defined()) continue;
     if (first) {
       stats.layers.push_back(l);
-      for (auto* v : {&stats.distance, &stats.entropy, &stats.teacher_entropy}) v->emplace_back(static_cast<size_t>(s_cfg.n_heads), 0.0);
+      for (auto* v : {&stats.distance, &stats.entropy, &stats.teacher_entropy})
+        v->emplace_back(static_cast<size_t>(s_cfg.n_heads), 0.0);
     }
     const auto w = implied_attention(student_c), p = implied_attention(teacher_c);
     add_per_head(stats.distance.at(row), (w - p).pow(2).sum(-1).sqrt());

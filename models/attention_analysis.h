@@ -20,9 +20,9 @@ torch::Tensor attention_entropy(const torch::Tensor& w);
 
 // Sums over query positions, per compared layer and head.
 struct AttentionStats {
-  std::vector<size_t> layers;             // the layers where both models have attention coefficients
+  std::vector<size_t> layers;  // the layers where both models have attention coefficients
   std::vector<std::vector<double>> distance, entropy, teacher_entropy;  // [layer index][head]
-  int64_t queries = 0;                    // query positions summed per head (batch x length)
+  int64_t queries = 0;  // query positions summed per head (batch x length)
 };
 
 // Runs both models on `idx` (each on its own residual stream: what each model really attends to) and adds every

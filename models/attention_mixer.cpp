@@ -43,9 +43,11 @@ torch::Tensor repeat_kv(const torch::Tensor& x, int64_t groups) {
   return x.unsqueeze(2).expand({B, H, groups, T, hd}).reshape({B, H * groups, T, hd});
 }
 
-AttentionMixer::AttentionMixer(const ModelConfig& cfg) : n_heads_(cfg.n_heads), n_kv_heads_(cfg.kv_heads()), head_dim_(cfg.head_dim) {
+AttentionMixer::AttentionMixer(const ModelConfig& cfg)
+    : n_heads_(cfg.n_heads), n_kv_heads_(cfg.kv_heads()), head_dim_(cfg.head_dim) {
   const int64_t inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
-  qkv = register_module("qkv", linear_layer(torch::nn::LinearOptions(cfg.d_model, inner + 2 * kv_inner).bias(cfg.qkv_bias)));
+  qkv = register_module("qkv",
+                        linear_layer(torch::nn::LinearOptions(cfg.d_model, inner + 2 * kv_inner).bias(cfg.qkv_bias)));
   o = register_module("o", linear_layer(torch::nn::LinearOptions(inner, cfg.d_model).bias(cfg.o_bias)));
   init_gpt2_linear(qkv);
   init_gpt2_linear(o, 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layers)));  // GPT-2's residual scaling
@@ -55,7 +57,8 @@ AttentionMixer::AttentionMixer(const ModelConfig& cfg) : n_heads_(cfg.n_heads), 
 void AttentionMixer::add_lora(const ModelConfig& cfg) {
   if (cfg.lora_rank <= 0) return;
   const int64_t d = cfg.d_model, inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_, r = cfg.lora_rank;
-  qkv_lora = register_module("qkv_lora", LoraAdapter(std::vector<int64_t>{inner, kv_inner, kv_inner}, d, r, cfg.lora_scale()));  // q, k, v apart
+  qkv_lora = register_module("qkv_lora", LoraAdapter(std::vector<int64_t>{inner, kv_inner, kv_inner}, d, r,
+                                                     cfg.lora_scale()));  // q, k, v apart
   o_lora = register_module("o_lora", LoraAdapter(std::vector<int64_t>{d}, inner, r, cfg.lora_scale()));
 }
 
@@ -67,8 +70,11 @@ QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position, torch
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
   auto all = with_lora(qkv, qkv_lora, x);
   if (conv) all = conv(all, conv_cache);
-  auto heads = [&](int64_t offset, int64_t size, int64_t n) { return all.narrow(-1, offset, size).view({B, T, n, head_dim_}).transpose(1, 2); };
-  QkvHeads h{heads(0, inner, n_heads_), heads(inner, kv_inner, n_kv_heads_), heads(inner + kv_inner, kv_inner, n_kv_heads_)};
+  auto heads = [&](int64_t offset, int64_t size, int64_t n) {
+    return all.narrow(-1, offset, size).view({B, T, n, head_dim_}).transpose(1, 2);
+  };
+  QkvHeads h{heads(0, inner, n_heads_), heads(inner, kv_inner, n_kv_heads_),
+             heads(inner + kv_inner, kv_inner, n_kv_heads_)};
   if (rope_) h.q = rope_->apply(h.q, position), h.k = rope_->apply(h.k, position);
   return h;
 }

@@ -14,6 +14,8 @@ torch::Tensor BaseConv::run(const torch::Tensor& x, torch::Tensor* cache) { retu
 
 torch::Tensor BaseConv::forward(const torch::Tensor& x) { return run(x, nullptr); }
 
-torch::Tensor BaseConv::step(const torch::Tensor& x, MixerState& state) { return run(x.unsqueeze(1), &state.conv).squeeze(1); }
+torch::Tensor BaseConv::step(const torch::Tensor& x, MixerState& state) {
+  return run(x.unsqueeze(1), &state.conv).squeeze(1);
+}
 
 }  // namespace fwlab

@@ -30,12 +30,12 @@ std::string dtype_name(torch::ScalarType t) {
   throw std::runtime_error(fmt::format("safetensors: cannot store dtype {}", c10::toString(t)));
 }
 
-
 std::string shape_str(c10::IntArrayRef s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 }  // namespace
 
-void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata) {
   std::vector<safetensors::TensorEntry> entries;
   std::vector<torch::Tensor> data;
   uint64_t offset = 0;
@@ -57,7 +57,8 @@ void save_tensors(const std::string& path, const NamedTensors& tensors, const st
     if (!out) throw std::runtime_error(fmt::format("{}: cannot open for writing", tmp));
     auto header = safetensors::encode_header(entries, metadata);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    for (const auto& t : data)
+      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     out.flush();
     if (!out) throw std::runtime_error(fmt::format("{}: write failed", tmp));
   }
@@ -79,7 +80,8 @@ void check_finite(const torch::Tensor& t, const std::string& path, const std::st
   if (!t.is_floating_point() || t.numel() == 0) return;
   auto [low, high] = t.scalar_type() == torch::kHalf ? std::make_tuple(t.min(), t.max()) : torch::aminmax(t);
   if (!(std::isfinite(low.item<double>()) && std::isfinite(high.item<double>())))
-    throw safetensors::FormatError(fmt::format("{}: tensor '{}' holds NaN or infinite values (damaged checkpoint?)", path, name));
+    throw safetensors::FormatError(
+        fmt::format("{}: tensor '{}' holds NaN or infinite values (damaged checkpoint?)", path, name));
 }
 
 NamedTensors load_tensors(const std::string& path, safetensors::Header* header_out) {
@@ -90,8 +92,9 @@ NamedTensors load_tensors(const std::string& path, safetensors::Header* header_o
     auto t = torch::empty(e.shape, torch::TensorOptions().dtype(scalar_type(e.dtype)));
     in.seekg(static_cast<std::streamoff>(header.data_start + e.begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) throw safetensors::FormatError(fmt::format("{}: tensor '{}': could not read bytes [{}, {}) of the data section",
-                                                        path, e.name, e.begin, e.end));
+    if (!in)
+      throw safetensors::FormatError(fmt::format("{}: tensor '{}': could not read bytes [{}, {}) of the data section",
+                                                 path, e.name, e.begin, e.end));
     check_finite(t, path, e.name);
     out.emplace_back(e.name, std::move(t));
   }
@@ -108,7 +111,8 @@ NamedTensors module_tensors(const torch::nn::Module& model) {
 
 NamedTensors model_tensors(const GPT& model) { return module_tensors(*model); }
 
-void save_module(const std::string& path, const torch::nn::Module& model, const ModelConfig& cfg, std::map<std::string, std::string> metadata) {
+void save_module(const std::string& path, const torch::nn::Module& model, const ModelConfig& cfg,
+                 std::map<std::string, std::string> metadata) {
   metadata[kModelConfigKey] = to_json(cfg).dump();
   metadata["format"] = "pt";
   save_tensors(path, module_tensors(model), metadata);
@@ -118,7 +122,9 @@ void save_model(const std::string& path, const GPT& model, std::map<std::string,
   save_module(path, *model, model->config(), std::move(metadata));
 }
 
-void load_into(GPT& model, const NamedTensors& tensors, const std::string& source) { load_into(*model, tensors, source); }
+void load_into(GPT& model, const NamedTensors& tensors, const std::string& source) {
+  load_into(*model, tensors, source);
+}
 
 void load_into(torch::nn::Module& model, const NamedTensors& tensors, const std::string& source) {
   std::unordered_map<std::string, const torch::Tensor*> by_name;
@@ -133,8 +139,9 @@ void load_into(torch::nn::Module& model, const NamedTensors& tensors, const std:
       throw safetensors::FormatError(fmt::format("{}: tensor '{}' has shape {} but the model expects {}", source, name,
                                                  shape_str(t.sizes()), shape_str(target.sizes())));
     if (t.scalar_type() != target.scalar_type())
-      throw safetensors::FormatError(fmt::format("{}: tensor '{}' is stored as {} but the model holds {} (header and data disagree?)",
-                                                 source, name, dtype_name(t.scalar_type()), dtype_name(target.scalar_type())));
+      throw safetensors::FormatError(
+          fmt::format("{}: tensor '{}' is stored as {} but the model holds {} (header and data disagree?)", source,
+                      name, dtype_name(t.scalar_type()), dtype_name(target.scalar_type())));
     target.copy_(t);
     ++used;
   }
@@ -142,7 +149,8 @@ void load_into(torch::nn::Module& model, const NamedTensors& tensors, const std:
     auto expected = module_tensors(model);
     for (const auto& [name, t] : tensors) {
       bool known = std::any_of(expected.begin(), expected.end(), [&](const auto& e) { return e.first == name; });
-      if (!known) throw safetensors::FormatError(fmt::format("{}: unexpected tensor '{}' (not part of the model)", source, name));
+      if (!known)
+        throw safetensors::FormatError(fmt::format("{}: unexpected tensor '{}' (not part of the model)", source, name));
     }
   }
 }
@@ -150,12 +158,14 @@ void load_into(torch::nn::Module& model, const NamedTensors& tensors, const std:
 ModelConfig checkpoint_model_config(const std::string& path, const safetensors::Header& header) {
   auto it = header.metadata.find(kModelConfigKey);
   if (it == header.metadata.end())
-    throw safetensors::FormatError(fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
+    throw safetensors::FormatError(
+        fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {  // parse errors and number overflows
-    throw safetensors::FormatError(fmt::format("{}: __metadata__.{} is not valid JSON: {}", path, kModelConfigKey, e.what()));
+    throw safetensors::FormatError(
+        fmt::format("{}: __metadata__.{} is not valid JSON: {}", path, kModelConfigKey, e.what()));
   }
   try {
     return model_config_from_json(j);
@@ -171,7 +181,9 @@ void load_module(torch::nn::Module& model, const NamedTensors& tensors, const st
   for (const auto& [name, t] : tensors)
     if (t.is_floating_point()) ++floating[t.scalar_type()];
   if (!floating.empty())
-    model.to(std::max_element(floating.begin(), floating.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first);
+    model.to(std::max_element(floating.begin(), floating.end(), [](const auto& a, const auto& b) {
+               return a.second < b.second;
+             })->first);
   load_into(model, tensors, path);
 }
 
@@ -180,7 +192,8 @@ GPT load_model(const std::string& path) {
   auto tensors = load_tensors(path, &header);
   const auto cfg = checkpoint_model_config(path, header);
   if (cfg.encoder_decoder())
-    throw safetensors::FormatError(fmt::format("{}: an encoder-decoder checkpoint: a translation job reads it, not a language-model job", path));
+    throw safetensors::FormatError(
+        fmt::format("{}: an encoder-decoder checkpoint: a translation job reads it, not a language-model job", path));
   GPT model(cfg);
   load_module(*model, tensors, path);
   return model;

@@ -16,7 +16,6 @@ namespace fwlab {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-
 void save_tensors(const std::string& path, const NamedTensors& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 // Loads every tensor to the CPU; `header` (optional) receives the parsed header with the metadata.

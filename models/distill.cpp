@@ -2,7 +2,8 @@
 
 namespace fwlab {
 
-torch::Tensor kl_distillation(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits, double temperature) {
+torch::Tensor kl_distillation(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                              double temperature) {
   const auto wide = [](const torch::Tensor& t) { return t.scalar_type() == torch::kDouble ? t : t.to(torch::kFloat); };
   const auto vocab = student_logits.size(-1);
   const auto log_s = torch::log_softmax(wide(student_logits).reshape({-1, vocab}) / temperature, -1);

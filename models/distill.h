@@ -11,6 +11,7 @@ namespace fwlab {
 // positions and multiplied by temperature^2 (Hinton's scaling, so that the gradient's size does not shrink as the
 // temperature grows; at temperature 1 it is the plain KL). Logits [..., V]; the teacher's carry no gradient.
 // Computed in fp32 at least, whatever the logits' precision.
-torch::Tensor kl_distillation(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits, double temperature);
+torch::Tensor kl_distillation(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                              double temperature);
 
 }  // namespace fwlab

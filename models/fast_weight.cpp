@@ -20,7 +20,8 @@ int64_t chunk_of(const MixerSpec& spec) { return spec.chunk > 0 ? spec.chunk : f
 
 // Softmax attention of q over the last `window` keys, [B, H, T, hd]. With a state, the keys and values of up to
 // window - 1 earlier tokens come from it and it keeps the last `window` after: the step form's O(window) cache.
-torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window, MixerState* state) {
+torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window,
+                             MixerState* state) {
   auto keys = k, values = v;
   if (state && state->k.defined()) keys = torch::cat({state->k, k}, 2), values = torch::cat({state->v, v}, 2);
   const int64_t L = keys.size(2);
@@ -68,10 +69,13 @@ void FastWeight::fold_feature_map() {
   const auto* map = projection_map();
   TORCH_CHECK(map, "only projection feature maps (relu, identity) can be folded, not ", spec.feature_map);
   TORCH_CHECK(!qkv_lora, "merge the LoRA adapters (merge_lora) before folding the feature map");
-  TORCH_CHECK(spec.swa_window == 0, "a layer with a sliding window reads q and k themselves: its feature map cannot be folded");
-  TORCH_CHECK(!positions_or_groups(), "rotary positions and grouped key heads sit between the projection and the feature map: "
+  TORCH_CHECK(spec.swa_window == 0,
+              "a layer with a sliding window reads q and k themselves: its feature map cannot be folded");
+  TORCH_CHECK(!positions_or_groups(),
+              "rotary positions and grouped key heads sit between the projection and the feature map: "
               "it cannot be folded");
-  TORCH_CHECK(qkv->bias.defined(), "folding reads the q and k biases: a model without them (qkv_bias = false) keeps its feature map");
+  TORCH_CHECK(qkv->bias.defined(),
+              "folding reads the q and k biases: a model without them (qkv_bias = false) keeps its feature map");
   TORCH_CHECK(!conv, "a short convolution sits between the projection and the feature map: it cannot be folded");
   TORCH_CHECK(!folded(), "feature map already folded");
   torch::NoGradGuard guard;
@@ -79,8 +83,8 @@ void FastWeight::fold_feature_map() {
   auto fold = [&](int64_t block, double scale) {
     auto w = qkv->weight.narrow(0, block * inner, inner).view({n_heads_, head_dim_, d}) * scale;
     auto b = qkv->bias.narrow(0, block * inner, inner).view({n_heads_, head_dim_, 1}) * scale;
-    auto w_folded = torch::matmul(map->weight, w);                // [H, m, d]
-    auto b_folded = torch::matmul(map->weight, b).squeeze(-1);    // [H, m]
+    auto w_folded = torch::matmul(map->weight, w);              // [H, m, d]
+    auto b_folded = torch::matmul(map->weight, b).squeeze(-1);  // [H, m]
     if (map->bias.defined()) b_folded = b_folded + map->bias;
     return std::make_pair(w_folded.reshape({n_heads_ * m, d}), b_folded.reshape({n_heads_ * m}));
   };
@@ -114,8 +118,8 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state)
     auto qk = folded_qk(x).view({B, T, 2, n_heads_ * spec.m});
     in.rule.fq = projection_map()->activate(split_heads(qk.select(2, 0), n_heads_));
     in.rule.fk = projection_map()->activate(split_heads(qk.select(2, 1), n_heads_));
-    in.rule.v = split_heads(torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)),
-                            n_heads_);
+    in.rule.v = split_heads(
+        torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)), n_heads_);
   }
   // The normaliser rides in the recurrence: fp32 under mixed precision.
   if (spec.norm == "attn") in.rule.fq = kernels::widened_to_fp32(in.rule.fq);
@@ -128,7 +132,8 @@ torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool re
   const auto in = inputs(x, state);
   auto r = rule->recur(in.rule, RuleRun{state, spec.norm == "attn", reference, chunk_of(spec)});
   auto y = r.y;
-  if (spec.swa_window > 0) y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix
+  if (spec.swa_window > 0)
+    y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix
   if (state) state->S = r.state;
   record_state(r.state);
   return resid_drop(output(normalise_heads(y)));
@@ -143,8 +148,11 @@ torch::Tensor FastWeight::normalise_heads(const torch::Tensor& y) const {
 
 torch::Tensor FastWeight::value_coefficients(const torch::Tensor& x) {
   TORCH_CHECK(!folded(), "value_coefficients reads the unfolded projections");
-  TORCH_CHECK(!conv, "with a short convolution the output mixes convolved values, not the value projections: it has no value coefficients");
-  TORCH_CHECK(!out_norm.defined(), "an output norm divides each output by its own size: the layer is no weighted sum of its values");
+  TORCH_CHECK(!conv,
+              "with a short convolution the output mixes convolved values, not the value projections: it has no value "
+              "coefficients");
+  TORCH_CHECK(!out_norm.defined(),
+              "an output norm divides each output by its own size: the layer is no weighted sum of its values");
   const auto in = inputs(x, nullptr);
   auto c = rule->value_coefficients(in.rule, spec.norm == "attn");  // [B, H, channels, T, T]
   if (spec.swa_window > 0) c = 0.5 * (c + softmax_weights(in.q_raw, in.k_raw, spec.swa_window).unsqueeze(2));

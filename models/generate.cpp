@@ -29,7 +29,8 @@ int64_t choose_token(const torch::Tensor& logits, const SamplingOptions& o, at::
 
 Generation generate(GPT& model, const std::vector<int64_t>& prompt, const SamplingOptions& o) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt holds no token");
-  if (!o.greedy && !(o.temperature > 0.0)) throw std::invalid_argument(fmt::format("generate: temperature must be > 0, got {}", o.temperature));
+  if (!o.greedy && !(o.temperature > 0.0))
+    throw std::invalid_argument(fmt::format("generate: temperature must be > 0, got {}", o.temperature));
   const auto device = model->wte->weight.device();
   const int64_t context = model->config().context;
   torch::NoGradGuard guard;
@@ -38,7 +39,9 @@ Generation generate(GPT& model, const std::vector<int64_t>& prompt, const Sampli
   GenerationState state;
   Generation out;
   using clock = std::chrono::steady_clock;
-  auto token = [&](int64_t id) { return torch::full({1}, id, torch::TensorOptions().dtype(torch::kLong).device(device)); };
+  auto token = [&](int64_t id) {
+    return torch::full({1}, id, torch::TensorOptions().dtype(torch::kLong).device(device));
+  };
   auto t0 = clock::now();
   torch::Tensor logits;
   for (size_t i = 0; i < prompt.size() && state.position < context; ++i) logits = model->step(token(prompt[i]), state);

@@ -53,7 +53,9 @@ torch::Tensor Block::step(const torch::Tensor& x, MixerState& state) {
 GPTImpl::GPTImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
   if (cfg_.encoder_decoder())
-    throw ConfigError("encoder_layers", "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq/seq2seq.h), not a GPT");
+    throw ConfigError(
+        "encoder_layers",
+        "an encoder-decoder configuration: it builds a Seq2Seq model (models/seq2seq/seq2seq.h), not a GPT");
   wte = register_module("wte", embedding_layer(cfg.vocab, cfg.d_model));
   if (cfg.positions == "learned") wpe = register_module("wpe", embedding_layer(cfg.context, cfg.d_model));
   if (!SkipInitialisation::active()) {
@@ -82,7 +84,8 @@ torch::Tensor GPTImpl::head(const torch::Tensor& features) {
   return torch::matmul(features, (lm_head ? lm_head->weight : wte->weight).t());
 }
 
-std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx, const torch::Tensor& targets) {
+std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx,
+                                                                 const torch::Tensor& targets) {
   const auto h = features(idx);
   const auto flat = targets.reshape({-1});
   const auto at = (flat >= 0).nonzero().squeeze(1);

@@ -56,7 +56,8 @@ GPT build_in(const ModelConfig& cfg, torch::ScalarType dtype) {
 void place(const HfTensor& t, const torch::Tensor& x, std::unordered_map<std::string, torch::Tensor>& params,
            std::unordered_map<std::string, int64_t>& filled) {
   auto it = params.find(t.fwlab_name);
-  if (it == params.end()) throw std::logic_error(fmt::format("import: the model has no '{}' for '{}'", t.fwlab_name, t.hf_name));
+  if (it == params.end())
+    throw std::logic_error(fmt::format("import: the model has no '{}' for '{}'", t.fwlab_name, t.hf_name));
   auto& param = it->second;
   auto target = t.op == HfOp::rows ? param.narrow(0, t.row_offset, x.size(0)) : param;
   const auto source = t.op == HfOp::transpose ? x.t() : x;
@@ -96,19 +97,25 @@ HfImport load_hf(const std::string& dir, const std::string& dtype_choice) {
     if (t.op != HfOp::ignore) {
       auto x = mapped.at(t.hf_name);
       mapped.erase(t.hf_name);
-      if (x.scalar_type() != dtype) entry["cast"] = fmt::format("{} -> {}", c10::toString(x.scalar_type()), c10::toString(dtype));
-      if (t.op == HfOp::tied) tied.emplace_back(t.hf_name, x);
-      else place(t, x, params, filled);
+      if (x.scalar_type() != dtype)
+        entry["cast"] = fmt::format("{} -> {}", c10::toString(x.scalar_type()), c10::toString(dtype));
+      if (t.op == HfOp::tied)
+        tied.emplace_back(t.hf_name, x);
+      else
+        place(t, x, params, filled);
       entry["to"] = t.fwlab_name;
     }
     out.record.push_back(entry);
   }
   for (const auto& [name, tensor] : params)
-    if (filled[name] != tensor.numel()) throw std::logic_error(fmt::format("import: '{}' was not filled from {}", name, dir));
+    if (filled[name] != tensor.numel())
+      throw std::logic_error(fmt::format("import: '{}' was not filled from {}", name, dir));
   for (const auto& [name, head] : tied)
     if (!torch::equal(head.to(dtype), params.at("wte.weight")))
-      throw FormatError(fmt::format("{}: {} differs from the token embedding (wte.weight): an untied output projection, but "
-                                    "config.json ties it (tie_word_embeddings)", dir, name));
+      throw FormatError(
+          fmt::format("{}: {} differs from the token embedding (wte.weight): an untied output projection, but "
+                      "config.json ties it (tie_word_embeddings)",
+                      dir, name));
   return out;
 }
 
@@ -130,7 +137,8 @@ void export_hf(const GPT& model, const std::string& dir) {
     exported.insert(n.fwlab);
   }
   for (const auto& param : params)
-    if (!exported.count(param.first)) throw std::logic_error(fmt::format("export: '{}' has no Hugging Face name", param.first));
+    if (!exported.count(param.first))
+      throw std::logic_error(fmt::format("export: '{}' has no Hugging Face name", param.first));
   fs::create_directories(dir);
   save_tensors((fs::path(dir) / "model.safetensors").string(), out, {{"format", "pt"}});
   write_file_atomic((fs::path(dir) / "config.json").string(), hf_config_json(cfg).dump(2) + "\n");

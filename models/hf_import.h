@@ -1,5 +1,5 @@
-// Hugging Face checkpoints in and out of fwlab models (the torch half of contract/formats/hf/checkpoint.h): GPT-2 and the
-// Llama family (Llama, Mistral, Qwen2).
+// Hugging Face checkpoints in and out of fwlab models (the torch half of contract/formats/hf/checkpoint.h): GPT-2 and
+// the Llama family (Llama, Mistral, Qwen2).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -33,6 +33,7 @@ void export_hf(const GPT& model, const std::string& dir);
 
 // An fwlab checkpoint file or "hf:DIR", computing in compute_dtype(dtype_choice, the file's); `import_record`
 // (optional) receives the import's record for hf: sources.
-GPT load_source_model(const std::string& source, nlohmann::json* import_record = nullptr, const std::string& dtype_choice = "float32");
+GPT load_source_model(const std::string& source, nlohmann::json* import_record = nullptr,
+                      const std::string& dtype_choice = "float32");
 
 }  // namespace fwlab

@@ -7,7 +7,9 @@
 namespace fwlab {
 
 LoraAdapterImpl::LoraAdapterImpl(const std::vector<int64_t>& outs, int64_t in, int64_t rank, double scale_)
-    : scale(scale_), outs_(outs), equal_parts_(std::adjacent_find(outs.begin(), outs.end(), std::not_equal_to<>()) == outs.end()) {
+    : scale(scale_),
+      outs_(outs),
+      equal_parts_(std::adjacent_find(outs.begin(), outs.end(), std::not_equal_to<>()) == outs.end()) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   const auto parts = static_cast<int64_t>(outs.size());
   a = register_parameter("a", torch::empty({parts, rank, in}).uniform_(-bound, bound));
@@ -25,7 +27,8 @@ torch::Tensor LoraAdapterImpl::forward(const torch::Tensor& x) const {
   auto h = torch::einsum("...i,pri->...pr", {x, a});
   if (equal_parts_) return (torch::einsum("...pr,por->...po", {h, b}) * scale).flatten(-2);
   std::vector<torch::Tensor> ys;
-  for (size_t p = 0; p < outs_.size(); ++p) ys.push_back(torch::matmul(h.select(-2, static_cast<int64_t>(p)), b_part(p).t()));
+  for (size_t p = 0; p < outs_.size(); ++p)
+    ys.push_back(torch::matmul(h.select(-2, static_cast<int64_t>(p)), b_part(p).t()));
   return torch::cat(ys, -1) * scale;
 }
 

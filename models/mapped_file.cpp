@@ -57,7 +57,8 @@ torch::Tensor view_of(const std::shared_ptr<Mapping>& mapping, uint64_t offset, 
   const auto options = torch::TensorOptions().dtype(dtype);
   if (reinterpret_cast<uintptr_t>(data) % c10::elementSize(dtype) != 0)  // a misaligned tensor: read it out
     return torch::from_blob(data, e.shape, options).clone();
-  return torch::from_blob(data, e.shape, [mapping](void*) {}, options);
+  return torch::from_blob(
+      data, e.shape, [mapping](void*) {}, options);
 }
 
 }  // namespace

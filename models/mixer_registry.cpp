@@ -17,15 +17,24 @@ struct Entry {
   MixerFactory make;
 };
 
-std::shared_ptr<Mixer> softmax(const MixerSpec&, const ModelConfig& cfg) { return std::make_shared<SoftmaxAttention>(cfg, 0); }
-std::shared_ptr<Mixer> local(const MixerSpec& s, const ModelConfig& cfg) { return std::make_shared<SoftmaxAttention>(cfg, s.window); }
-std::shared_ptr<Mixer> fast_weight(const MixerSpec& s, const ModelConfig& cfg) { return std::make_shared<FastWeight>(s, cfg); }
+std::shared_ptr<Mixer> softmax(const MixerSpec&, const ModelConfig& cfg) {
+  return std::make_shared<SoftmaxAttention>(cfg, 0);
+}
+std::shared_ptr<Mixer> local(const MixerSpec& s, const ModelConfig& cfg) {
+  return std::make_shared<SoftmaxAttention>(cfg, s.window);
+}
+std::shared_ptr<Mixer> fast_weight(const MixerSpec& s, const ModelConfig& cfg) {
+  return std::make_shared<FastWeight>(s, cfg);
+}
 std::shared_ptr<Mixer> sru(const MixerSpec& s, const ModelConfig& cfg) { return std::make_shared<Sru>(s, cfg); }
-std::shared_ptr<Mixer> base_conv(const MixerSpec& s, const ModelConfig& cfg) { return std::make_shared<BaseConv>(s, cfg); }
+std::shared_ptr<Mixer> base_conv(const MixerSpec& s, const ModelConfig& cfg) {
+  return std::make_shared<BaseConv>(s, cfg);
+}
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> mixers = {
-      {"softmax", softmax}, {"local", local}, {"fast_weight", fast_weight}, {"sru", sru}, {"srupp", sru}, {"base_conv", base_conv},
+      {"softmax", softmax}, {"local", local}, {"fast_weight", fast_weight},
+      {"sru", sru},         {"srupp", sru},   {"base_conv", base_conv},
   };
   return mixers;
 }

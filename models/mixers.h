@@ -101,7 +101,9 @@ class FastWeight : public AttentionMixer {
   // Only for projection feature maps (foldable()).
   void fold_feature_map();
   bool folded() const { return !folded_qk.is_empty(); }
-  bool foldable() const { return projection_map() != nullptr && !positions_or_groups() && qkv->bias.defined() && !conv; }
+  bool foldable() const {
+    return projection_map() != nullptr && !positions_or_groups() && qkv->bias.defined() && !conv;
+  }
 
   const MixerSpec spec;
   std::shared_ptr<FeatureMap> phi;
@@ -133,7 +135,7 @@ class Sru : public Mixer {
   torch::Tensor step(const torch::Tensor& x, MixerState& state) override;
 
   const MixerSpec spec;
-  torch::nn::Linear w{nullptr};                       // sru: U = W x
+  torch::nn::Linear w{nullptr};                             // sru: U = W x
   torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};  // srupp: Q = W1 x, [K, V] = W2 Q, U = W3 (...)
   torch::nn::LayerNorm ln{nullptr};
   torch::Tensor alpha, v_f, v_r, b_f, b_r;

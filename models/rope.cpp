@@ -15,7 +15,8 @@ double llama3_scaled(double inv, const RopeSpec& r) {
   const double high_wavelength = static_cast<double>(r.original_context) / r.high_freq_factor;
   if (wavelength > low_wavelength) return inv / r.factor;
   if (wavelength < high_wavelength) return inv;
-  const double s = (static_cast<double>(r.original_context) / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  const double s = (static_cast<double>(r.original_context) / wavelength - r.low_freq_factor) /
+                   (r.high_freq_factor - r.low_freq_factor);
   return (1.0 - s) * inv / r.factor + s * inv;
 }
 
@@ -25,7 +26,9 @@ std::vector<double> rope_frequencies(const RopeSpec& spec, int64_t head_dim) {
   std::vector<double> out;
   for (int64_t i = 0; i < head_dim; i += 2) {
     const double inv = 1.0 / std::pow(spec.theta, static_cast<double>(i) / static_cast<double>(head_dim));
-    out.push_back(spec.scaling == "linear" ? inv / spec.factor : spec.scaling == "llama3" ? llama3_scaled(inv, spec) : inv);
+    out.push_back(spec.scaling == "linear"   ? inv / spec.factor
+                  : spec.scaling == "llama3" ? llama3_scaled(inv, spec)
+                                             : inv);
   }
   return out;
 }

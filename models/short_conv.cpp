@@ -6,7 +6,8 @@
 
 namespace fwlab {
 
-ShortConvImpl::ShortConvImpl(int64_t channels, int64_t taps, ShortConvOptions options) : taps(taps), silu_(options.silu) {
+ShortConvImpl::ShortConvImpl(int64_t channels, int64_t taps, ShortConvOptions options)
+    : taps(taps), silu_(options.silu) {
   // torch.nn.Conv1d's initialisation (fla's ShortConvolution and Zoology's subclass or wrap Conv1d; whether fla's
   // models re-initialise it was not checked): U(-1/√fan_in, 1/√fan_in), fan_in = taps for a depthwise filter, the
   // bias likewise.
@@ -25,7 +26,8 @@ torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, torch::Tensor* cach
   auto padded = torch::cat({past.to(x.scalar_type()), x.transpose(1, 2)}, 2);  // [B, C, taps - 1 + T]
   if (cache) *cache = padded.narrow(2, T, taps - 1).contiguous();
   const auto b = bias.defined() ? bias.to(x.scalar_type()) : torch::Tensor();
-  auto y = torch::conv1d(padded, weight.to(x.scalar_type()), b, torch::IntArrayRef{1}, torch::IntArrayRef{0}, torch::IntArrayRef{1},
+  auto y = torch::conv1d(padded, weight.to(x.scalar_type()), b, torch::IntArrayRef{1}, torch::IntArrayRef{0},
+                         torch::IntArrayRef{1},
                          C);  // [B, C, T]
   return activate(y).transpose(1, 2);
 }

@@ -47,7 +47,8 @@ torch::Tensor SoftmaxAttention::fused_cuda(const QkvHeads&) { TORCH_CHECK(false,
 
 torch::Tensor softmax_weights(const torch::Tensor& q, const torch::Tensor& keys, int64_t window) {
   const int64_t T = q.size(2), L = keys.size(2), earlier = L - T;
-  auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)), key_pos = torch::arange(L, q.options().dtype(torch::kLong));
+  auto query_pos = torch::arange(earlier, L, q.options().dtype(torch::kLong)),
+       key_pos = torch::arange(L, q.options().dtype(torch::kLong));
   auto lag = query_pos.unsqueeze(1) - key_pos.unsqueeze(0);  // query - key, [T, L]
   auto hidden = lag < 0;
   if (window > 0) hidden = hidden | (lag >= window);
@@ -99,8 +100,9 @@ torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) 
   }
   // The g query heads of a group read their key/value head together: the cache is never repeated.
   auto q = h.q.reshape({B, n_kv_heads_, g, head_dim_});
-  auto scores = torch::matmul(q, state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));  // [B, H_kv, g, t]
-  auto y = torch::matmul(torch::softmax(scores, -1), state.v);                                            // [B, H_kv, g, hd]
+  auto scores =
+      torch::matmul(q, state.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));  // [B, H_kv, g, t]
+  auto y = torch::matmul(torch::softmax(scores, -1), state.v);                                  // [B, H_kv, g, hd]
   return output(y.reshape({B, n_heads_, 1, head_dim_})).squeeze(1);
 }
 

@@ -15,7 +15,8 @@ namespace fwlab {
 //                   feature map (phi), gates and decays (not its qkv / o projections, which conversion copies),
 //                   every parameter of an SRU / SRU++ layer (LoLCATs' attention transfer trains these);
 //   no_feature_maps everything but the fast-weight feature maps (T2R's "MLP frozen" variant);
-//   lora            only the LoRA adapters (model.lora_rank > 0; models/lora.h), the base frozen (LoLCATs' second stage).
+//   lora            only the LoRA adapters (model.lora_rank > 0; models/lora.h), the base frozen (LoLCATs' second
+//   stage).
 bool trains(const std::string& name, const ModelConfig& cfg, const std::string& trainable);
 
 // Applies `trainable` to the model's parameters; returns the names that train. Throws std::invalid_argument

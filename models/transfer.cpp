@@ -10,7 +10,8 @@ std::vector<size_t> transferred_layers(const GPT& student, const GPT& teacher) {
   return out;
 }
 
-std::vector<torch::Tensor> transfer_mse(GPT& student, GPT& teacher, const torch::Tensor& idx, const std::vector<size_t>& layers) {
+std::vector<torch::Tensor> transfer_mse(GPT& student, GPT& teacher, const torch::Tensor& idx,
+                                        const std::vector<size_t>& layers) {
   std::vector<torch::Tensor> hidden, inputs, targets;
   {
     torch::NoGradGuard guard;

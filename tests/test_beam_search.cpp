@@ -188,8 +188,15 @@ Hypothesis exhaustive_best(const Toy& toy, int64_t sentence, const BeamOptions& 
 // summed log-probability; an EOS among the first `beam` is finalized (at most `beam` in all); the first `beam`
 // others go on; done at `beam` finalized or when none goes on; at max_len only EOS may follow.
 Hypothesis reference_beam(const Toy& toy, int64_t sentence, const BeamOptions& o) {
-  struct Live { std::vector<int64_t> tokens; double logprob; };
-  struct Cand { double score; size_t from; int64_t token; };
+  struct Live {
+    std::vector<int64_t> tokens;
+    double logprob;
+  };
+  struct Cand {
+    double score;
+    size_t from;
+    int64_t token;
+  };
   const auto beam = static_cast<size_t>(o.beam);
   std::vector<Live> beams{{{}, 0.0}};
   std::vector<Hypothesis> finalized;
@@ -325,8 +332,8 @@ TEST_CASE("beam_search and greedy_search: a batch gives each sentence its own re
     INFO("beam " << beam);
     const BeamOptions o = toy_options(beam, 8, "gnmt", 0.8);
     ToyDecoder batched = toy_decoder(toy, sentences);
-    const std::vector<Hypothesis> together = beam == 1 ? greedy_search(batched.decoder, 3, o)
-                                                       : beam_search(batched.decoder, 3, o);
+    const std::vector<Hypothesis> together =
+        beam == 1 ? greedy_search(batched.decoder, 3, o) : beam_search(batched.decoder, 3, o);
     REQUIRE(together.size() == 3);
     for (const int64_t s : sentences) {
       INFO("sentence " << s);

@@ -123,7 +123,8 @@ TEST_CASE("damaged or mismatched checkpoints give a clear error naming the tenso
     for (auto& t : tensors)
       if (t.first == "blocks.0.mixer.phi.weight") t.second = torch::zeros({2, 5, 8});
     save_tensors(path, tensors, {{kModelConfigKey, to_json(small_model()->config()).dump()}});
-    CHECK(load_error(path) == path + ": tensor 'blocks.0.mixer.phi.weight' has shape [2, 5, 8] but the model expects [2, 4, 8]");
+    CHECK(load_error(path) ==
+          path + ": tensor 'blocks.0.mixer.phi.weight' has shape [2, 5, 8] but the model expects [2, 4, 8]");
   }
   SECTION("tensor the model does not have") {
     auto tensors = load_tensors(good);
@@ -139,7 +140,8 @@ TEST_CASE("damaged or mismatched checkpoints give a clear error naming the tenso
     auto cfg = to_json(small_model()->config());
     cfg["layers"][1]["norm"] = "attn";
     save_tensors(path, load_tensors(good), {{kModelConfigKey, cfg.dump()}});
-    CHECK_THAT(load_error(path), Catch::Contains("model configuration: layers[1].norm: 'attn' normalization is not defined"));
+    CHECK_THAT(load_error(path),
+               Catch::Contains("model configuration: layers[1].norm: 'attn' normalization is not defined"));
   }
 }
 
@@ -165,16 +167,15 @@ TEST_CASE("independent check: Python PyTorch recomputes the logits from the chec
   hybrid_cfg.layers = {fw("gated", "elu1", "attn", 8), MixerSpec{}, fw("add", "identity", "none", 4)};
   hybrid_cfg.layers[1].kind = "local";
   hybrid_cfg.layers[1].window = 4;
-  std::vector<std::pair<std::string, GPT>> models = {
-      {"softmax", teacher},
-      {"decay", plan(fw("decay", "identity", "none", 4))},
-      {"decay_relu_t2r75", plan(fw("decay", "relu", "none", 4), 2)},
-      {"delta", plan(fw("delta", "relu", "attn", 4))},
-      {"delta_identity", plan(fw("delta", "identity", "none", 8))},
-      {"delta_l2_keys", plan(l2_keys(fw("delta", "relu", "attn", 4)))},
-      {"gated_delta", plan(fw("gated_delta", "relu", "none", 4))},
-      {"gated_delta_elu1", plan(fw("gated_delta", "elu1", "none", 8))},
-      {"hybrid", convert_model(teacher, hybrid_cfg, 5).model}};
+  std::vector<std::pair<std::string, GPT>> models = {{"softmax", teacher},
+                                                     {"decay", plan(fw("decay", "identity", "none", 4))},
+                                                     {"decay_relu_t2r75", plan(fw("decay", "relu", "none", 4), 2)},
+                                                     {"delta", plan(fw("delta", "relu", "attn", 4))},
+                                                     {"delta_identity", plan(fw("delta", "identity", "none", 8))},
+                                                     {"delta_l2_keys", plan(l2_keys(fw("delta", "relu", "attn", 4)))},
+                                                     {"gated_delta", plan(fw("gated_delta", "relu", "none", 4))},
+                                                     {"gated_delta_elu1", plan(fw("gated_delta", "elu1", "none", 8))},
+                                                     {"hybrid", convert_model(teacher, hybrid_cfg, 5).model}};
   std::string args;
   auto idx = torch::randint(0, 50, {2, 24}, torch::kLong);
   for (auto& [name, model] : models) {

@@ -29,7 +29,9 @@ GPT trained_softmax(int64_t layers = 4) {
 
 bool mixer_tensor(const std::string& name) { return name.find(".mixer.") != std::string::npos; }
 
-bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 }  // namespace
 
@@ -71,15 +73,19 @@ TEST_CASE("conversion report: copied, created and rescaled tensors, with the dec
   CHECK(contains(r.created, "blocks.1.mixer.decay_f.weight"));
   CHECK(contains(r.created, "blocks.1.mixer.phi.weight"));
   CHECK(!contains(r.copied, "blocks.1.mixer.qkv.weight"));
-  CHECK(std::count_if(r.rescaled.begin(), r.rescaled.end(), [](const auto& s) { return s.find("qkv.weight") != std::string::npos; }) == 2);
-  CHECK(r.copied.size() + r.created.size() + r.rescaled.size() == conv.model->named_parameters().size() + conv.model->named_buffers().size());
+  CHECK(std::count_if(r.rescaled.begin(), r.rescaled.end(),
+                      [](const auto& s) { return s.find("qkv.weight") != std::string::npos; }) == 2);
+  CHECK(r.copied.size() + r.created.size() + r.rescaled.size() ==
+        conv.model->named_parameters().size() + conv.model->named_buffers().size());
 
   auto& fw1 = dynamic_cast<FastWeight&>(conv.model->mixer(1));
   auto src_qkv = source->named_parameters()["blocks.1.mixer.qkv.weight"];
   auto src_bias = source->named_parameters()["blocks.1.mixer.qkv.bias"];
   const int64_t inner = 16;
-  auto factor = 1.0 - torch::sigmoid(fw1.named_parameters()["decay_z.bias"].detach());  // independent of value_rescale()
-  CHECK(max_abs_diff(fw1.qkv->weight.narrow(0, 2 * inner, inner), src_qkv.narrow(0, 2 * inner, inner) * factor.unsqueeze(1)) < 1e-15);
+  auto factor =
+      1.0 - torch::sigmoid(fw1.named_parameters()["decay_z.bias"].detach());  // independent of value_rescale()
+  CHECK(max_abs_diff(fw1.qkv->weight.narrow(0, 2 * inner, inner),
+                     src_qkv.narrow(0, 2 * inner, inner) * factor.unsqueeze(1)) < 1e-15);
   CHECK(max_abs_diff(fw1.qkv->bias.narrow(0, 2 * inner, inner), src_bias.narrow(0, 2 * inner, inner) * factor) < 1e-15);
   CHECK(torch::equal(fw1.qkv->weight.narrow(0, 0, 2 * inner), src_qkv.narrow(0, 0, 2 * inner)));  // W_q, W_k untouched
 
@@ -128,12 +134,14 @@ TEST_CASE("T2R folding of W_phi into W_q / W_k gives the same outputs", "[conver
       auto after = model->forward(idx);
       CHECK(max_abs_diff(before, after) < 1e-10);
       GenerationState state;  // the folded step form too
-      for (int64_t t = 0; t < 23; ++t) CHECK(max_abs_diff(model->step(idx.select(1, t), state), before.select(1, t)) < 1e-10);
+      for (int64_t t = 0; t < 23; ++t)
+        CHECK(max_abs_diff(model->step(idx.select(1, t), state), before.select(1, t)) < 1e-10);
     }
   }
 }
 
-TEST_CASE("LoRA: fresh adapters change nothing; trained ones merge into a plain model with the same outputs", "[convert]") {
+TEST_CASE("LoRA: fresh adapters change nothing; trained ones merge into a plain model with the same outputs",
+          "[convert]") {
   auto source = trained_softmax(3);
   auto cfg = source->config();
   cfg.layers[1] = fw("decay", "identity", "none", 4);
@@ -166,12 +174,14 @@ TEST_CASE("LoRA: fresh adapters change nothing; trained ones merge into a plain 
   const auto logits = adapted->forward(idx);
   CHECK(max_abs_diff(logits, merged->forward(idx)) < 1e-10);
   CHECK(max_abs_diff(logits, source->forward(idx)) > 1e-3);  // the adapters do change the model
-  GenerationState state;  // the step form sees the adapters too
-  for (int64_t t = 0; t < 19; ++t) CHECK(max_abs_diff(adapted->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
+  GenerationState state;                                     // the step form sees the adapters too
+  for (int64_t t = 0; t < 19; ++t)
+    CHECK(max_abs_diff(adapted->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
   CHECK(count_parameters(cfg) == adapted->num_parameters());
 }
 
-TEST_CASE("attention transfer: the per-layer MSE to the teacher falls on a fixed batch, training only the new mixers", "[convert]") {
+TEST_CASE("attention transfer: the per-layer MSE to the teacher falls on a fixed batch, training only the new mixers",
+          "[convert]") {
   auto teacher = trained_softmax(3);
   teacher->eval();
   auto cfg = teacher->config();
@@ -207,7 +217,8 @@ TEST_CASE("attention transfer: the per-layer MSE to the teacher falls on a fixed
   CHECK(kept[0].item<double>() == 0.0);
 }
 
-TEST_CASE("the gated delta rule converts like every rule: swap, window hybrid, LoRA merge, attention transfer", "[convert]") {
+TEST_CASE("the gated delta rule converts like every rule: swap, window hybrid, LoRA merge, attention transfer",
+          "[convert]") {
   auto teacher = trained_softmax(3);
   teacher->eval();
   auto cfg = teacher->config();
@@ -245,5 +256,6 @@ TEST_CASE("the gated delta rule converts like every rule: swap, window hybrid, L
   CHECK(max_abs_diff(merged->forward(idx), logits) < 1e-10);
   torch::NoGradGuard guard;
   GenerationState state;  // generation: the step form carries S and the window's cache
-  for (int64_t t = 0; t < 24; ++t) CHECK(max_abs_diff(merged->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
+  for (int64_t t = 0; t < 24; ++t)
+    CHECK(max_abs_diff(merged->step(idx.select(1, t), state), logits.select(1, t)) < 1e-9);
 }

@@ -20,8 +20,12 @@ namespace {
 DecayInputs random_inputs(int64_t B, int64_t H, int64_t T, int64_t M, int64_t D, bool value_gate, bool key_gate) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   auto gate = [&](int64_t w) { return torch::log_sigmoid(torch::randn({B, H, T, w}, opt) + 2.0); };
-  DecayInputs in{torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)), torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
-                 torch::randn({B, H, T, D}, opt), {}, {}, torch::randn({B, H, D, M}, opt)};
+  DecayInputs in{torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
+                 torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
+                 torch::randn({B, H, T, D}, opt),
+                 {},
+                 {},
+                 torch::randn({B, H, D, M}, opt)};
   if (value_gate) in.log_a = gate(D);
   if (key_gate) in.log_b = gate(M);
   return in;
@@ -30,8 +34,11 @@ DecayInputs random_inputs(int64_t B, int64_t H, int64_t T, int64_t M, int64_t D,
 // Leaves of dtype (gates and state in fp32, as the kernel keeps them; fp64 for fp64).
 DecayInputs leaves(const DecayInputs& in, torch::ScalarType dtype) {
   const auto wide = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) { return t.defined() ? t.detach().to(d).requires_grad_(true) : t; };
-  return {leaf(in.q, dtype), leaf(in.k, dtype), leaf(in.v, dtype), leaf(in.log_a, wide), leaf(in.log_b, wide), leaf(in.state0, wide)};
+  auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) {
+    return t.defined() ? t.detach().to(d).requires_grad_(true) : t;
+  };
+  return {leaf(in.q, dtype),    leaf(in.k, dtype),    leaf(in.v, dtype),
+          leaf(in.log_a, wide), leaf(in.log_b, wide), leaf(in.state0, wide)};
 }
 
 struct Outcome {
@@ -54,11 +61,15 @@ double gap(const torch::Tensor& a, const torch::Tensor& b) {
 
 // The host run in `dtype` (threads per block) against the float64 naive twin on the same rounded inputs, with
 // upstream gradients N(0, upstream^2).
-Outcome host_vs_naive(const DecayInputs& in64, torch::ScalarType dtype, int threads, Outcome* reference = nullptr, double upstream = 1.0) {
+Outcome host_vs_naive(const DecayInputs& in64, torch::ScalarType dtype, int threads, Outcome* reference = nullptr,
+                      double upstream = 1.0) {
   const auto fast_in = leaves(in64, dtype), slow_in = leaves(fast_in, torch::kFloat64);  // the rounding both see
-  const auto probe = K::decay_recurrence_naive(slow_in.q, slow_in.k, slow_in.v, slow_in.log_a, slow_in.log_b, slow_in.state0);
+  const auto probe =
+      K::decay_recurrence_naive(slow_in.q, slow_in.k, slow_in.v, slow_in.log_a, slow_in.log_b, slow_in.state0);
   const auto gy = torch::randn_like(probe.y) * upstream, gs = torch::randn_like(probe.state) * upstream;
-  auto slow = differentiate(slow_in, gy, gs, [](const DecayInputs& i) { return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0); });
+  auto slow = differentiate(slow_in, gy, gs, [](const DecayInputs& i) {
+    return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0);
+  });
   auto fast = differentiate(fast_in, gy, gs, [&](const DecayInputs& i) {
     return K::decay_recurrence_chunks_host(i.q, i.k, i.v, i.log_a, i.log_b, i.state0, threads);
   });
@@ -70,7 +81,8 @@ void check_close(const Outcome& fast, const Outcome& slow, double tolerance) {
   CHECK(gap(fast.y, slow.y) <= tolerance);
   CHECK(gap(fast.state, slow.state) <= tolerance);
   for (size_t i = 0; i < slow.grads.size(); ++i) {
-    INFO("gradient " << i << " of the defined inputs (q, k, v, log_a, log_b, state0): gap " << gap(fast.grads[i], slow.grads[i]));
+    INFO("gradient " << i << " of the defined inputs (q, k, v, log_a, log_b, state0): gap "
+                     << gap(fast.grads[i], slow.grads[i]));
     CHECK(torch::isfinite(fast.grads[i]).all().item<bool>());
     CHECK(gap(fast.grads[i], slow.grads[i]) <= tolerance);
   }
@@ -78,14 +90,16 @@ void check_close(const Outcome& fast, const Outcome& slow, double tolerance) {
 
 }  // namespace
 
-TEST_CASE("chunked kernel on the host: gates of exactly 0 (log -inf) forget as the recurrence does, float64", "[kernels]") {
+TEST_CASE("chunked kernel on the host: gates of exactly 0 (log -inf) forget as the recurrence does, float64",
+          "[kernels]") {
   torch::manual_seed(41);
   auto in = random_inputs(1, 2, 150, 8, 12, true, true);
   {
     torch::NoGradGuard no_grad;
     const double inf = std::numeric_limits<double>::infinity();
-    for (int64_t t : {0, 20, 21, 64, 100}) in.log_a.select(2, t).narrow(2, 0, 5).fill_(-inf);  // some rows, mid-chunk and at a chunk start
-    for (int64_t t : {30, 127}) in.log_b.select(2, t).fill_(-inf);                            // every key column: the state resets
+    for (int64_t t : {0, 20, 21, 64, 100})
+      in.log_a.select(2, t).narrow(2, 0, 5).fill_(-inf);            // some rows, mid-chunk and at a chunk start
+    for (int64_t t : {30, 127}) in.log_b.select(2, t).fill_(-inf);  // every key column: the state resets
   }
   Outcome slow;
   const auto fast = host_vs_naive(in, torch::kFloat64, 3, &slow);
@@ -94,15 +108,20 @@ TEST_CASE("chunked kernel on the host: gates of exactly 0 (log -inf) forget as t
   check_close(fast, slow, 1e-10);
 }
 
-TEST_CASE("chunked kernel on the host: fp16 staging of an additive state past 65,504 stays finite and right", "[kernels]") {
+TEST_CASE("chunked kernel on the host: fp16 staging of an additive state past 65,504 stays finite and right",
+          "[kernels]") {
   // No decay: S_T = sum_t v_t k_t^T grows with T. With v ~ 100 and k ~ 1.8 the state passes fp16's 65,504 after
   // ~400 steps; q and the upstream gradients are small so that y and dq = S^T dy themselves stay inside fp16 (the
   // dtype autograd returns them in). Staged as fp16 unscaled, the state would be inf and so would y.
   torch::manual_seed(42);
   const int64_t T = 1000, M = 16, D = 16;
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
-  DecayInputs in{torch::rand({1, 1, T, M}, opt) * 0.01, torch::rand({1, 1, T, M}, opt) + 1.3, torch::rand({1, 1, T, D}, opt) * 10 + 95.0,
-                 {}, {}, {}};
+  DecayInputs in{torch::rand({1, 1, T, M}, opt) * 0.01,
+                 torch::rand({1, 1, T, M}, opt) + 1.3,
+                 torch::rand({1, 1, T, D}, opt) * 10 + 95.0,
+                 {},
+                 {},
+                 {}};
   Outcome slow;
   const auto fast = host_vs_naive(in, torch::kFloat16, 2, &slow, 0.01);
   REQUIRE(slow.state.abs().max().item<double>() > 65504.0 * 2);
@@ -117,7 +136,8 @@ TEST_CASE("chunked kernel on the host: bf16 gate gradients over T = 8192 against
   Outcome slow;
   const auto fast = host_vs_naive(in, torch::kBFloat16, 1, &slow);
   const size_t log_a = 3, log_b = 4;  // q, k, v, log_a, log_b, state0
-  INFO("dlog_a gap " << gap(fast.grads[log_a], slow.grads[log_a]) << ", dlog_b gap " << gap(fast.grads[log_b], slow.grads[log_b]));
+  INFO("dlog_a gap " << gap(fast.grads[log_a], slow.grads[log_a]) << ", dlog_b gap "
+                     << gap(fast.grads[log_b], slow.grads[log_b]));
   CHECK(gap(fast.grads[log_a], slow.grads[log_a]) <= 2e-2);
   CHECK(gap(fast.grads[log_b], slow.grads[log_b]) <= 2e-2);
   CHECK(gap(fast.y, slow.y) <= 2e-2);
@@ -139,7 +159,8 @@ TEST_CASE("chunked kernel: the final state owns its storage (the chunk-start sta
   CHECK(int64_t(r.state.storage().nbytes()) == bytes);  // not a view into the [heads, chunks + 1, D, M] buffer
 }
 
-TEST_CASE("chunked kernel: every shape the GPU tests call it with fits an A100's and an H100's shared memory", "[kernels]") {
+TEST_CASE("chunked kernel: every shape the GPU tests call it with fits an A100's and an H100's shared memory",
+          "[kernels]") {
   namespace C = fwlab::cuda;
   for (const auto& call : fwlab::test::chunked_test_calls()) {
     const int64_t D = C::round16(call.shape.D), M = C::round16(call.shape.M);

@@ -19,12 +19,14 @@ TEST_CASE("Brown: tags stripped back to running text", "[data]") {
   const std::string tagged =
       "\n\n\tThe/at Fulton/np-tl County/nn-tl said/vbd ``/`` no/at evidence/nn ''/'' ./.\n\n\n"
       "\tAtlanta's/np$ 1/2/cd term-end/nn presentments/nns\n";
-  CHECK(strip_brown_tags(tagged) == "The Fulton County said `` no evidence '' .\nAtlanta's 1/2 term-end presentments\n");
+  CHECK(strip_brown_tags(tagged) ==
+        "The Fulton County said `` no evidence '' .\nAtlanta's 1/2 term-end presentments\n");
 }
 
 TEST_CASE("Brown: deterministic split by file, 450 / 25 / 25", "[data]") {
   test::TempDir dir("brown");
-  for (int i = 0; i < 40; ++i) test::spit(dir.file(fmt::format("c{}{:02d}", "abc"[i % 3], i)), fmt::format("\tfile/nn {}/cd\n", i));
+  for (int i = 0; i < 40; ++i)
+    test::spit(dir.file(fmt::format("c{}{:02d}", "abc"[i % 3], i)), fmt::format("\tfile/nn {}/cd\n", i));
   test::spit(dir.file("README"), "not a corpus file");
   auto s = load_brown(dir.path().string());
   // Sorted names: ca00, ca03, ..., cb01, ...; index 18 -> valid, 19 -> test, 38 -> valid, 39 -> test.
@@ -37,7 +39,7 @@ TEST_CASE("Brown: deterministic split by file, 450 / 25 / 25", "[data]") {
   CHECK(s.test == "file " + number_of(19) + "\nfile " + number_of(39) + "\n");
   CHECK(std::count(s.train.begin(), s.train.end(), '\n') == 36);
 
-  auto real = load_brown(FWLAB_SOURCE_DIR "/data/brown");  // the shipped corpus: 500 files
+  auto real = load_brown(FWLAB_SOURCE_DIR "/data/brown");                 // the shipped corpus: 500 files
   CHECK(real.train.size() > 8 * (real.valid.size() + real.test.size()));  // 450 of 500 files
   CHECK(real.valid.find("/nn") == std::string::npos);
   CHECK_THROWS_WITH(load_brown(dir.file("missing")), Catch::Contains("cannot list the Brown corpus directory"));
@@ -85,9 +87,11 @@ TEST_CASE("pre-tokenised files: uint16 and uint32, nanoGPT's val.bin, an optiona
   // The training split is checked as windows are read, so that a huge file is never scanned whole.
   auto small = map_token_files(dir.path().string(), 2, 300);
   CHECK(small.train.slice(0, 2) == std::vector<int32_t>{1, 2});
-  CHECK_THROWS_WITH(small.train.slice(1, 2), Catch::Contains("train.bin: token 300 at byte offset 4 is outside the vocabulary of 300"));
+  CHECK_THROWS_WITH(small.train.slice(1, 2),
+                    Catch::Contains("train.bin: token 300 at byte offset 4 is outside the vocabulary of 300"));
   test::spit(dir.file("valid.bin"), "abc");
-  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 2, 50257), Catch::Contains("valid.bin: 3 bytes is not a whole number of uint16 tokens"));
+  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 2, 50257),
+                    Catch::Contains("valid.bin: 3 bytes is not a whole number of uint16 tokens"));
   // nanoGPT's layout: val.bin, no test.bin; uint32 ids beyond 65,535.
   fs::remove(dir.file("valid.bin"));
   fs::remove(dir.file("test.bin"));
@@ -97,7 +101,8 @@ TEST_CASE("pre-tokenised files: uint16 and uint32, nanoGPT's val.bin, an optiona
   CHECK(big.train.to_vector() == std::vector<int32_t>{70000, 5, 131071});
   CHECK(big.valid.to_vector() == std::vector<int32_t>{99999});
   CHECK(big.test.empty());
-  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 4, 70000), Catch::Contains("val.bin: token 99999 at byte offset 0"));
+  CHECK_THROWS_WITH(map_token_files(dir.path().string(), 4, 70000),
+                    Catch::Contains("val.bin: token 99999 at byte offset 0"));
 }
 
 TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
@@ -131,7 +136,7 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
       CHECK(p >= 16);
       query_positions.push_back(p - 16);
     }
-    CHECK(asked == 8);  // every key asked exactly once
+    CHECK(asked == 8);                    // every key asked exactly once
     for (int64_t p = 16; p < 128; ++p) {  // fillers: uniform over [0, V), also right after a query (never the answer)
       CHECK(x[p] >= 0);
       CHECK(x[p] < 64);
@@ -146,8 +151,10 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
   CHECK(near > static_cast<long>(query_positions.size() / 2 + query_positions.size() / 10));
   CHECK(make_mqar_batch(spec, 4, 7).inputs == make_mqar_batch(spec, 4, 7).inputs);
   CHECK(make_mqar_batch(spec, 4, 7).inputs != make_mqar_batch(spec, 4, 8).inputs);
-  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{64, 20, 8, 0.01}, 1, 1), Catch::StartsWith("mqar.seq_len: 20 is too short for 8 pairs"));
-  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{16, 64, 8, 0.01}, 1, 1), Catch::StartsWith("mqar.pairs: 8 distinct keys do not fit"));
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{64, 20, 8, 0.01}, 1, 1),
+                    Catch::StartsWith("mqar.seq_len: 20 is too short for 8 pairs"));
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{16, 64, 8, 0.01}, 1, 1),
+                    Catch::StartsWith("mqar.pairs: 8 distinct keys do not fit"));
 }
 
 TEST_CASE("evaluation windows: non-overlapping, or T2R's last half", "[data]") {
@@ -173,7 +180,8 @@ TEST_CASE("training windows are a pure function of the seed", "[data]") {
   CHECK(a == sample_windows(tokens, 4, 9, mix_seed(1, 5)));
   CHECK(a != sample_windows(tokens, 4, 9, mix_seed(1, 6)));
   for (int r = 0; r < 4; ++r)
-    for (int j = 1; j < 9; ++j) CHECK(a[static_cast<size_t>(r * 9 + j)] == a[static_cast<size_t>(r * 9)] + j);  // contiguous
+    for (int j = 1; j < 9; ++j)
+      CHECK(a[static_cast<size_t>(r * 9 + j)] == a[static_cast<size_t>(r * 9)] + j);  // contiguous
 }
 
 TEST_CASE("associative retrieval: pair tokens, distinct keys and values, queries from the pairs, labels", "[data]") {

@@ -30,29 +30,36 @@ const std::map<std::string, std::string> kTaskFiles = {
 
 {"goal": "Boil an egg", "sol1": "Put it in hot water for ten minutes.", "sol2": "Freeze it.", "label": 0}
 )"},
-    {"arc.jsonl", R"({"question": "Which is a gas?", "choices": {"text": ["ice", "steam", "rock"], "label": ["A", "B", "C"]}, "answerKey": "B"}
+    {"arc.jsonl",
+     R"({"question": "Which is a gas?", "choices": {"text": ["ice", "steam", "rock"], "label": ["A", "B", "C"]}, "answerKey": "B"}
 {"question": "What do plants need?", "choices": {"text": ["light", "sand", "metal", "plastic"], "label": ["1", "2", "3", "4"]}, "answerKey": "1"}
 {"question": "What melts?", "choices": {"text": ["snow in the sun", "a stone", "glass"], "label": ["A", "B", "C"]}, "answerKey": "A"}
 )"},
-    {"hellaswag.jsonl", R"({"activity_label": "Baking cookies", "ctx_a": "A woman mixes flour.", "ctx_b": "she THEN adds [step] eggs", "endings": [" pours milk [title] Stir.  Done ", "eats it", "sings", "runs away"], "label": "1"}
+    {"hellaswag.jsonl",
+     R"({"activity_label": "Baking cookies", "ctx_a": "A woman mixes flour.", "ctx_b": "she THEN adds [step] eggs", "endings": [" pours milk [title] Stir.  Done ", "eats it", "sings", "runs away"], "label": "1"}
 {"activity_label": "Running", "ctx_a": "A man runs.", "ctx_b": "he", "endings": ["stops.", "flies.", "swims.", "sleeps."], "label": 0}
 )"},
-    {"winogrande.jsonl", R"({"sentence": "The cup fell off the shelf because _ was unstable.", "option1": "the cup", "option2": "the shelf", "answer": "2"}
+    {"winogrande.jsonl",
+     R"({"sentence": "The cup fell off the shelf because _ was unstable.", "option1": "the cup", "option2": "the shelf", "answer": "2"}
 {"sentence": "Anna gave Beth a gift because _ was kind.", "option1": "Anna", "option2": "Beth", "answer": "1"}
 {"sentence": "The sun was hot so _ stayed inside.", "option1": "we", "option2": "it", "answer": "1"}
 )"},
-    {"copa.jsonl", R"({"premise": "The man broke his toe.", "choice1": "He dropped a hammer.", "choice2": "He wore socks.", "question": "cause", "label": 0}
+    {"copa.jsonl",
+     R"({"premise": "The man broke his toe.", "choice1": "He dropped a hammer.", "choice2": "He wore socks.", "question": "cause", "label": 0}
 {"premise": "I was hungry.", "choice1": "I ate food.", "choice2": "I slept.", "question": "effect", "label": 1}
 {"premise": "It rained.", "choice1": "The grass got wet.", "choice2": "The grass got wet.", "question": "effect", "label": 1}
 )"},
-    {"openbookqa.jsonl", R"({"question_stem": "The sun is  ", "choices": {"text": ["a star", "a moon", "a planet", "a comet"], "label": ["A", "B", "C", "D"]}, "answerKey": "A"}
+    {"openbookqa.jsonl",
+     R"({"question_stem": "The sun is  ", "choices": {"text": ["a star", "a moon", "a planet", "a comet"], "label": ["A", "B", "C", "D"]}, "answerKey": "A"}
 {"question_stem": "Water freezes at", "choices": {"text": ["0 C", "50 C", "100 C", "20 C"], "label": ["A", "B", "C", "D"]}, "answerKey": " A"}
 )"},
-    {"mmlu.jsonl", R"({"question": "A long question about numbers that goes on for a while so that the prompt with its example no longer fits: what is 2+2?", "subject": "high_school_math", "choices": ["3", "4", "5", "6"], "answer": 1}
+    {"mmlu.jsonl",
+     R"({"question": "A long question about numbers that goes on for a while so that the prompt with its example no longer fits: what is 2+2?", "subject": "high_school_math", "choices": ["3", "4", "5", "6"], "answer": 1}
 {"question": "Capital of France?", "subject": "geography", "choices": ["Paris", "Rome", "Berlin", "Madrid"], "answer": 0}
 {"question": "What is 3+3?", "subject": "high_school_math", "choices": ["6", "7", "8", "9"], "answer": 0}
 )"},
-    {"mmlu_dev.jsonl", R"({"question": "What is 1+1?", "subject": "high_school_math", "choices": ["1", "2", "3", "4"], "answer": 1}
+    {"mmlu_dev.jsonl",
+     R"({"question": "What is 1+1?", "subject": "high_school_math", "choices": ["1", "2", "3", "4"], "answer": 1}
 {"question": "Largest ocean?", "subject": "geography", "choices": ["Pacific", "Atlantic", "Indian", "Arctic"], "answer": 0}
 {"question": "What is 5-1?", "subject": "high_school_math", "choices": ["4", "2", "3", "1"], "answer": 0}
 )"},
@@ -69,9 +76,13 @@ struct TaskCase {
 };
 
 const std::vector<TaskCase> kCases = {
-    {"piqa", "piqa", "piqa.jsonl"},           {"arc_easy", "arc", "arc.jsonl"},       {"hellaswag", "hellaswag", "hellaswag.jsonl"},
-    {"winogrande", "winogrande", "winogrande.jsonl", 1, "winogrande.jsonl"},          {"copa", "copa", "copa.jsonl"},
-    {"openbookqa", "openbookqa", "openbookqa.jsonl"},                                 {"mmlu", "mmlu", "mmlu.jsonl", 1, "mmlu_dev.jsonl"},
+    {"piqa", "piqa", "piqa.jsonl"},
+    {"arc_easy", "arc", "arc.jsonl"},
+    {"hellaswag", "hellaswag", "hellaswag.jsonl"},
+    {"winogrande", "winogrande", "winogrande.jsonl", 1, "winogrande.jsonl"},
+    {"copa", "copa", "copa.jsonl"},
+    {"openbookqa", "openbookqa", "openbookqa.jsonl"},
+    {"mmlu", "mmlu", "mmlu.jsonl", 1, "mmlu_dev.jsonl"},
     {"lambada", "lambada", "lambada.jsonl", 2, "lambada.jsonl"},
 };
 
@@ -88,15 +99,21 @@ int64_t tokenizer_vocab(const fs::path& dir) {
 void write_model(const fs::path& dir, int64_t positions) {
   auto r = test::run_command(kPython + "hf_tokenizer.py make " + dir.string() + " --style llama3 --vocab-size 300");
   REQUIRE(r.exit_code == 0);
-  r = test::run_command(fmt::format("{}hf_llama.py write {} --vocab {} --hidden 32 --intermediate 64 --layers 2 --heads 4 --kv-heads 2 "
-                                    "--positions {}", kPython, dir.string(), tokenizer_vocab(dir), positions));
+  r = test::run_command(
+      fmt::format("{}hf_llama.py write {} --vocab {} --hidden 32 --intermediate 64 --layers 2 --heads 4 --kv-heads 2 "
+                  "--positions {}",
+                  kPython, dir.string(), tokenizer_vocab(dir), positions));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 }
 
 nlohmann::json eval_job(const fs::path& model, const nlohmann::json& tasks) {
-  return {{"kind", "eval"}, {"init_checkpoint", "hf:" + model.string()}, {"threads", 1}, {"eval", {{"batch_size", 3}}},
-          {"data", {{"source", "brown"}, {"tokenizer", "hf:" + model.string()}}}, {"tasks", tasks}};
+  return {{"kind", "eval"},
+          {"init_checkpoint", "hf:" + model.string()},
+          {"threads", 1},
+          {"eval", {{"batch_size", 3}}},
+          {"data", {{"source", "brown"}, {"tokenizer", "hf:" + model.string()}}},
+          {"tasks", tasks}};
 }
 
 test::CommandResult run_worker(const fs::path& job_dir, const nlohmann::json& job, const char* command = "run") {
@@ -127,7 +144,8 @@ std::map<std::string, nlohmann::json> task_metrics(const fs::path& events) {
 
 }  // namespace
 
-TEST_CASE("eval: every adapter's log-likelihoods, acc and acc_norm equal an independent lm-eval computation", "[eval]") {
+TEST_CASE("eval: every adapter's log-likelihoods, acc and acc_norm equal an independent lm-eval computation",
+          "[eval]") {
   test::TempDir tmp("eval-ref");
   const auto model = tmp.path() / "model";
   write_model(model, 64);  // 64 positions: MMLU's prompt with its example is left-truncated
@@ -145,7 +163,8 @@ TEST_CASE("eval: every adapter's log-likelihoods, acc and acc_norm equal an inde
   int distinct = 0;  // documents whose choices scored differently: the comparison is not between constants
   for (const auto& c : kCases) {
     INFO(c.name);
-    auto cmd = fmt::format("{}lm_eval_ref.py score --model {} --task {} {}", kPython, model.string(), c.adapter, tmp.file(c.file));
+    auto cmd = fmt::format("{}lm_eval_ref.py score --model {} --task {} {}", kPython, model.string(), c.adapter,
+                           tmp.file(c.file));
     if (c.shots > 0) cmd += fmt::format(" --num-fewshot {} --fewshot-path {}", c.shots, tmp.file(c.shot_file));
     const auto ref_run = test::run_command(cmd + " 2>/dev/null");
     REQUIRE(ref_run.exit_code == 0);
@@ -155,7 +174,8 @@ TEST_CASE("eval: every adapter's log-likelihoods, acc and acc_norm equal an inde
     for (const auto& doc : ref["docs"]) {
       const auto& m = mine.at(doc["line"].get<int64_t>());
       REQUIRE(m["lls"].size() == doc["lls"].size());
-      for (size_t i = 0; i < doc["lls"].size(); ++i) CHECK(m["lls"][i].get<double>() == Approx(doc["lls"][i].get<double>()).margin(2e-4));
+      for (size_t i = 0; i < doc["lls"].size(); ++i)
+        CHECK(m["lls"][i].get<double>() == Approx(doc["lls"][i].get<double>()).margin(2e-4));
       CHECK(m["is_greedy"] == doc["is_greedy"]);
       if (!doc["pred"].is_null()) CHECK(m["pred"] == doc["pred"]);
       distinct += doc["lls"].size() > 1 && doc["lls"][0] != doc["lls"][1];
@@ -186,7 +206,8 @@ TEST_CASE("eval: bad task files and task settings are refused by file, line and 
   for (const auto& f : files) {
     INFO(f.expected);
     test::spit(tmp.file("bad.jsonl"), good + "\n" + f.doc + "\n");
-    const auto r = run_worker(tmp.path() / "job", eval_job(model, {{"piqa", {{"path", tmp.file("bad.jsonl")}}}}), "validate");
+    const auto r =
+        run_worker(tmp.path() / "job", eval_job(model, {{"piqa", {{"path", tmp.file("bad.jsonl")}}}}), "validate");
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("tasks.piqa.path: " + tmp.file("bad.jsonl") + f.expected) != std::string::npos);
   }
@@ -195,9 +216,12 @@ TEST_CASE("eval: bad task files and task settings are refused by file, line and 
     std::string expected;
   } specs[] = {
       {{{"sciq", {{"path", tmp.file("bad.jsonl")}}}}, "tasks.sciq: 'sciq' is no task adapter"},
-      {{{"piqa", {{"path", tmp.file("bad.jsonl")}, {"lengths", {1024}}}}}, "tasks.piqa.lengths: the piqa adapter does not read it"},
-      {{{"piqa", {{"path", tmp.file("bad.jsonl")}, {"fewshot_path", tmp.file("bad.jsonl")}}}}, "tasks.piqa.num_fewshot: fewshot_path is set but num_fewshot is 0"},
-      {{{"mmlu", {{"path", tmp.file("bad.jsonl")}, {"num_fewshot", 5}, {"fewshot_path", "x"}, {"fewshot_seed", 3}}}}, "tasks.mmlu.fewshot_seed: the mmlu adapter takes the first examples"},
+      {{{"piqa", {{"path", tmp.file("bad.jsonl")}, {"lengths", {1024}}}}},
+       "tasks.piqa.lengths: the piqa adapter does not read it"},
+      {{{"piqa", {{"path", tmp.file("bad.jsonl")}, {"fewshot_path", tmp.file("bad.jsonl")}}}},
+       "tasks.piqa.num_fewshot: fewshot_path is set but num_fewshot is 0"},
+      {{{"mmlu", {{"path", tmp.file("bad.jsonl")}, {"num_fewshot", 5}, {"fewshot_path", "x"}, {"fewshot_seed", 3}}}},
+       "tasks.mmlu.fewshot_seed: the mmlu adapter takes the first examples"},
       {{{"passkey", {{"depths", {50}}}}}, "tasks.passkey.lengths: passkey needs its prompt lengths"},
   };
   for (const auto& s : specs) {
@@ -223,7 +247,8 @@ TEST_CASE("eval: a passkey prompt has the length asked for and its key at the st
       CHECK(text.find(key_sentence) == static_cast<size_t>(p.key_at));  // bytes = tokens for the byte tokenizer
       CHECK(text.rfind("What is the pass key? The pass key is") == text.size() - 37);
       for (int64_t i = 0; i < p.key_at - p.filler_from; ++i)  // the filler runs on from the offset asked for
-        REQUIRE(p.ids[static_cast<size_t>(p.filler_from + i)] == filler[static_cast<size_t>((7 + i) % static_cast<int64_t>(filler.size()))]);
+        REQUIRE(p.ids[static_cast<size_t>(p.filler_from + i)] ==
+                filler[static_cast<size_t>((7 + i) % static_cast<int64_t>(filler.size()))]);
     }
   }
   CHECK_THROWS_WITH(passkey_prompt(tok, filler, 100, 50, 1, 0), Catch::Contains("leaves no room for filler"));
@@ -236,12 +261,17 @@ TEST_CASE("eval: recall extraction and passkey run through the step forms and re
   test::TempDir tmp("eval-gen");
   const auto model = tmp.path() / "model";
   write_model(model, 256);
-  test::spit(tmp.file("swde.jsonl"), R"({"text": "Title: The Cat. Director: Anna Berg. Year: 1999. A film about a cat.", "key": "Director", "value": "Anna Berg"}
+  test::spit(
+      tmp.file("swde.jsonl"),
+      R"({"text": "Title: The Cat. Director: Anna Berg. Year: 1999. A film about a cat.", "key": "Director", "value": "Anna Berg"}
 {"text": "Name: Blue Lake Park. City: Springfield. Opened in 1950.", "key": "City", "value": "springfield"}
 {"text": "Model: X. Price: 5 dollars.", "key": "Price", "value": "5"}
 )");
-  const nlohmann::json tasks = {{"swde", {{"adapter", "recall"}, {"path", tmp.file("swde.jsonl")}, {"context_length", 64}, {"max_new_tokens", 5}}},
-                                {"passkey", {{"lengths", {200}}, {"depths", {0, 100}}, {"trials", 2}, {"max_new_tokens", 4}, {"filler", "repeat"}}}};
+  const nlohmann::json tasks = {
+      {"swde",
+       {{"adapter", "recall"}, {"path", tmp.file("swde.jsonl")}, {"context_length", 64}, {"max_new_tokens", 5}}},
+      {"passkey",
+       {{"lengths", {200}}, {"depths", {0, 100}}, {"trials", 2}, {"max_new_tokens", 4}, {"filler", "repeat"}}}};
   const auto job = tmp.path() / "job";
   const auto r = run_worker(job, eval_job(model, tasks));
   INFO(r.output);
@@ -272,14 +302,31 @@ TEST_CASE("eval: recall extraction and passkey run through the step forms and re
 // in lowercase, by Unicode's full mappings. Checked against Python itself on strings whose first or later letters
 // are not ASCII.
 TEST_CASE("eval: HellaSwag's capitalize is Python's str.capitalize on non-ASCII text", "[eval]") {
-  const std::vector<std::string> samples = {
-      "über alles", "the MAN", "ÉCOLE normale", "ǆemal ǅ", "ßtraße", "ﬁsh AND ﬂOUR", "ΑΣ ΟΔΟΣ. ΣΑΣ", "σΑΣ",
-      "İSTANBUL", "ıi", "ŉ apostrophe", "😀 ABC", "\"QUOTED\" Text", "ǰ", "", "a", "ΐ", "123 ÅNGSTRÖM"};
+  const std::vector<std::string> samples = {"über alles",
+                                            "the MAN",
+                                            "ÉCOLE normale",
+                                            "ǆemal ǅ",
+                                            "ßtraße",
+                                            "ﬁsh AND ﬂOUR",
+                                            "ΑΣ ΟΔΟΣ. ΣΑΣ",
+                                            "σΑΣ",
+                                            "İSTANBUL",
+                                            "ıi",
+                                            "ŉ apostrophe",
+                                            "😀 ABC",
+                                            "\"QUOTED\" Text",
+                                            "ǰ",
+                                            "",
+                                            "a",
+                                            "ΐ",
+                                            "123 ÅNGSTRÖM"};
   nlohmann::json in = samples;
   test::TempDir tmp("capitalize");
   test::spit(tmp.file("in.json"), in.dump());
-  const auto py = test::run_command("/usr/bin/python3 -c 'import json,sys; print(json.dumps([s.capitalize() for s in json.load(open(sys.argv[1]))]))' " +
-                                    tmp.file("in.json"));
+  const auto py = test::run_command(
+      "/usr/bin/python3 -c 'import json,sys; print(json.dumps([s.capitalize() for s in "
+      "json.load(open(sys.argv[1]))]))' " +
+      tmp.file("in.json"));
   REQUIRE(py.exit_code == 0);
   const auto expected = nlohmann::json::parse(py.output).get<std::vector<std::string>>();
   REQUIRE(expected.size() == samples.size());

@@ -23,13 +23,20 @@ struct Inputs {
 
 // alpha: "random" sigmoid-distributed, "near0" ~ e^-40, "one" exactly 1. Keys and queries L2-normalised as the
 // gated delta rule feeds them.
-Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t B = 2, int64_t H = 2, int64_t M = 5, int64_t D = 6) {
+Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t B = 2, int64_t H = 2, int64_t M = 5,
+                   int64_t D = 6) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
-  auto unit = [&](int64_t width) { return torch::nn::functional::normalize(torch::randn({B, H, T, width}, opt), torch::nn::functional::NormalizeFuncOptions().dim(-1)); };
+  auto unit = [&](int64_t width) {
+    return torch::nn::functional::normalize(torch::randn({B, H, T, width}, opt),
+                                            torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  };
   Inputs in{unit(M), unit(M), torch::randn({B, H, T, D}, opt), {}, torch::sigmoid(torch::randn({B, H, T, 1}, opt)), {}};
-  if (alpha == "near0") in.alpha = torch::exp(-40.0 - torch::rand({B, H, T, 1}, opt));
-  else if (alpha == "one") in.alpha = torch::ones({B, H, T, 1}, opt);
-  else in.alpha = torch::sigmoid(torch::randn({B, H, T, 1}, opt) + 2.0);
+  if (alpha == "near0")
+    in.alpha = torch::exp(-40.0 - torch::rand({B, H, T, 1}, opt));
+  else if (alpha == "one")
+    in.alpha = torch::ones({B, H, T, 1}, opt);
+  else
+    in.alpha = torch::sigmoid(torch::randn({B, H, T, 1}, opt) + 2.0);
   if (with_state) in.state0 = torch::randn({B, H, D, M}, opt);
   for (auto* t : {&in.q, &in.k, &in.v, &in.alpha, &in.beta, &in.state0})
     if (t->defined()) t->requires_grad_(true);
@@ -37,7 +44,8 @@ Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t
 }
 
 template <typename F>
-std::vector<torch::Tensor> outputs_and_grads(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs, F recurrence) {
+std::vector<torch::Tensor> outputs_and_grads(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs,
+                                             F recurrence) {
   auto r = recurrence(in);
   auto loss = (r.y * gy).sum() + (r.state * gs).sum();
   auto grads = torch::autograd::grad({loss}, in.all());
@@ -72,14 +80,16 @@ TEST_CASE("gated delta recurrence: fused CPU kernel == naive loop (outputs, stat
       }
 }
 
-TEST_CASE("gated delta recurrence: the naive loop is the closed form S_t = alpha S (I - beta k k^T) + beta v k^T", "[kernels]") {
+TEST_CASE("gated delta recurrence: the naive loop is the closed form S_t = alpha S (I - beta k k^T) + beta v k^T",
+          "[kernels]") {
   torch::manual_seed(62);
   const auto in = make_inputs(9, "random", true, 1, 1, 4, 3);
   const auto r = K::gated_delta_recurrence_naive(in.q, in.k, in.v, in.alpha, in.beta, in.state0);
   auto S = in.state0[0][0].detach();
   const auto I = torch::eye(4, torch::kFloat64);
   for (int64_t t = 0; t < 9; ++t) {
-    const auto k = in.k[0][0][t].detach().unsqueeze(1), v = in.v[0][0][t].detach().unsqueeze(1), q = in.q[0][0][t].detach();
+    const auto k = in.k[0][0][t].detach().unsqueeze(1), v = in.v[0][0][t].detach().unsqueeze(1),
+               q = in.q[0][0][t].detach();
     const double a = in.alpha[0][0][t][0].item<double>(), b = in.beta[0][0][t][0].item<double>();
     S = a * torch::matmul(S, I - b * torch::matmul(k, k.t())) + b * torch::matmul(v, k.t());
     CHECK(max_abs_diff(r.y[0][0][t], torch::matmul(S, q)) < 1e-12);
@@ -87,15 +97,17 @@ TEST_CASE("gated delta recurrence: the naive loop is the closed form S_t = alpha
   CHECK(max_abs_diff(r.state[0][0], S) < 1e-12);
 }
 
-TEST_CASE("gated delta recurrence: step-by-step continuation equals one pass; alpha = 1 is the delta rule", "[kernels]") {
+TEST_CASE("gated delta recurrence: step-by-step continuation equals one pass; alpha = 1 is the delta rule",
+          "[kernels]") {
   torch::manual_seed(63);
   const auto in = make_inputs(12, "random", false);
   const auto whole = K::gated_delta_recurrence_fused(in.q, in.k, in.v, in.alpha, in.beta, {});
-  auto first = K::gated_delta_recurrence_fused(in.q.narrow(2, 0, 7), in.k.narrow(2, 0, 7), in.v.narrow(2, 0, 7), in.alpha.narrow(2, 0, 7),
-                                               in.beta.narrow(2, 0, 7), {});
+  auto first = K::gated_delta_recurrence_fused(in.q.narrow(2, 0, 7), in.k.narrow(2, 0, 7), in.v.narrow(2, 0, 7),
+                                               in.alpha.narrow(2, 0, 7), in.beta.narrow(2, 0, 7), {});
   auto S = first.state;
   for (int64_t t = 7; t < 12; ++t) {
-    auto r = K::gated_delta_recurrence_step(in.q.select(2, t), in.k.select(2, t), in.v.select(2, t), in.alpha.select(2, t), in.beta.select(2, t), S);
+    auto r = K::gated_delta_recurrence_step(in.q.select(2, t), in.k.select(2, t), in.v.select(2, t),
+                                            in.alpha.select(2, t), in.beta.select(2, t), S);
     CHECK(max_abs_diff(r.y, whole.y.select(2, t)) < 1e-12);
     S = r.state;
   }

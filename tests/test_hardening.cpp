@@ -108,7 +108,8 @@ TEST_CASE("hardening: strings from an experiment file reach gnuplot, LaTeX and C
   REQUIRE(csv.exit_code == 0);
   INFO(csv.output);
   CHECK_THAT(csv.output, Catch::Contains("'=cmd()"));
-  CHECK_THAT(csv.output, !Catch::Contains(",=cmd()") && !Catch::Contains("\n=cmd()") && !Catch::Contains("\"=cmd()"));  // no cell starts a formula
+  CHECK_THAT(csv.output, !Catch::Contains(",=cmd()") && !Catch::Contains("\n=cmd()") &&
+                             !Catch::Contains("\"=cmd()"));  // no cell starts a formula
   CHECK_FALSE(h.anything_ran());
 }
 
@@ -117,7 +118,8 @@ TEST_CASE("hardening: an experiment name cannot leave the results folder", "[har
   for (const std::string name : {"..", ".", "../escape", "/tmp/abs", ".hidden", "a\\\\b", "a b"}) {
     const auto file = dir.file("n.toml");
     test::spit(file, fmt::format("[experiment]\nname = \"{}\"\n[stage.s]\nmixer = \"softmax\"\n", name));
-    const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, dir.file("x.db"), fake_worker())));
+    const auto r = test::run_command(
+        fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, dir.file("x.db"), fake_worker())));
     INFO(name << ": " << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("n.toml:2:8: experiment.name: must be a plain name"));
@@ -128,14 +130,21 @@ TEST_CASE("hardening: an experiment name cannot leave the results folder", "[har
 TEST_CASE("hardening: query runs only statements that read, all of them or none", "[hardening]") {
   test::TempDir dir("query");
   const auto file = dir.file("q.toml"), db = dir.file("fwlab.db");
-  test::spit(file, "[experiment]\nname = \"q\"\n[defaults]\nsteps = 2\n[stage.s]\nmixer = \"softmax\"\n[grid]\nlr = [0.1, 0.2]\n");
-  REQUIRE(test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, db, fake_worker()))).exit_code == 0);
-  const auto query = [&](const std::string& sql) { return test::run_command(fwlab_cmd(fmt::format("query --db {} \"{}\"", db, sql))); };
+  test::spit(
+      file,
+      "[experiment]\nname = \"q\"\n[defaults]\nsteps = 2\n[stage.s]\nmixer = \"softmax\"\n[grid]\nlr = [0.1, 0.2]\n");
+  REQUIRE(
+      test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, db, fake_worker()))).exit_code ==
+      0);
+  const auto query = [&](const std::string& sql) {
+    return test::run_command(fwlab_cmd(fmt::format("query --db {} \"{}\"", db, sql)));
+  };
 
   const auto copy = dir.file("copy.db");
-  for (const std::string& sql : std::vector<std::string>{fmt::format("VACUUM INTO '{}'", copy), fmt::format("SELECT 1; VACUUM INTO '{}'", copy),
-                                "SELECT COUNT(*) FROM jobs; DELETE FROM jobs", fmt::format("ATTACH DATABASE '{}' AS x", copy),
-                                "PRAGMA user_version = 7", "UPDATE jobs SET status = 'x'"}) {
+  for (const std::string& sql : std::vector<std::string>{
+           fmt::format("VACUUM INTO '{}'", copy), fmt::format("SELECT 1; VACUUM INTO '{}'", copy),
+           "SELECT COUNT(*) FROM jobs; DELETE FROM jobs", fmt::format("ATTACH DATABASE '{}' AS x", copy),
+           "PRAGMA user_version = 7", "UPDATE jobs SET status = 'x'"}) {
     const auto r = query(sql);
     INFO(sql << ": " << r.output);
     CHECK(r.exit_code == 2);
@@ -155,7 +164,8 @@ TEST_CASE("hardening: query runs only statements that read, all of them or none"
   CHECK_THAT(help.output, Catch::Contains("only read") && Catch::Contains("VACUUM INTO"));
 }
 
-TEST_CASE("hardening: bad --worker, --db and --runs give exit 2 naming the argument, and write nothing", "[hardening]") {
+TEST_CASE("hardening: bad --worker, --db and --runs give exit 2 naming the argument, and write nothing",
+          "[hardening]") {
   test::TempDir dir("paths");
   const auto file = dir.file("p.toml");
   test::spit(file, "[experiment]\nname = \"p\"\n[defaults]\nsteps = 2\n[stage.s]\nmixer = \"softmax\"\n");
@@ -169,14 +179,20 @@ TEST_CASE("hardening: bad --worker, --db and --runs give exit 2 naming the argum
     std::string args, expected;
   };
   const std::vector<Case> cases = {
-      {fmt::format("--db {} --worker {}/missing-worker", db, dir.path().string()), "--worker " + dir.path().string() + "/missing-worker: no such file"},
-      {fmt::format("--db {} --worker {}", db, not_executable), "--worker " + not_executable + ": not an executable file"},
+      {fmt::format("--db {} --worker {}/missing-worker", db, dir.path().string()),
+       "--worker " + dir.path().string() + "/missing-worker: no such file"},
+      {fmt::format("--db {} --worker {}", db, not_executable),
+       "--worker " + not_executable + ": not an executable file"},
       {fmt::format("--db {} --worker no-such-fwlab-worker", db), "--worker no-such-fwlab-worker: not found on PATH"},
-      {fmt::format("--db {} --worker {}", dir.file("a_dir"), fake_worker()), "--db " + dir.file("a_dir") + ": is a directory"},
-      {fmt::format("--db {} --worker {}", not_sqlite, fake_worker()), "--db " + not_sqlite + ": not an SQLite database"},
-      {fmt::format("--db /proc/fwlab-no/fwlab.db --worker {}", fake_worker()), "--db /proc/fwlab-no/fwlab.db: cannot create its folder"},
+      {fmt::format("--db {} --worker {}", dir.file("a_dir"), fake_worker()),
+       "--db " + dir.file("a_dir") + ": is a directory"},
+      {fmt::format("--db {} --worker {}", not_sqlite, fake_worker()),
+       "--db " + not_sqlite + ": not an SQLite database"},
+      {fmt::format("--db /proc/fwlab-no/fwlab.db --worker {}", fake_worker()),
+       "--db /proc/fwlab-no/fwlab.db: cannot create its folder"},
       {fmt::format("--db {} --runs {} --worker {}", db, not_sqlite, fake_worker()), "--runs " + not_sqlite + ": "},
-      {fmt::format("--db {} --runs /proc/fwlab-runs --worker {}", db, fake_worker()), "--runs /proc/fwlab-runs: cannot create the folder"},
+      {fmt::format("--db {} --runs /proc/fwlab-runs --worker {}", db, fake_worker()),
+       "--runs /proc/fwlab-runs: cannot create the folder"},
   };
   for (const auto& c : cases) {
     const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} {}", file, c.args)));
@@ -187,8 +203,9 @@ TEST_CASE("hardening: bad --worker, --db and --runs give exit 2 naming the argum
     CHECK_FALSE(fs::exists(db));
   }
   CHECK(test::slurp(not_sqlite) == "my notes, not a database\n");
-  for (const std::string& cmd : std::vector<std::string>{"query --db " + not_sqlite + " 'SELECT 1'", "status --db " + not_sqlite,
-                                "table " + file + " --db " + not_sqlite, "query --db " + dir.file("a_dir") + " 'SELECT 1'"}) {
+  for (const std::string& cmd : std::vector<std::string>{
+           "query --db " + not_sqlite + " 'SELECT 1'", "status --db " + not_sqlite,
+           "table " + file + " --db " + not_sqlite, "query --db " + dir.file("a_dir") + " 'SELECT 1'"}) {
     const auto r = test::run_command(fwlab_cmd(cmd));
     INFO(cmd << "\n" << r.output);
     CHECK(r.exit_code == 2);
@@ -200,9 +217,13 @@ TEST_CASE("hardening: bad --worker, --db and --runs give exit 2 naming the argum
 TEST_CASE("hardening: a results database on read-only media can be read", "[hardening]") {
   test::TempDir dir("readonly");
   const auto file = dir.file("r.toml"), db = dir.file("fwlab.db");
-  test::spit(file, "[experiment]\nname = \"r\"\n[defaults]\nsteps = 2\n[stage.s]\nmixer = \"softmax\"\n[grid]\nlr = [0.1, 0.2]\n"
-                   "[table]\nrows = [\"lr\"]\nmetric = \"valid_loss\"\n");
-  REQUIRE(test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, db, fake_worker()))).exit_code == 0);
+  test::spit(
+      file,
+      "[experiment]\nname = \"r\"\n[defaults]\nsteps = 2\n[stage.s]\nmixer = \"softmax\"\n[grid]\nlr = [0.1, 0.2]\n"
+      "[table]\nrows = [\"lr\"]\nmetric = \"valid_loss\"\n");
+  REQUIRE(
+      test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, db, fake_worker()))).exit_code ==
+      0);
   // A folder nobody may write to; root writes anywhere, so as root the commands run as the unprivileged user.
   const auto media = dir.path() / "media";
   fs::create_directories(media);
@@ -221,11 +242,13 @@ TEST_CASE("hardening: a results database on read-only media can be read", "[hard
       fwlab = (dir.path() / "fwlab").string();
     }
   }
-  const auto q = test::run_command(fmt::format("{}{} query --db {} 'SELECT COUNT(*) AS n FROM jobs'", as_reader, fwlab, (media / "fwlab.db").string()));
+  const auto q = test::run_command(fmt::format("{}{} query --db {} 'SELECT COUNT(*) AS n FROM jobs'", as_reader, fwlab,
+                                               (media / "fwlab.db").string()));
   INFO(q.output);
   CHECK(q.exit_code == 0);
   CHECK_THAT(q.output, Catch::Contains("n\n-\n2"));
-  const auto t = test::run_command(fmt::format("{}{} table {} --db {}", as_reader, fwlab, (media / "r.toml").string(), (media / "fwlab.db").string()));
+  const auto t = test::run_command(fmt::format("{}{} table {} --db {}", as_reader, fwlab, (media / "r.toml").string(),
+                                               (media / "fwlab.db").string()));
   INFO(t.output);
   CHECK(t.exit_code == 0);
   CHECK_THAT(t.output, Catch::Contains("| 0.1 |"));
@@ -238,15 +261,21 @@ TEST_CASE("hardening: a FIFO as experiment file and absurd sizes are refused at 
   const auto fifo = dir.file("exp.toml");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   for (const std::string cmd : {"sweep", "table", "report"}) {
-    const auto r = test::run_command("timeout 20 " + fwlab_cmd(fmt::format("{} {} --db {}", cmd, fifo, dir.file("f.db"))));
+    const auto r =
+        test::run_command("timeout 20 " + fwlab_cmd(fmt::format("{} {} --db {}", cmd, fifo, dir.file("f.db"))));
     INFO(cmd << ": " << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains(fifo + ":1:1: not a regular file"));
   }
   const auto file = dir.file("big.toml");
-  for (const std::string setting : {"batch_size = 1000000000000", "d_model = 4611686018427387904", "seq_len = 9000000000", "m = 100000000", "n_layers = 9993995"}) {
-    test::spit(file, fmt::format("[experiment]\nname = \"big\"\n[defaults]\nsteps = 2\n{}\n[stage.s]\nmixer = \"fast_weight\"\n", setting));
-    const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, dir.file("b.db"), fake_worker())));
+  for (const std::string setting : {"batch_size = 1000000000000", "d_model = 4611686018427387904",
+                                    "seq_len = 9000000000", "m = 100000000", "n_layers = 9993995"}) {
+    test::spit(
+        file,
+        fmt::format("[experiment]\nname = \"big\"\n[defaults]\nsteps = 2\n{}\n[stage.s]\nmixer = \"fast_weight\"\n",
+                    setting));
+    const auto r = test::run_command(
+        fwlab_cmd(fmt::format("sweep {} --db {} --worker {}", file, dir.file("b.db"), fake_worker())));
     INFO(setting << ": " << r.output);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("big.toml:5:") && Catch::Contains("beyond what fwlab supports"));
@@ -256,11 +285,13 @@ TEST_CASE("hardening: a FIFO as experiment file and absurd sizes are refused at 
 
 TEST_CASE("hardening: a worker never runs a job whose record holds a final state", "[hardening]") {
   test::TempDir dir("final");
-  const nlohmann::json spec = {{"kind", "train"},
-                               {"model", {{"vocab", 64}, {"d_model", 16}, {"n_layers", 1}, {"n_heads", 1}, {"head_dim", 16}, {"context", 16}}},
-                               {"data", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 16}, {"pairs", 2}}}}},
-                               {"train", {{"steps", 2}, {"batch_size", 2}, {"seq_len", 16}}}};
-  for (const auto& [status, code] : std::vector<std::pair<std::string, int>>{{"diverged", 3}, {"failed", 2}, {"finished", 0}}) {
+  const nlohmann::json spec = {
+      {"kind", "train"},
+      {"model", {{"vocab", 64}, {"d_model", 16}, {"n_layers", 1}, {"n_heads", 1}, {"head_dim", 16}, {"context", 16}}},
+      {"data", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 16}, {"pairs", 2}}}}},
+      {"train", {{"steps", 2}, {"batch_size", 2}, {"seq_len", 16}}}};
+  for (const auto& [status, code] :
+       std::vector<std::pair<std::string, int>>{{"diverged", 3}, {"failed", 2}, {"finished", 0}}) {
     const auto job = dir.path() / status;
     fs::create_directories(job);
     test::spit((job / "job.json").string(), spec.dump());
@@ -279,8 +310,9 @@ TEST_CASE("hardening: a worker whose orchestrator dies before it starts does not
   // Seed 6: the fake worker takes 1 s to start, as libtorch does, before it could watch its parent itself.
   test::spit(file, "[experiment]\nname = \"o\"\n[defaults]\nsteps = 20\nseed = 6\n[stage.s]\nmixer = \"softmax\"\n");
   const auto pid_file = dir.file("pid");
-  test::run_command(fmt::format("sh -c '{} >/dev/null 2>&1 & echo $! > {}'",
-                                fwlab_cmd(fmt::format("sweep {} --db {} --runs {} --worker {}", file, db, runs, fake_worker())), pid_file));
+  test::run_command(fmt::format(
+      "sh -c '{} >/dev/null 2>&1 & echo $! > {}'",
+      fwlab_cmd(fmt::format("sweep {} --db {} --runs {} --worker {}", file, db, runs, fake_worker())), pid_file));
   // Kill -9 the orchestrator as soon as it has started the worker.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   fs::path job_dir;
@@ -308,13 +340,14 @@ TEST_CASE("hardening: a worker whose orchestrator dies before it starts does not
   CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE status = 'running'") == 0);
 }
 
-TEST_CASE("hardening: missing or damaged inputs are found before a sweep starts, each named with its key", "[hardening]") {
+TEST_CASE("hardening: missing or damaged inputs are found before a sweep starts, each named with its key",
+          "[hardening]") {
   test::TempDir dir("inputs");
   const auto tokens = dir.path() / "tokens";
   fs::create_directories(tokens);
   test::spit((tokens / "train.bin").string(), std::string(101, '\1'));  // odd: not whole uint16 tokens
   test::spit((tokens / "valid.bin").string(), std::string(100, '\0'));  // ids 0: within the vocabulary
-  test::spit((tokens / "test.bin").string(), std::string(7, '\1'));  // optional, but checked when present
+  test::spit((tokens / "test.bin").string(), std::string(7, '\1'));     // optional, but checked when present
   fs::create_directories(dir.path() / "empty_brown");
   const auto file = dir.file("i.toml"), db = dir.file("fwlab.db");
   test::spit(file, fmt::format(R"([experiment]
@@ -339,23 +372,30 @@ init_checkpoint = "{2}"
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("i.toml:10:") && Catch::Contains("preset.corpus.tokens.data.path: ") &&
                            Catch::Contains("train.bin: 101 bytes is not a whole number of uint16 tokens"));
-  CHECK_THAT(r.output, Catch::Contains("test.bin: 7 bytes is not a whole number") && !Catch::Contains("valid.bin"));  // 100 bytes: fine
+  CHECK_THAT(r.output, Catch::Contains("test.bin: 7 bytes is not a whole number") &&
+                           !Catch::Contains("valid.bin"));  // 100 bytes: fine
   CHECK_THAT(r.output, Catch::Contains("i.toml:13:") && Catch::Contains("no Brown corpus files"));
-  CHECK_THAT(r.output, Catch::Contains("i.toml:15:19: preset.corpus.missing.init_checkpoint: ") && Catch::Contains("no.safetensors: cannot read"));
+  CHECK_THAT(r.output, Catch::Contains("i.toml:15:19: preset.corpus.missing.init_checkpoint: ") &&
+                           Catch::Contains("no.safetensors: cannot read"));
   CHECK_THAT(r.output, Catch::Contains("nothing was run"));
   CHECK_FALSE(fs::exists(db));
 }
 
-TEST_CASE("hardening: a checkpoint header whose shape overflows a byte count is refused naming the tensor", "[hardening]") {
+TEST_CASE("hardening: a checkpoint header whose shape overflows a byte count is refused naming the tensor",
+          "[hardening]") {
   test::TempDir dir("overflow");
   // [2^32, 2^32] float32: 2^66 bytes; the product wraps to 0, which matched the empty data offsets before.
-  const std::string header = R"({"__metadata__":{"fwlab.model_config":"{}"},"wte.weight":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})";
+  const std::string header =
+      R"({"__metadata__":{"fwlab.model_config":"{}"},"wte.weight":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})";
   std::string file(8, '\0');
   for (size_t i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
   test::spit(dir.file("huge.safetensors"), file + header);
-  test::spit(dir.file("job.json"), nlohmann::json{{"init_checkpoint", dir.file("huge.safetensors")}, {"data", {{"source", "mqar"}}}}.dump());
+  test::spit(dir.file("job.json"),
+             nlohmann::json{{"init_checkpoint", dir.file("huge.safetensors")}, {"data", {{"source", "mqar"}}}}.dump());
   const auto r = test::run_command(fmt::format("{} validate {}", FWLAB_WORKER, dir.path().string()));
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("init_checkpoint: ") && Catch::Contains("tensor 'wte.weight': shape [4294967296,4294967296] has a byte count that overflows"));
+  CHECK_THAT(r.output,
+             Catch::Contains("init_checkpoint: ") &&
+                 Catch::Contains("tensor 'wte.weight': shape [4294967296,4294967296] has a byte count that overflows"));
 }

@@ -68,13 +68,16 @@ std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWL
 std::string slow_lr_grid(const std::string& name, int steps, int n) {
   std::string values;
   for (int i = 1; i <= n; ++i) values += fmt::format("{}{:.1f}", i > 1 ? ", " : "", 0.1 * i);
-  return fmt::format("[experiment]\nname = \"{}\"\n[defaults]\nsteps = {}\nseed = 5\n[stage.pretrain]\nmixer = \"softmax\"\n"
-                     "[grid]\nlr = [{}]\n", name, steps, values);
+  return fmt::format(
+      "[experiment]\nname = \"{}\"\n[defaults]\nsteps = {}\nseed = 5\n[stage.pretrain]\nmixer = \"softmax\"\n"
+      "[grid]\nlr = [{}]\n",
+      name, steps, values);
 }
 
 // `fwlab sweep` of FILE into DB with the fake worker.
 std::string fake_sweep(const std::string& file, const std::string& db, const std::string& extra = "") {
-  return fwlab_cmd(fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py{}", file, db, FWLAB_SOURCE_DIR, extra));
+  return fwlab_cmd(
+      fmt::format("sweep {} --db {} --worker {}/tests/fake_worker.py{}", file, db, FWLAB_SOURCE_DIR, extra));
 }
 
 int64_t count(Db& db, const std::string& sql) {
@@ -85,7 +88,8 @@ int64_t count(Db& db, const std::string& sql) {
 
 }  // namespace
 
-TEST_CASE("fwlab: malformed experiment files give one clear error naming file:line:column and key, and run nothing", "[harness]") {
+TEST_CASE("fwlab: malformed experiment files give one clear error naming file:line:column and key, and run nothing",
+          "[harness]") {
   struct Case {
     std::string text;
     std::string expected;  // the whole message after "fwlab: <file>:"
@@ -95,47 +99,72 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
       {with(kBase, "steps = 5", "steps = "), "5:9: TOML syntax error: "},
       {with(kBase, "[grid]", "[grdi]"), "17:1: grdi: unknown section (did you mean 'grid'?)"},
       {with(kBase, "steps = 5", "stpes = 5"), "5:9: defaults.stpes: unknown key (did you mean 'steps'?)"},
-      {with(kBase, "steps = 5", "steps = \"five\""), "5:9: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)"},
-      {with(kBase, "steps = 5", "steps = 5\nlr = -1"), "6:6: defaults.lr: must be positive, got -1 (job key optim.lr, stage pretrain, cell -)"},
+      {with(kBase, "steps = 5", "steps = \"five\""),
+       "5:9: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)"},
+      {with(kBase, "steps = 5", "steps = 5\nlr = -1"),
+       "6:6: defaults.lr: must be positive, got -1 (job key optim.lr, stage pretrain, cell -)"},
       {with(kBase, "rule = \"decay\"\nvariant = \"b\"", "rule = \"add\"\nvariant = \"b\""),
-       "25:8: preset.variant.b.norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none' (job key model.layers[0].norm, stage finetune, cell rule=decay variant=b)"},
+       "25:8: preset.variant.b.norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); "
+       "use 'none' (job key model.layers[0].norm, stage finetune, cell rule=decay variant=b)"},
       {with(with(kBase, "axes = []", "axes = []\nfrom = \"finetune\""), "[stage.finetune]", "[stage.finetune]"),
        "14:8: stage.finetune.from: dependency cycle finetune -> pretrain -> finetune"},
-      {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"c\"]"), "19:11: grid.variant: preset 'c' does not exist (did you mean 'a'?)"},
-      {with(kBase, "from = \"pretrain\"", "from = \"pretrian\""), "13:8: stage.finetune.from: stage 'pretrian' does not exist (did you mean 'pretrain'?)"},
+      {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"c\"]"),
+       "19:11: grid.variant: preset 'c' does not exist (did you mean 'a'?)"},
+      {with(kBase, "from = \"pretrain\"", "from = \"pretrian\""),
+       "13:8: stage.finetune.from: stage 'pretrian' does not exist (did you mean 'pretrain'?)"},
       {with(kBase, "axes = []", "axes = [\"rul\"]"), "9:8: stage.pretrain.axes: 'rul' is not an axis of the grid"},
-      {with(kBase, "variant = \"b\"\n", "varient = \"b\"\n"), "29:11: not_applicable[0].varient: is not an axis of the grid (did you mean 'variant'?)"},
-      {with(kBase, "rule = \"decay\"\nvariant", "rule = \"hebb\"\nvariant"), "27:1: not_applicable[0].rule: \"hebb\" is not a value of axis 'rule'"},
+      {with(kBase, "variant = \"b\"\n", "varient = \"b\"\n"),
+       "29:11: not_applicable[0].varient: is not an axis of the grid (did you mean 'variant'?)"},
+      {with(kBase, "rule = \"decay\"\nvariant", "rule = \"hebb\"\nvariant"),
+       "27:1: not_applicable[0].rule: \"hebb\" is not a value of axis 'rule'"},
       {with(kBase, "rule = [\"add\", \"decay\"]", "rule = []"), "18:8: grid.rule: must be a non-empty list of values"},
-      {with(kBase, "rule = [\"add\", \"decay\"]", "rule = [\"add\", \"add\"]"), "18:8: grid.rule: value \"add\" appears twice"},
+      {with(kBase, "rule = [\"add\", \"decay\"]", "rule = [\"add\", \"add\"]"),
+       "18:8: grid.rule: value \"add\" appears twice"},
       {kBase, "1:1: --profile fast: no such profile (defined: none)", "fast"},
-      {kBase + "\n[profile.x]\n\"stage.nope.steps\" = 1\n", "32:22: profile.x.\"stage.nope.steps\": 'stage.nope' is not defined in the file", "x"},
+      {kBase + "\n[profile.x]\n\"stage.nope.steps\" = 1\n",
+       "32:22: profile.x.\"stage.nope.steps\": 'stage.nope' is not defined in the file", "x"},
       {with(kBase, "[experiment]\nname = \"t\"", ""), "1:1: experiment: missing [experiment] section with a name"},
-      {with(kBase, "name = \"t\"", "name = \"my table\""), "2:8: experiment.name: must be a plain name of letters, digits, '_', '-' and '.' (at most 100, not starting with '.')"},
+      {with(kBase, "name = \"t\"", "name = \"my table\""),
+       "2:8: experiment.name: must be a plain name of letters, digits, '_', '-' and '.' (at most 100, not starting "
+       "with '.')"},
       {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"b\"]\nfoo = [1, 2]"),
        "20:7: grid.foo: axis 'foo' sets no job key and has no [preset.foo.*] tables"},
-      {with(kBase, "[preset.variant.a]", "[preset.varaint.a]"), "21:1: preset.varaint: is not an axis of the grid (did you mean 'variant'?)"},
-      {with(kBase, "m = 4", "m = 4\ntimeout = -5"), "16:11: stage.finetune.timeout: must be a positive number of seconds"},
+      {with(kBase, "[preset.variant.a]", "[preset.varaint.a]"),
+       "21:1: preset.varaint: is not an axis of the grid (did you mean 'variant'?)"},
+      {with(kBase, "m = 4", "m = 4\ntimeout = -5"),
+       "16:11: stage.finetune.timeout: must be a positive number of seconds"},
       {with(kBase, "norm = \"none\"", "norm = \"none\"\nfeature_map = \"elu1\""),
-       "15:5: stage.finetune.m: feature map 'elu1' keeps the head dimension: m must be head_dim = 32, got 4 (job key model.layers[0].m, stage finetune, cell rule=add variant=a)"},
+       "15:5: stage.finetune.m: feature map 'elu1' keeps the head dimension: m must be head_dim = 32, got 4 (job key "
+       "model.layers[0].m, stage finetune, cell rule=add variant=a)"},
       {with(with(kBase, "axes = []", "axes = [\"rule\"]"), "m = 4", "m = 4\naxes = [\"variant\"]"),
        "12:1: stage.finetune.axes: stage 'pretrain' it starts from varies 'rule', so this stage must too"},
-      {with(kBase, "steps = 5", "steps = 5\n[defaults.optim]\nlrr = 1"), "7:7: defaults.optim.lrr: unknown key (did you mean 'lr'?) (job key optim.lrr, stage pretrain, cell -)"},
+      {with(kBase, "steps = 5", "steps = 5\n[defaults.optim]\nlrr = 1"),
+       "7:7: defaults.optim.lrr: unknown key (did you mean 'lr'?) (job key optim.lrr, stage pretrain, cell -)"},
       {with(kBase, "mixer = \"softmax\"", "mixer = \"sofmax\""),
-       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp, base_conv (job key model.layers[0].kind, stage pretrain, cell -)"},
-      {kBase + "\n[axis.rule]\nkey = \"nope\"\n", "32:7: axis.rule.key: 'nope' is not a job key (a short name or section.key)"},
+       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp, base_conv (job key "
+       "model.layers[0].kind, stage pretrain, cell -)"},
+      {kBase + "\n[axis.rule]\nkey = \"nope\"\n",
+       "32:7: axis.rule.key: 'nope' is not a job key (a short name or section.key)"},
       {kBase + "\n[axis.rul]\nkey = \"m\"\n", "31:1: axis.rul: is not an axis of the grid (did you mean 'rule'?)"},
       // Attention transfer and the attention analysis need a softmax teacher where they start from.
-      {with(with(kBase, "m = 4", "m = 4\nkind = \"transfer\""), "mixer = \"softmax\"", "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
-       "18:8: stage.finetune.kind: kind 'transfer' imitates softmax layers, but layer 0 of the model it starts from is gated/relu/none/m=8 (job key kind, stage finetune, cell rule=add variant=a)"},
-      {with(with(kBase, "m = 4", "m = 4\nkind = \"attention\""), "mixer = \"softmax\"", "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
-       "18:8: stage.finetune.kind: kind 'attention' needs a softmax teacher, and no model up its source chain is softmax-only (set attention.teacher) (job key kind, stage finetune, cell rule=add variant=a)"},
+      {with(with(kBase, "m = 4", "m = 4\nkind = \"transfer\""), "mixer = \"softmax\"",
+            "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
+       "18:8: stage.finetune.kind: kind 'transfer' imitates softmax layers, but layer 0 of the model it starts from is "
+       "gated/relu/none/m=8 (job key kind, stage finetune, cell rule=add variant=a)"},
+      {with(with(kBase, "m = 4", "m = 4\nkind = \"attention\""), "mixer = \"softmax\"",
+            "mixer = \"fast_weight\"\nrule = \"gated\"\nm = 8"),
+       "18:8: stage.finetune.kind: kind 'attention' needs a softmax teacher, and no model up its source chain is "
+       "softmax-only (set attention.teacher) (job key kind, stage finetune, cell rule=add variant=a)"},
       // experiment.seeds: a count, not beside a seed axis of the grid's own, nor under a stage's own seed.
-      {with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 0"), "3:9: experiment.seeds: must be an integer from 1 to 100 (runs of each cell)"},
-      {with(with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 2"), "variant = [\"a\", \"b\"]", "variant = [\"a\", \"b\"]\nseed = [1, 2]"),
-       "21:8: grid.seed: 2 is not one of the seeds experiment.seeds = 2 runs (0 to 1): give the seeds there, or in the grid, not both"},
+      {with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 0"),
+       "3:9: experiment.seeds: must be an integer from 1 to 100 (runs of each cell)"},
+      {with(with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 2"), "variant = [\"a\", \"b\"]",
+            "variant = [\"a\", \"b\"]\nseed = [1, 2]"),
+       "21:8: grid.seed: 2 is not one of the seeds experiment.seeds = 2 runs (0 to 1): give the seeds there, or in the "
+       "grid, not both"},
       {with(with(kBase, "name = \"t\"", "name = \"t\"\nseeds = 2"), "m = 4", "m = 4\nseed = 7"),
-       "17:8: stage.finetune.seed: experiment.seeds = 2 varies the seed of this stage; its own seed would override every one of them"},
+       "17:8: stage.finetune.seed: experiment.seeds = 2 varies the seed of this stage; its own seed would override "
+       "every one of them"},
       // A value a profile replaced is reported at the profile's line.
       {kBase + "\n[profile.x]\n\"defaults.steps\" = \"five\"\n",
        "32:20: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)", "x"},
@@ -147,16 +176,18 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
       const auto file = dir.file("t.toml");
       test::spit(file, cases[i].text);
       const auto profile = cases[i].profile.empty() ? "" : " --profile " + cases[i].profile;
-      auto r = test::run_command(fwlab_cmd(fmt::format("sweep {}{} --db {} --worker /bin/false", file, profile, dir.file("db/fwlab.db"))));
+      auto r = test::run_command(
+          fwlab_cmd(fmt::format("sweep {}{} --db {} --worker /bin/false", file, profile, dir.file("db/fwlab.db"))));
       CHECK(r.exit_code == 2);
       CHECK_THAT(r.output, Catch::StartsWith("fwlab: " + file + ":" + cases[i].expected));
       CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);  // one message
-      CHECK(!fs::exists(dir.file("db")));                             // no database, no job directories
+      CHECK(!fs::exists(dir.file("db")));                              // no database, no job directories
     }
   }
 }
 
-TEST_CASE("fwlab: outcomes are recorded with the right status and cause; dependants of a failed job are blocked", "[harness]") {
+TEST_CASE("fwlab: outcomes are recorded with the right status and cause; dependants of a failed job are blocked",
+          "[harness]") {
   test::TempDir dir("outcomes");
   const auto file = dir.file("o.toml");
   // seed decides the fake worker's behaviour: 0 ok, 1 crash, 2 hang, 3 diverge, 4 killed once then ok.
@@ -182,7 +213,9 @@ seed = [0, 1, 2, 3, 4]
   CHECK_THAT(r.output, Catch::Contains("timeout (no result after 2 s)"));
   Db db(db_path, true);
   auto status_of = [&](const char* stage, int seed) {
-    auto q = db.prepare("SELECT status, COALESCE(cause, ''), attempts FROM jobs WHERE stage = ? AND json_extract(coords, '$.seed') = ?");
+    auto q = db.prepare(
+        "SELECT status, COALESCE(cause, ''), attempts FROM jobs WHERE stage = ? AND json_extract(coords, '$.seed') = "
+        "?");
     q.bind(1, std::string(stage)).bind(2, static_cast<int64_t>(seed));
     REQUIRE(q.step());
     return std::make_tuple(q.text(0), q.text(1), q.integer(2));
@@ -199,7 +232,8 @@ seed = [0, 1, 2, 3, 4]
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 5 * 4);  // 4 finished jobs and the diverged one, 4 steps each
 }
 
-TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every cell once, nothing duplicated", "[harness]") {
+TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every cell once, nothing duplicated",
+          "[harness]") {
   test::TempDir dir("kill9");
   const auto file = dir.file("k.toml");
   test::spit(file, slow_lr_grid("kill", 20, 6));
@@ -207,8 +241,8 @@ TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every
   const auto cmd = fake_sweep(file, db_path, " --jobs 2");
   for (int delay_ms : {300, 900, 1500}) {
     auto pid_file = dir.file("pid");
-    test::run_command(fmt::format("sh -c '{} >/dev/null 2>&1 & echo $! > {}; sleep {}; kill -9 $(cat {})'", cmd, pid_file,
-                                  delay_ms / 1000.0, pid_file));
+    test::run_command(fmt::format("sh -c '{} >/dev/null 2>&1 & echo $! > {}; sleep {}; kill -9 $(cat {})'", cmd,
+                                  pid_file, delay_ms / 1000.0, pid_file));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // orphaned workers notice and stop
   }
   auto final_run = test::run_command(cmd);
@@ -218,7 +252,9 @@ TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every
   CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'finished'") == 6);
   CHECK(count(db, "SELECT COUNT(*) FROM jobs") == 6);
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 6 * 20);
-  CHECK(count(db, "SELECT COUNT(*) FROM (SELECT job_id, key, step FROM metrics GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)") == 0);
+  CHECK(
+      count(db, "SELECT COUNT(*) FROM (SELECT job_id, key, step FROM metrics GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)") ==
+      0);
   CHECK(count(db, "SELECT COUNT(*) FROM evals") == 6);
   auto ok = db.prepare("PRAGMA integrity_check");
   REQUIRE(ok.step());
@@ -233,7 +269,8 @@ TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job 
   test::spit(file, slow_lr_grid("conc", 10, 8));
   const auto db_path = dir.file("fwlab.db");
   const auto cmd = fake_sweep(file, db_path, " --jobs 2");
-  auto both = test::run_command(fmt::format("sh -c '({}) > {} 2>&1 & ({}) > {} 2>&1; wait'", cmd, dir.file("a.log"), cmd, dir.file("b.log")));
+  auto both = test::run_command(
+      fmt::format("sh -c '({}) > {} 2>&1 & ({}) > {} 2>&1; wait'", cmd, dir.file("a.log"), cmd, dir.file("b.log")));
   const auto a = test::slurp(dir.file("a.log")), b = test::slurp(dir.file("b.log"));
   INFO(a << "\n---\n" << b);
   CHECK(a.find("database is locked") == std::string::npos);
@@ -245,7 +282,9 @@ TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job 
   CHECK(count(db, "SELECT COUNT(*) FROM sweeps WHERE status = 'finished'") == 2);
 }
 
-TEST_CASE("experiment.seeds: every cell of the grid's stages N times from the shared teacher; seed 0 is the run without it", "[harness]") {
+TEST_CASE(
+    "experiment.seeds: every cell of the grid's stages N times from the shared teacher; seed 0 is the run without it",
+    "[harness]") {
   test::TempDir dir("seeds");
   const auto file = dir.file("t.toml");
   test::spit(file, with(kBase, "seed = 0", "seed = 4") + "\n[profile.three]\n\"experiment.seeds\" = 3\n");
@@ -270,7 +309,8 @@ TEST_CASE("experiment.seeds: every cell of the grid's stages N times from the sh
   const auto fifth = plan_jobs(load_experiment(file, "three", {"grid.seed=[5]"}), FWLAB_SOURCE_DIR, kFwlabVersion);
   REQUIRE(fifth.size() == 1 + 4);
   for (size_t i = 1; i < fifth.size(); ++i)
-    CHECK(std::any_of(three.begin(), three.end(), [&](const PlannedJob& j) { return j.id == fifth[i].id && j.coords["seed"] == 5; }));
+    CHECK(std::any_of(three.begin(), three.end(),
+                      [&](const PlannedJob& j) { return j.id == fifth[i].id && j.coords["seed"] == 5; }));
 }
 
 TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {
@@ -287,7 +327,8 @@ TEST_CASE("fwlab: dry run, status, query and show", "[harness]") {
   CHECK(run.exit_code == 0);
   CHECK_THAT(test::run_command(fwlab_cmd(fmt::format("status --db {}", db_path))).output,
              Catch::Contains("t [no profile]: 5 cells: 4 finished, 1 n/a; done"));
-  auto q = test::run_command(fwlab_cmd(fmt::format("query \"SELECT stage, COUNT(*) AS n FROM jobs GROUP BY stage ORDER BY stage\" --format csv --db {}", db_path)));
+  auto q = test::run_command(fwlab_cmd(fmt::format(
+      "query \"SELECT stage, COUNT(*) AS n FROM jobs GROUP BY stage ORDER BY stage\" --format csv --db {}", db_path)));
   CHECK(q.output == "stage,n\nfinetune,3\npretrain,1\n");
   auto bad = test::run_command(fwlab_cmd(fmt::format("query \"DELETE FROM jobs\" --db {}", db_path)));
   CHECK(bad.exit_code == 2);
@@ -306,7 +347,8 @@ TEST_CASE("fwlab: SIGINT stops launching, interrupts running workers, leaves the
   test::spit(file, slow_lr_grid("sig", 40, 4));
   const auto db_path = dir.file("fwlab.db");
   const auto cmd = fake_sweep(file, db_path, " --jobs 2");
-  auto r = test::run_command(fmt::format("sh -c '{} > {} 2>&1 & pid=$!; sleep 0.7; kill -INT $pid; wait $pid; echo exit=$?'", cmd, dir.file("log")));
+  auto r = test::run_command(fmt::format(
+      "sh -c '{} > {} 2>&1 & pid=$!; sleep 0.7; kill -INT $pid; wait $pid; echo exit=$?'", cmd, dir.file("log")));
   CHECK_THAT(r.output, Catch::Contains("exit=130"));
   CHECK_THAT(test::slurp(dir.file("log")), Catch::Contains("interrupted: stopping 2 running job(s)"));
   {
@@ -405,7 +447,8 @@ TEST_CASE("fwlab sweep: the [executor] table is checked like every other key; --
   CHECK(!std::filesystem::exists(db));
 }
 
-TEST_CASE("what an ending means: the worker's record first, then Slurm's final state; which endings are retried", "[harness]") {
+TEST_CASE("what an ending means: the worker's record first, then Slurm's final state; which endings are retried",
+          "[harness]") {
   auto batch = [](const std::string& state) { return Ended{"j", Ended::How::batch, -1, state, ""}; };
   const StatusFile running{JobStatus::running, {}, "", "", nlohmann::json::object()};
   const StatusFile finished{JobStatus::finished, 0, "", "", nlohmann::json::object()};
@@ -428,7 +471,7 @@ TEST_CASE("what an ending means: the worker's record first, then Slurm's final s
       {"CANCELLED", interrupted, JobStatus::cancelled, false, "cancelled"},
       {"CANCELLED", finished, JobStatus::finished, false, ""},  // the result was in before the cancel: it stands
       {"COMPLETED", finished, JobStatus::finished, false, ""},
-      {"", finished, JobStatus::finished, false, ""},            // forgotten by squeue: the status file is the truth
+      {"", finished, JobStatus::finished, false, ""},  // forgotten by squeue: the status file is the truth
       {"FAILED", crashed, JobStatus::crashed, true, "crash"},
       {"COMPLETED", interrupted, JobStatus::interrupted, true, "interrupted"},  // stopped, but not requeued
       {"", running, JobStatus::crashed, true, "lost"},
@@ -448,24 +491,32 @@ TEST_CASE("what an ending means: the worker's record first, then Slurm's final s
   CHECK(judge({"j", Ended::How::exited, 3, "", ""}, std::nullopt, false, true).outcome.status == JobStatus::diverged);
   CHECK(judge({"j", Ended::How::exited, 2, "", ""}, std::nullopt, false, true).outcome.cause == "bad_spec");
   CHECK(judge({"j", Ended::How::signaled, 9, "", ""}, std::nullopt, false, true).retryable);
-  CHECK(judge({"j", Ended::How::signaled, 15, "", ""}, std::nullopt, true, true).outcome.status == JobStatus::interrupted);
+  CHECK(judge({"j", Ended::How::signaled, 15, "", ""}, std::nullopt, true, true).outcome.status ==
+        JobStatus::interrupted);
   CHECK(!judge({"j", Ended::How::launch_failed, -1, "", "no such file"}, std::nullopt, false, true).retryable);
 }
 
-TEST_CASE("fwlab sweep --set: typed and validated like the file, errors name the --set; the jobs and the record follow it", "[harness]") {
+TEST_CASE(
+    "fwlab sweep --set: typed and validated like the file, errors name the --set; the jobs and the record follow it",
+    "[harness]") {
   test::TempDir dir("set");
   const auto file = dir.file("t.toml");
   test::spit(file, kBase);
   const auto db_path = dir.file("fwlab.db");
-  auto dry = [&](const std::string& sets) { return test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}{}", file, db_path, sets))); };
+  auto dry = [&](const std::string& sets) {
+    return test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}{}", file, db_path, sets)));
+  };
   const std::vector<std::pair<std::string, std::string>> bad = {
       {" --set defaults.steps", "--set defaults.steps: expected KEY=VALUE"},
       {" --set defaults.model.d_modle=64", "--set defaults.model.d_modle=64: defaults.model.d_modle: unknown key"},
-      {" --set stage.pretrian.steps=3", "--set stage.pretrian.steps=3: stage.pretrian.steps: 'stage.pretrian' is not defined in the file"},
-      {" --set stage.finetune.steps=many", "--set stage.finetune.steps=many: stage.finetune.steps: must be an integer, got \"many\""},
+      {" --set stage.pretrian.steps=3",
+       "--set stage.pretrian.steps=3: stage.pretrian.steps: 'stage.pretrian' is not defined in the file"},
+      {" --set stage.finetune.steps=many",
+       "--set stage.finetune.steps=many: stage.finetune.steps: must be an integer, got \"many\""},
       {" --set defaults.optim.lr=-1", "--set defaults.optim.lr=-1: defaults.optim.lr: must be positive"},
-      {" --set stpes=3", "--set stpes=3: stpes: a key is a dotted path into the file, starting with defaults, stage, grid, "
-                         "preset, table or executor, or a job key such as optim.lr"},
+      {" --set stpes=3",
+       "--set stpes=3: stpes: a key is a dotted path into the file, starting with defaults, stage, grid, "
+       "preset, table or executor, or a job key such as optim.lr"},
   };
   for (const auto& [sets, message] : bad) {
     auto r = dry(sets);
@@ -486,8 +537,11 @@ TEST_CASE("fwlab sweep --set: typed and validated like the file, errors name the
   auto run = test::run_command(fake_sweep(file, db_path, " --set stage.finetune.steps=7"));
   INFO(run.output);
   CHECK(run.exit_code == 0);
-  auto q = test::run_command(fwlab_cmd(fmt::format("query \"SELECT command FROM sweeps\" --format csv --db {}", db_path)));
+  auto q =
+      test::run_command(fwlab_cmd(fmt::format("query \"SELECT command FROM sweeps\" --format csv --db {}", db_path)));
   CHECK_THAT(q.output, Catch::Contains("--set stage.finetune.steps=7"));
-  auto spec = nlohmann::json::parse(test::slurp((fs::path(db_path).parent_path() / "runs" / id_of(longer, "finetune   rule=add variant=a") / "job.json").string()));
+  auto spec = nlohmann::json::parse(test::slurp(
+      (fs::path(db_path).parent_path() / "runs" / id_of(longer, "finetune   rule=add variant=a") / "job.json")
+          .string()));
   CHECK(spec["train"]["steps"] == 7);
 }

@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // A random GPT-2 in the exact Hugging Face layout, written by Python with its expected logits and greedy tokens.
-nlohmann::json write_python_gpt2(const fs::path& dir, const std::string& extra = "") { return test::write_python_model("hf_gpt2.py", dir, extra); }
+nlohmann::json write_python_gpt2(const fs::path& dir, const std::string& extra = "") {
+  return test::write_python_model("hf_gpt2.py", dir, extra);
+}
 
 std::string import_error(const fs::path& dir) { return test::hf_import_error(dir); }
 
@@ -55,7 +57,8 @@ void check_greedy_matches_forward(GPT model, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("independent check: a Python-written Hugging Face GPT-2 (two shards) loads with its logits and greedy tokens", "[hf]") {
+TEST_CASE("independent check: a Python-written Hugging Face GPT-2 (two shards) loads with its logits and greedy tokens",
+          "[hf]") {
   test::TempDir dir("hf");
   const auto expected = write_python_gpt2(dir.path());
   REQUIRE(fs::exists(dir.path() / "model.safetensors.index.json"));
@@ -79,7 +82,8 @@ TEST_CASE("independent check: a Python-written Hugging Face GPT-2 (two shards) l
   auto logits = model->forward(ids_tensor(prompt))[0];
   auto want = torch::tensor(expected["logits"].get<std::vector<std::vector<double>>>()[0], torch::kFloat64);
   std::vector<torch::Tensor> rows;
-  for (const auto& row : expected["logits"]) rows.push_back(torch::tensor(row.get<std::vector<double>>(), torch::kFloat64));
+  for (const auto& row : expected["logits"])
+    rows.push_back(torch::tensor(row.get<std::vector<double>>(), torch::kFloat64));
   const double diff = test::max_abs_diff(logits.to(torch::kFloat64), torch::stack(rows));
   INFO("max |logit difference| " << diff);
   // fp32 against float64: the summation order of fp32 products depends on the BLAS kernels (OpenBLAS's core,
@@ -114,7 +118,8 @@ TEST_CASE("converting a Hugging Face GPT-2 to decay copies every non-attention t
     ++checked;
   }
   CHECK(checked == 3 * 8 + 4);
-  CHECK(torch::equal(params["blocks.0.mixer.o.weight"], raw.at("transformer.h.0.attn.c_proj.weight").t()));  // copied too
+  CHECK(
+      torch::equal(params["blocks.0.mixer.o.weight"], raw.at("transformer.h.0.attn.c_proj.weight").t()));  // copied too
 }
 
 TEST_CASE("export to the Hugging Face layout round-trips bit for bit", "[hf]") {
@@ -139,8 +144,10 @@ TEST_CASE("export to the Hugging Face layout round-trips bit for bit", "[hf]") {
   CHECK(config == model->config());
   auto again = load_hf((dir.path() / "out").string()).model;
   export_hf(again, (dir.path() / "out2").string());
-  CHECK(test::slurp((dir.path() / "out" / "model.safetensors").string()) == test::slurp((dir.path() / "out2" / "model.safetensors").string()));
-  CHECK(test::slurp((dir.path() / "out" / "config.json").string()) == test::slurp((dir.path() / "out2" / "config.json").string()));
+  CHECK(test::slurp((dir.path() / "out" / "model.safetensors").string()) ==
+        test::slurp((dir.path() / "out2" / "model.safetensors").string()));
+  CHECK(test::slurp((dir.path() / "out" / "config.json").string()) ==
+        test::slurp((dir.path() / "out2" / "config.json").string()));
 
   auto decay_cfg = model->config();
   apply_plan(decay_cfg, LayerPlan{test::fw("decay", "identity", "none", 4)});
@@ -160,7 +167,8 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
     const auto d = fresh("trunc");
     const auto shard = d / "model-00002-of-00002.safetensors";
     fs::resize_file(shard, fs::file_size(shard) - 100);
-    CHECK_THAT(import_error(d), Catch::Contains("model-00002-of-00002.safetensors: tensor") && Catch::Contains("data section"));
+    CHECK_THAT(import_error(d),
+               Catch::Contains("model-00002-of-00002.safetensors: tensor") && Catch::Contains("data section"));
   }
   SECTION("a damaged shard header") {
     const auto d = fresh("damaged");
@@ -173,32 +181,44 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
   SECTION("a missing shard") {
     const auto d = fresh("missing");
     fs::remove(d / "model-00002-of-00002.safetensors");
-    CHECK_THAT(import_error(d), Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
-                                    Catch::Contains("does not exist"));
+    CHECK_THAT(import_error(d),
+               Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
+                   Catch::Contains("does not exist"));
   }
   SECTION("shapes that contradict config.json") {
     const auto d = fresh("shape");
     edit_config(d, [](nlohmann::json& j) { j["n_positions"] = 128; });
     CHECK_THAT(import_error(d), Catch::Contains("tensor 'transformer.wpe.weight' has shape [64, 32] but") &&
                                     Catch::Contains("config.json implies [128, 32]"));
-    edit_config(d, [](nlohmann::json& j) { j["n_positions"] = 64; j["n_layer"] = 4; });
+    edit_config(d, [](nlohmann::json& j) {
+      j["n_positions"] = 64;
+      j["n_layer"] = 4;
+    });
     CHECK_THAT(import_error(d), Catch::Contains("missing tensor 'h.3.ln_1.weight'") && Catch::Contains("n_layer = 4"));
     edit_config(d, [](nlohmann::json& j) { j["n_layer"] = 2; });
     CHECK_THAT(import_error(d), Catch::Contains("unexpected tensor 'transformer.h.2."));
   }
   SECTION("another architecture") {
     const auto d = fresh("gemma");
-    test::spit((d / "config.json").string(), R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 32})");
-    CHECK_THAT(import_error(d), Catch::Contains("config.json: key 'model_type' = \"gemma\"") && Catch::Contains("not an architecture fwlab reads") &&
+    test::spit((d / "config.json").string(),
+               R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 32})");
+    CHECK_THAT(import_error(d), Catch::Contains("config.json: key 'model_type' = \"gemma\"") &&
+                                    Catch::Contains("not an architecture fwlab reads") &&
                                     Catch::Contains("llama, mistral, qwen2"));
   }
   SECTION("options fwlab does not implement are refused, never approximated") {
     const auto d = fresh("options");
     edit_config(d, [](nlohmann::json& j) { j["scale_attn_by_inverse_layer_idx"] = true; });
     CHECK_THAT(import_error(d), Catch::Contains("key 'scale_attn_by_inverse_layer_idx' = true is not implemented"));
-    edit_config(d, [](nlohmann::json& j) { j.erase("scale_attn_by_inverse_layer_idx"); j["reorder_and_upcast_attn"] = true; });
+    edit_config(d, [](nlohmann::json& j) {
+      j.erase("scale_attn_by_inverse_layer_idx");
+      j["reorder_and_upcast_attn"] = true;
+    });
     CHECK_THAT(import_error(d), Catch::Contains("key 'reorder_and_upcast_attn' = true is not implemented"));
-    edit_config(d, [](nlohmann::json& j) { j.erase("reorder_and_upcast_attn"); j["activation_function"] = "relu"; });
+    edit_config(d, [](nlohmann::json& j) {
+      j.erase("reorder_and_upcast_attn");
+      j["activation_function"] = "relu";
+    });
     CHECK_THAT(import_error(d), Catch::Contains("key 'activation_function' = 'relu' is not implemented"));
     edit_config(d, [](nlohmann::json& j) { j["activation_function"] = "gelu"; });
     CHECK(load_hf(d.string()).model->config().activation == "gelu");
@@ -213,11 +233,13 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
   }
   SECTION("a vocab_size that disagrees with the tokenizer, before anything runs") {
     const auto d = fresh("vocab");
-    JobSpec spec = parse_job_spec({{"init_checkpoint", "hf:" + d.string()}, {"data", {{"tokenizer", "gpt2"}}}}, FWLAB_SOURCE_DIR);
+    JobSpec spec =
+        parse_job_spec({{"init_checkpoint", "hf:" + d.string()}, {"data", {{"tokenizer", "gpt2"}}}}, FWLAB_SOURCE_DIR);
     const auto problems = input_problems(spec);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].field() == "data.tokenizer");
-    CHECK_THAT(problems[0].what(), Catch::Contains("the gpt2 tokenizer has 50257 tokens but") && Catch::Contains("vocab_size = 256"));
+    CHECK_THAT(problems[0].what(),
+               Catch::Contains("the gpt2 tokenizer has 50257 tokens but") && Catch::Contains("vocab_size = 256"));
     spec.data.tokenizer = "byte";
     CHECK(input_problems(spec).empty());
   }

@@ -32,7 +32,8 @@ TEST_CASE("job spec: defaults and resolved paths", "[spec]") {
 }
 
 TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
-  CHECK(spec_error(R"({"kind": "sweep"})") == "kind: 'sweep' is not one of train, transfer, attention, generation-bench, eval, translate");
+  CHECK(spec_error(R"({"kind": "sweep"})") ==
+        "kind: 'sweep' is not one of train, transfer, attention, generation-bench, eval, translate");
   CHECK(spec_error(R"({"kind": "transfer"})") ==
         "init_checkpoint: kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
   CHECK(spec_error(R"({"transfer": {"mse_weight": 0}})") == "transfer.mse_weight: must be positive, got 0");
@@ -43,11 +44,13 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
         "data.source: kind 'attention' compares attention on validation text; 'mqar' has none");
   CHECK(spec_error(R"({"attention": {"max_tokens": 0}})") == "attention.max_tokens: must be positive, got 0");
   CHECK(spec_error(R"({"train": {"precision": "fp64"}})") == "train.precision: 'fp64' is not one of fp32, bf16, fp16");
-  CHECK(spec_error(R"({"train": {"trainable": "none"}})") == "train.trainable: 'none' is not one of all, new_mixers, no_feature_maps, lora");
+  CHECK(spec_error(R"({"train": {"trainable": "none"}})") ==
+        "train.trainable: 'none' is not one of all, new_mixers, no_feature_maps, lora");
   CHECK(spec_error(R"({"optim": {"lr": -1}})") == "optim.lr: must be positive, got -1");
   CHECK(spec_error(R"({"optim": {"lrr": 1}})") == "optim.lrr: unknown key (did you mean 'lr'?)");
   CHECK(spec_error(R"({"train": {"steps": "many"}})") == "train.steps: must be an integer, got \"many\"");
-  CHECK(spec_error(R"({"data": {"source": "pile"}})") == "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar, retrieval, parallel");
+  CHECK(spec_error(R"({"data": {"source": "pile"}})") ==
+        "data.source: 'pile' is not one of brown, wikitext103, enwik8, tokens, mqar, retrieval, parallel");
   CHECK(spec_error(R"({"data": {"source": "enwik8"}})") == "data.path: is required for source 'enwik8'");
   CHECK(spec_error(R"({"data": {"source": "mqar", "mqar": {"pairs": 40, "seq_len": 64}}})") ==
         "data.mqar.seq_len: 64 is too short for 40 pairs and their queries (needs >= 159)");
@@ -55,13 +58,18 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
         "data.retrieval.pairs: 20 distinct keys do not fit in keys = 16");
   CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"pairs": 4, "queries": 5}}})") ==
         "data.retrieval.queries: must be in [0, pairs = 4] (each asks a distinct key; 0: all), got 5");
-  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"keys": 8, "values": 8}}, "model": {"vocab": 64}})") ==
+  CHECK(spec_error(
+            R"({"data": {"source": "retrieval", "retrieval": {"keys": 8, "values": 8}}, "model": {"vocab": 64}})") ==
         "model.vocab: must be >= 80 (retrieval: keys + values + keys * values tokens)");
-  CHECK(spec_error(R"({"data": {"source": "retrieval", "retrieval": {"pairs": 16, "queries": 0}}, "model": {"vocab": 288, "context": 16}})") ==
-        "model.context: 16 is shorter than the 32 tokens this job feeds");
+  CHECK(
+      spec_error(
+          R"({"data": {"source": "retrieval", "retrieval": {"pairs": 16, "queries": 0}}, "model": {"vocab": 288, "context": 16}})") ==
+      "model.context: 16 is shorter than the 32 tokens this job feeds");
   CHECK(spec_error(R"({"model": {"mixer": {"kind": "fast_weight", "rule": "decay", "norm": "attn", "m": 4}}})") ==
-        "model.layers[0].norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
-  CHECK(spec_error(R"({"model": {"vocab": 100}})") == "model.vocab: 100 is smaller than the byte tokenizer's vocabulary");
+        "model.layers[0].norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use "
+        "'none'");
+  CHECK(spec_error(R"({"model": {"vocab": 100}})") ==
+        "model.vocab: 100 is smaller than the byte tokenizer's vocabulary");
   CHECK(spec_error(R"({"model": {"context": 64}, "train": {"seq_len": 128}})") ==
         "model.context: 64 is shorter than the 128 tokens this job feeds");
   CHECK(spec_error(R"({"seed": -3})") == "seed: must be >= 0, got -3");
@@ -71,19 +79,25 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
 }
 
 TEST_CASE("job spec: model.dtype is taken out of the model keys and checked against the job", "[spec]") {
-  const auto eval = parse_job_spec(nlohmann::json::parse(R"({"kind": "eval", "init_checkpoint": "hf:/m", "model": {"dtype": "bfloat16"},
-      "tasks": {"lambada": {"path": "x.jsonl"}}})"), "/repo");
+  const auto eval = parse_job_spec(
+      nlohmann::json::parse(R"({"kind": "eval", "init_checkpoint": "hf:/m", "model": {"dtype": "bfloat16"},
+      "tasks": {"lambada": {"path": "x.jsonl"}}})"),
+      "/repo");
   CHECK(eval.model_dtype == "bfloat16");
   CHECK(eval.model.empty());  // the architecture never sees it
   CHECK(parse_job_spec(nlohmann::json::parse(R"({"model": {"n_layers": 2}})"), "/repo").model_dtype == "float32");
   CHECK(spec_error(R"({"model": {"dtype": "bfloat16"}})") ==
-        "model.dtype: kind 'train' trains float32 weights ('bfloat16' would let the optimizer lose updates smaller than a 16-bit weight's "
+        "model.dtype: kind 'train' trains float32 weights ('bfloat16' would let the optimizer lose updates smaller "
+        "than a 16-bit weight's "
         "spacing): use train.precision = \"bf16\" to compute in bfloat16");
   CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": "file"}})") ==
         "model.dtype: 'file' is the checkpoint's dtype, and this job starts from no checkpoint (init_checkpoint)");
-  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": "fp16"}})") == "model.dtype: 'fp16' is not one of float32, bfloat16, float16, file");
-  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": 16}})") == "model.dtype: must be a string, got 16");
-  CHECK(architecture_keys(nlohmann::json::parse(R"({"dtype": "file", "n_layers": 2})")) == nlohmann::json::parse(R"({"n_layers": 2})"));
+  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": "fp16"}})") ==
+        "model.dtype: 'fp16' is not one of float32, bfloat16, float16, file");
+  CHECK(spec_error(R"({"kind": "generation-bench", "model": {"dtype": 16}})") ==
+        "model.dtype: must be a string, got 16");
+  CHECK(architecture_keys(nlohmann::json::parse(R"({"dtype": "file", "n_layers": 2})")) ==
+        nlohmann::json::parse(R"({"n_layers": 2})"));
 }
 
 TEST_CASE("event log: numbered lines, torn last line tolerated and repaired", "[events]") {
@@ -124,7 +138,8 @@ TEST_CASE("event log: numbered lines, torn last line tolerated and repaired", "[
 TEST_CASE("status.json is replaced atomically", "[events]") {
   test::TempDir dir("status");
   write_status(dir.path().string(), StatusFile{JobStatus::running, {}, "", "", {{"pid", 7}}});
-  write_status(dir.path().string(), StatusFile{JobStatus::diverged, kExitDiverged, "loss_spike", "loss_spike at step 9", {{"step", 9}}});
+  write_status(dir.path().string(),
+               StatusFile{JobStatus::diverged, kExitDiverged, "loss_spike", "loss_spike at step 9", {{"step", 9}}});
   auto j = nlohmann::json::parse(test::slurp(dir.file("status.json")));
   CHECK(j["status"] == "diverged");
   CHECK(j["exit_code"] == 3);
@@ -178,13 +193,17 @@ TEST_CASE("typed events: what the worker writes, ingestion reads back", "[events
   ev.accuracy = 0.5;
   ev.tokens = 640;
   auto e = std::get<EvalEvent>(round_trip(to_json(ev)));
-  CHECK((e.split == "test" && e.step == 40 && e.checkpoint == "best" && e.loss == 1.25 && e.accuracy == 0.5 && e.tokens == 640));
+  CHECK((e.split == "test" && e.step == 40 && e.checkpoint == "best" && e.loss == 1.25 && e.accuracy == 0.5 &&
+         e.tokens == 640));
   CHECK(!e.ppl);
-  auto d = std::get<DivergenceEvent>(round_trip(to_json(DivergenceEvent{7, "nonfinite_loss", "nan", 2.5, 0.01, 3, nullptr})));
+  auto d = std::get<DivergenceEvent>(
+      round_trip(to_json(DivergenceEvent{7, "nonfinite_loss", "nan", 2.5, 0.01, 3, nullptr})));
   CHECK((d.step == 7 && d.cause == "nonfinite_loss" && d.value == "nan" && d.last_finite_loss == 2.5 && d.lr == 0.01));
   CHECK(d.first_nonfinite_layer == 3);
-  auto end = std::get<EndEvent>(round_trip(to_json(EndEvent{JobStatus::failed, kExitBadSpec, "bad_data", "no corpus", {{"step", 0}}})));
-  CHECK((end.status == JobStatus::failed && end.exit_code == 2 && end.cause == "bad_data" && end.reason == "no corpus"));
+  auto end = std::get<EndEvent>(
+      round_trip(to_json(EndEvent{JobStatus::failed, kExitBadSpec, "bad_data", "no corpus", {{"step", 0}}})));
+  CHECK(
+      (end.status == JobStatus::failed && end.exit_code == 2 && end.cause == "bad_data" && end.reason == "no corpus"));
   CHECK(end.details["step"] == 0);
   auto start = std::get<StartEvent>(round_trip(to_json(StartEvent{"node7", 1234, {{"device", "cuda"}}})));
   CHECK((start.host == "node7" && start.params == 1234 && start.details["device"] == "cuda"));
@@ -199,9 +218,13 @@ TEST_CASE("typed events: what the worker writes, ingestion reads back", "[events
 }
 
 TEST_CASE("job spec: translation keys are checked against the kind, the corpus and the model", "[spec]") {
-  const std::string parallel = R"("data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab_size": 100})";
-  const std::string model = R"("model": {"vocab": 100, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8)";
-  const auto translate = [&](const std::string& extra) { return spec_error("{\"kind\": \"translate\", " + parallel + ", " + model + "}" + extra + "}"); };
+  const std::string parallel =
+      R"("data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab_size": 100})";
+  const std::string model =
+      R"("model": {"vocab": 100, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8)";
+  const auto translate = [&](const std::string& extra) {
+    return spec_error("{\"kind\": \"translate\", " + parallel + ", " + model + "}" + extra + "}");
+  };
   CHECK(translate("") == "");
   CHECK(translate(R"(, "train": {"seq_len": 64})") ==
         "train.seq_len: changes nothing in a translation job (translate.batch_tokens sets its batches)");
@@ -209,20 +232,34 @@ TEST_CASE("job spec: translation keys are checked against the kind, the corpus a
   CHECK(translate(R"(, "translate": {"beam": 0})") == "translate.beam: must be in [1, 1024] (1: greedy), got 0");
   CHECK(spec_error(R"({"kind": "translate"})") ==
         "data.source: kind 'translate' reads a parallel corpus (data.source = \"parallel\"), not 'brown'");
-  CHECK(spec_error(R"({"translate": {"beam": 2}})") == "translate: is read by kind 'translate' only; this job is kind 'train'");
-  CHECK(spec_error(R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "tgt": "en", "vocab_size": 100}})") ==
-        "data.src: a parallel corpus needs both languages: data.src and data.tgt name the file suffixes (train.de, train.en)");
-  CHECK(spec_error(R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab": "a.model", "vocab_size": 10}})") ==
-        "data.vocab_size: give one vocabulary: vocab (a SentencePiece model file) or vocab_size (a joint BPE learned on the training split)");
-  CHECK(spec_error(R"({"data": {"source": "brown", "src": "de"}})") == "data.src: is a parallel corpus's key; data.source is 'brown'");
+  CHECK(spec_error(R"({"translate": {"beam": 2}})") ==
+        "translate: is read by kind 'translate' only; this job is kind 'train'");
+  CHECK(spec_error(
+            R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "tgt": "en", "vocab_size": 100}})") ==
+        "data.src: a parallel corpus needs both languages: data.src and data.tgt name the file suffixes (train.de, "
+        "train.en)");
+  CHECK(
+      spec_error(
+          R"({"kind": "translate", "data": {"source": "parallel", "path": "/c", "src": "de", "tgt": "en", "vocab": "a.model", "vocab_size": 10}})") ==
+      "data.vocab_size: give one vocabulary: vocab (a SentencePiece model file) or vocab_size (a joint BPE learned on "
+      "the training split)");
+  CHECK(spec_error(R"({"data": {"source": "brown", "src": "de"}})") ==
+        "data.src: is a parallel corpus's key; data.source is 'brown'");
   CHECK(spec_error("{" + model + "}}") ==
-        "model.encoder_layers: an encoder-decoder is trained by kind 'translate' (and timed by 'generation-bench'), not 'train'");
-  CHECK(spec_error(R"({"model": {"cross": {"kind": "softmax"}}})").find("model.cross: changes nothing without an encoder") == 0);
+        "model.encoder_layers: an encoder-decoder is trained by kind 'translate' (and timed by 'generation-bench'), "
+        "not 'train'");
+  CHECK(spec_error(R"({"model": {"cross": {"kind": "softmax"}}})")
+            .find("model.cross: changes nothing without an encoder") == 0);
   CHECK(spec_error("{\"kind\": \"translate\", " + parallel + ", " + model + R"(, "positions": "learned"}})") ==
         "model.positions: the encoder-decoder uses sinusoidal positions, not 'learned'");
-  CHECK(spec_error("{\"kind\": \"translate\", " + parallel + ", " + model +
-                   R"(, "cross": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 4}}})") ==
-        "model.cross.rule: cross attention sums the source (rule 'add'), got 'decay'");
-  CHECK(spec_error("{\"kind\": \"translate\", " + parallel + R"(, "model": {"vocab": 50, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8}})") ==
-        "model.vocab: 50 is smaller than data.vocab_size = 100");
+  CHECK(
+      spec_error(
+          "{\"kind\": \"translate\", " + parallel + ", " + model +
+          R"(, "cross": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 4}}})") ==
+      "model.cross.rule: cross attention sums the source (rule 'add'), got 'decay'");
+  CHECK(
+      spec_error(
+          "{\"kind\": \"translate\", " + parallel +
+          R"(, "model": {"vocab": 50, "encoder_layers": 1, "n_layers": 1, "d_model": 16, "n_heads": 2, "head_dim": 8}})") ==
+      "model.vocab: 50 is smaller than data.vocab_size = 100");
 }

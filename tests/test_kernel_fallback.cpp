@@ -54,7 +54,8 @@ double largest_gap(const std::vector<double>& a, const std::vector<double>& b) {
 
 }  // namespace
 
-TEST_CASE("kernel self-check: a job with a wrong kernel records the fallback and follows the right kernel's curve", "[worker]") {
+TEST_CASE("kernel self-check: a job with a wrong kernel records the fallback and follows the right kernel's curve",
+          "[worker]") {
   const auto right = run_job(gated_job());
   auto spec = gated_job();
   spec["debug"]["wrong_kernel"] = "decay_fused_cpu";
@@ -69,15 +70,18 @@ TEST_CASE("kernel self-check: a job with a wrong kernel records the fallback and
   CHECK(caught.fallbacks[0]["max_error"].get<double>() > 0.05);
   REQUIRE(caught.losses.size() == right.losses.size());
   REQUIRE(unchecked.losses.size() == right.losses.size());
-  const double caught_gap = largest_gap(caught.losses, right.losses), unchecked_gap = largest_gap(unchecked.losses, right.losses);
-  INFO("largest relative loss gap to the right kernel's run: with the check " << caught_gap << ", without " << unchecked_gap);
+  const double caught_gap = largest_gap(caught.losses, right.losses),
+               unchecked_gap = largest_gap(unchecked.losses, right.losses);
+  INFO("largest relative loss gap to the right kernel's run: with the check " << caught_gap << ", without "
+                                                                              << unchecked_gap);
   CHECK(caught_gap < 1e-5);  // libtorch's form: the same numbers up to rounding
   CHECK(unchecked_gap > 100 * caught_gap);
 }
 
 TEST_CASE("kernel self-check: bad settings are refused naming the key", "[worker]") {
-  for (const auto& [key, value, message] : {std::tuple{"kernel_check", json("yes"), "kernel_check: must be"},
-                                            std::tuple{"debug", json{{"wrong_kernel", "decay"}}, "debug.wrong_kernel: 'decay' is not one of"}}) {
+  for (const auto& [key, value, message] :
+       {std::tuple{"kernel_check", json("yes"), "kernel_check: must be"},
+        std::tuple{"debug", json{{"wrong_kernel", "decay"}}, "debug.wrong_kernel: 'decay' is not one of"}}) {
     test::TempDir dir("kernel-job");
     auto spec = gated_job();
     spec[key] = value;
@@ -114,7 +118,8 @@ m = 4
 "debug.wrong_kernel" = ["decay_fused_cpu", ""]  # one job with the wrong kernel, one without
 )");
   const auto db = dir.file("fwlab.db"), file = dir.file("kf.toml");
-  const auto sweep = test::run_command(fmt::format("{} sweep {} --db {} --worker {}", FWLAB_BIN, file, db, FWLAB_WORKER));
+  const auto sweep =
+      test::run_command(fmt::format("{} sweep {} --db {} --worker {}", FWLAB_BIN, file, db, FWLAB_WORKER));
   INFO(sweep.output);
   REQUIRE(sweep.exit_code == 0);
   const auto report = test::run_command(fmt::format("{} report {} --db {}", FWLAB_BIN, file, db));
@@ -128,17 +133,20 @@ m = 4
   CHECK(table.find("| train |") == table.rfind("| train |"));  // one row: the right kernel's job is not listed
 }
 
-TEST_CASE("fwlab doctor: without a GPU it says so, checks the host paths and passes; a wrong kernel fails it", "[worker]") {
+TEST_CASE("fwlab doctor: without a GPU it says so, checks the host paths and passes; a wrong kernel fails it",
+          "[worker]") {
   const auto ok = test::run_command(fmt::format("{} doctor --quick --threads 2", FWLAB_BIN));
   INFO(ok.output);
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.output, Catch::Contains("no CUDA device usable"));
   CHECK_THAT(ok.output, Catch::Contains("libtorch"));
   CHECK_THAT(ok.output, Catch::Contains("16 passed, 0 failed"));
-  for (const char* row : {"chunked (host run)   fp32    64   64    72 strong", "chunked (host run)   bf16   128  128    72 none",
-                          "chunked (host run)   fp16    64   64    72 strong", "fused (CPU)          fp32   128  128    72 strong"})
+  for (const char* row :
+       {"chunked (host run)   fp32    64   64    72 strong", "chunked (host run)   bf16   128  128    72 none",
+        "chunked (host run)   fp16    64   64    72 strong", "fused (CPU)          fp32   128  128    72 strong"})
     CHECK_THAT(ok.output, Catch::Contains(row));
-  const auto bad = test::run_command(fmt::format("{} doctor --quick --threads 2 --wrong-kernel decay_fused_cpu", FWLAB_BIN));
+  const auto bad =
+      test::run_command(fmt::format("{} doctor --quick --threads 2 --wrong-kernel decay_fused_cpu", FWLAB_BIN));
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.output, Catch::Contains("12 passed, 4 failed"));
   CHECK_THAT(bad.output, Catch::Contains("FAIL"));

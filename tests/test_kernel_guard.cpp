@@ -33,19 +33,26 @@ struct Hooks {  // the guard's process-wide settings for one test, restored afte
 
 fwlab::test::DecayInputs inputs(int64_t T, int64_t D) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat32);
-  return {torch::randn({2, 2, T, 8}, opt), torch::randn({2, 2, T, 8}, opt), torch::randn({2, 2, T, D}, opt),
-          torch::log_sigmoid(torch::randn({2, 2, T, 1}, opt) + 2), {}, {}};
+  return {torch::randn({2, 2, T, 8}, opt),
+          torch::randn({2, 2, T, 8}, opt),
+          torch::randn({2, 2, T, D}, opt),
+          torch::log_sigmoid(torch::randn({2, 2, T, 1}, opt) + 2),
+          {},
+          {}};
 }
 
 torch::Tensor dispatched(const fwlab::test::DecayInputs& in) {
   return K::decay_recurrence(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 64).y;
 }
 
-torch::Tensor naive(const fwlab::test::DecayInputs& in) { return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0).y; }
+torch::Tensor naive(const fwlab::test::DecayInputs& in) {
+  return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0).y;
+}
 
 }  // namespace
 
-TEST_CASE("kernel self-check: a wrong kernel falls back to the libtorch form and is reported once per shape class", "[kernels]") {
+TEST_CASE("kernel self-check: a wrong kernel falls back to the libtorch form and is reported once per shape class",
+          "[kernels]") {
   torch::manual_seed(51);
   Hooks hooks("decay_fused_cpu");
   const auto in = inputs(40, 12);
@@ -79,16 +86,18 @@ TEST_CASE("kernel self-check: a right kernel passes and runs, nothing reported",
   CHECK(hooks.heard.empty());
 }
 
-TEST_CASE("kernel comparison: the fused CPU kernel and the chunked kernel's host run agree with the libtorch form", "[kernels]") {
+TEST_CASE("kernel comparison: the fused CPU kernel and the chunked kernel's host run agree with the libtorch form",
+          "[kernels]") {
   K::DecayCase c;
   c.T = 150, c.D = 32, c.M = 32;
-  for (double strength : {0.0, 1.0, 5.0}) {  // no decay, typical, strong (gates ~ 0.2; README says what stronger does to bf16)
+  for (double strength :
+       {0.0, 1.0, 5.0}) {  // no decay, typical, strong (gates ~ 0.2; README says what stronger does to bf16)
     c.strength = strength;
     const auto fused = K::compare_with_libtorch(K::custom_kernel(K::CustomKernel::cpu_fused), c);
     INFO("strength " << strength << ": fused " << fused.max_error << " (" << fused.worst << ")");
     CHECK(fused.passed());
-    const K::DecayKernel host_chunks = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& a,
-                                          const torch::Tensor& b, const torch::Tensor& s) {
+    const K::DecayKernel host_chunks = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& s) {
       return K::decay_recurrence_chunks_host(q, k, v, a, b, s, 4);
     };
     c.dtype = torch::kBFloat16;  // emulated bf16 stages against the fp32 libtorch form on the same rounded inputs
@@ -97,8 +106,8 @@ TEST_CASE("kernel comparison: the fused CPU kernel and the chunked kernel's host
     INFO("chunks (bf16) " << chunks.max_error << " (" << chunks.worst << ")");
     CHECK(chunks.passed());
   }
-  const K::DecayKernel wrong = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& a,
-                                  const torch::Tensor& b, const torch::Tensor& s) {
+  const K::DecayKernel wrong = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& s) {
     auto r = K::decay_recurrence_fused(q, k, v, a, b, s);
     r.state = r.state + 1e-2;  // only the final state is off
     return r;

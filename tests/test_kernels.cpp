@@ -40,11 +40,16 @@ enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks, cuda_chunks_thr
 
 K::RecurrenceResult recurrence(const Inputs& in, Form form) {
   switch (form) {
-    case Form::chunked: return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16);
-    case Form::fused: return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
-    case Form::cuda_chunks: return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
-    case Form::cuda_chunks_threads: return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 5);
-    default: return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    case Form::chunked:
+      return K::decay_recurrence_chunked(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 16);
+    case Form::fused:
+      return K::decay_recurrence_fused(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    case Form::cuda_chunks:
+      return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
+    case Form::cuda_chunks_threads:
+      return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 5);
+    default:
+      return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   }
 }
 
@@ -59,7 +64,8 @@ Grads run(const Inputs& in, Form form, const torch::Tensor& gy, const torch::Ten
 Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs) {
   namespace C = fwlab::cuda;
   auto flat = [](const torch::Tensor& t) { return t.defined() ? t.detach().contiguous() : t; };
-  const auto q = flat(in.q), k = flat(in.k), v = flat(in.v), la = flat(in.log_a), lb = flat(in.log_b), s0 = flat(in.state0);
+  const auto q = flat(in.q), k = flat(in.k), v = flat(in.v), la = flat(in.log_a), lb = flat(in.log_b),
+             s0 = flat(in.state0);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
   auto ptr = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr<double>() : nullptr; };
   C::DecayProblem<double> p;
@@ -69,10 +75,13 @@ Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tens
   auto y = torch::empty({B, H, T, D}, opt), S = torch::empty({B, H, D, M}, opt);
   auto checkpoints = torch::empty({p.heads, p.segments(), D, M}, opt);
   for (int64_t h = 0; h < p.heads; ++h)
-    for (int64_t i = 0; i < D; ++i) C::decay_row_forward(p, h, i, y.data_ptr<double>(), S.data_ptr<double>(), checkpoints.data_ptr<double>());
+    for (int64_t i = 0; i < D; ++i)
+      C::decay_row_forward(p, h, i, y.data_ptr<double>(), S.data_ptr<double>(), checkpoints.data_ptr<double>());
   const auto dy = gy.contiguous(), ds = gs.contiguous();
-  auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v), dS0 = torch::zeros({B, H, D, M}, opt);
-  auto dla = la.defined() ? torch::zeros_like(la) : torch::Tensor(), dlb = lb.defined() ? torch::zeros_like(lb) : torch::Tensor();
+  auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v),
+       dS0 = torch::zeros({B, H, D, M}, opt);
+  auto dla = la.defined() ? torch::zeros_like(la) : torch::Tensor(),
+       dlb = lb.defined() ? torch::zeros_like(lb) : torch::Tensor();
   C::DecayGrads<double> g;
   g.dy = dy.data_ptr<double>(), g.dstate_final = ds.data_ptr<double>();
   g.dq = ptr(dq), g.dk = ptr(dk), g.dv = ptr(dv), g.dlog_a = ptr(dla), g.dlog_b = ptr(dlb), g.dstate0 = ptr(dS0);
@@ -91,7 +100,8 @@ Grads run_cuda_rows(const Inputs& in, const torch::Tensor& gy, const torch::Tens
 void check_equal(const Inputs& in, Form form = Form::chunked, double tolerance = 1e-10) {
   auto probe = K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
-  auto fast = form == Form::cuda_rows ? run_cuda_rows(in, gy, gs) : run(in, form, gy, gs), slow = run(in, Form::naive, gy, gs);
+  auto fast = form == Form::cuda_rows ? run_cuda_rows(in, gy, gs) : run(in, form, gy, gs),
+       slow = run(in, Form::naive, gy, gs);
   auto close = [&](const torch::Tensor& a, const torch::Tensor& b) {
     return max_abs_diff(a, b) <= tolerance * std::max(1.0, b.detach().abs().max().item<double>());
   };
@@ -140,33 +150,51 @@ TEST_CASE("decay recurrence: chunkwise == naive (outputs, state, gradients), flo
 
 TEST_CASE("decay recurrence: fused CPU kernel == naive loop (outputs, state, gradients), float64", "[kernels]") {
   torch::manual_seed(11);
-  check_gate_layouts(Form::fused, {1, 15, 16, 17, 53}, 1e-11);  // around the 16-step segments: 1, C - 1, C, C + 1, 3C + 5
+  check_gate_layouts(Form::fused, {1, 15, 16, 17, 53},
+                     1e-11);  // around the 16-step segments: 1, C - 1, C, C + 1, 3C + 5
 }
 
-TEST_CASE("decay recurrence: the CUDA kernel's row code, run on the host == naive loop (outputs, state, gradients), float64", "[kernels]") {
+TEST_CASE(
+    "decay recurrence: the CUDA kernel's row code, run on the host == naive loop (outputs, state, gradients), float64",
+    "[kernels]") {
   torch::manual_seed(12);
   check_gate_layouts(Form::cuda_rows, {1, 16, 17, 53}, 1e-11);
-  SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::cuda_rows, 1e-11); }
+  SECTION("strong decay: log-gates around -40") {
+    check_equal(make_inputs(53, 2, true, true, 40.0), Form::cuda_rows, 1e-11);
+  }
   SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::cuda_rows, 1e-11); }
 }
 
-TEST_CASE("decay recurrence: the chunked CUDA kernel's block programs and binding, run on the host == naive loop, float64", "[kernels]") {
+TEST_CASE(
+    "decay recurrence: the chunked CUDA kernel's block programs and binding, run on the host == naive loop, float64",
+    "[kernels]") {
   // 64-step chunks of 16-step sub-chunks: lengths inside one sub-chunk, across sub-chunks, around the chunk, and
   // several chunks; M = 4, D = 5 are padded to 16 by the binding.
   torch::manual_seed(14);
   check_gate_layouts(Form::cuda_chunks, {1, 17, 64, 65, 150}, 1e-11);
-  SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(150, 2, true, true, 40.0), Form::cuda_chunks, 1e-11); }
-  SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(130, 2, true, true, 0.0), Form::cuda_chunks, 1e-11); }
+  SECTION("strong decay: log-gates around -40") {
+    check_equal(make_inputs(150, 2, true, true, 40.0), Form::cuda_chunks, 1e-11);
+  }
+  SECTION("no decay: log-gates exactly 0") {
+    check_equal(make_inputs(130, 2, true, true, 0.0), Form::cuda_chunks, 1e-11);
+  }
   SECTION("M = 32, D = 48: several 16-wide tiles") {
     check_equal(make_inputs(100, 2, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::cuda_chunks, 1e-11);
   }
-  SECTION("float32") { check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::cuda_chunks, 2e-5); }
+  SECTION("float32") {
+    check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::cuda_chunks, 2e-5);
+  }
   SECTION("5 threads per block, meeting at the barriers (a missing barrier shows as wrong results)") {
-    for (int value_gate : {1, 2}) check_equal(make_inputs(150, value_gate, true, true, 1.0, 1, 2, torch::kFloat64, 20, 24), Form::cuda_chunks_threads, 1e-11);
+    for (int value_gate : {1, 2})
+      check_equal(make_inputs(150, value_gate, true, true, 1.0, 1, 2, torch::kFloat64, 20, 24),
+                  Form::cuda_chunks_threads, 1e-11);
   }
 }
 
-TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loop (outputs, state, gradients), float64 and float32", "[kernels]") {
+TEST_CASE(
+    "decay recurrence: the fused CUDA kernel through autograd == naive loop (outputs, state, gradients), float64 and "
+    "float32",
+    "[kernels]") {
   if (!K::cuda_kernels_built() || !torch::cuda::is_available()) {
     WARN("skipped: " << (K::cuda_kernels_built() ? "no CUDA device" : "fwlab was built without CUDA (no nvcc)"));
     return;
@@ -177,8 +205,11 @@ TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loo
       for (int64_t T : {1, 17, 53}) {
         DYNAMIC_SECTION(c10::toString(dtype) << " value gate " << value_gate << ", T=" << T) {
           const auto in = make_inputs(T, value_gate, true, true, 1.0, 2, 3, dtype);
-          auto on_gpu = [](const torch::Tensor& t) { return t.defined() ? t.detach().to(torch::kCUDA).requires_grad_(true) : t; };
-          const Inputs gpu{on_gpu(in.q), on_gpu(in.k), on_gpu(in.v), on_gpu(in.log_a), on_gpu(in.log_b), on_gpu(in.state0)};
+          auto on_gpu = [](const torch::Tensor& t) {
+            return t.defined() ? t.detach().to(torch::kCUDA).requires_grad_(true) : t;
+          };
+          const Inputs gpu{on_gpu(in.q),     on_gpu(in.k),     on_gpu(in.v),
+                           on_gpu(in.log_a), on_gpu(in.log_b), on_gpu(in.state0)};
           auto probe = K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
           auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
           const auto slow = run(in, Form::naive, gy, gs);
@@ -196,13 +227,22 @@ TEST_CASE("decay recurrence: the fused CUDA kernel through autograd == naive loo
       }
 }
 
-TEST_CASE("decay recurrence: fused kernel at the extremes: gates near 0 and exactly 1, few and many heads, float32", "[kernels]") {
+TEST_CASE("decay recurrence: fused kernel at the extremes: gates near 0 and exactly 1, few and many heads, float32",
+          "[kernels]") {
   torch::manual_seed(12);
   at::set_num_threads(2);
-  SECTION("strong decay: log-gates around -40 (gates ~ 4e-18)") { check_equal(make_inputs(53, 2, true, true, 40.0), Form::fused, 1e-11); }
-  SECTION("no decay: log-gates exactly 0 (gates = 1)") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::fused, 1e-11); }
-  SECTION("B x H = 1, fewer heads than threads") { check_equal(make_inputs(33, 2, true, true, 1.0, 1, 1), Form::fused, 1e-11); }
-  SECTION("B x H = 12, more heads than threads") { check_equal(make_inputs(33, 1, true, false, 1.0, 4, 3), Form::fused, 1e-11); }
+  SECTION("strong decay: log-gates around -40 (gates ~ 4e-18)") {
+    check_equal(make_inputs(53, 2, true, true, 40.0), Form::fused, 1e-11);
+  }
+  SECTION("no decay: log-gates exactly 0 (gates = 1)") {
+    check_equal(make_inputs(37, 2, true, true, 0.0), Form::fused, 1e-11);
+  }
+  SECTION("B x H = 1, fewer heads than threads") {
+    check_equal(make_inputs(33, 2, true, true, 1.0, 1, 1), Form::fused, 1e-11);
+  }
+  SECTION("B x H = 12, more heads than threads") {
+    check_equal(make_inputs(33, 1, true, false, 1.0, 4, 3), Form::fused, 1e-11);
+  }
   SECTION("float32 against the float64 twin's tolerance") {
     check_equal(make_inputs(53, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::fused, 2e-5);
   }
@@ -293,13 +333,15 @@ TEST_CASE("SRU recurrence: fused CPU kernel == naive loop (outputs, state, gradi
     DYNAMIC_SECTION((with_state ? "initial state" : "zero state")) {
       const int64_t B = 3, T = 11, D = 6;
       auto u = torch::randn({B, T, 3, D}, opt), x = torch::randn({B, T, D}, opt);
-      auto v_f = torch::randn({D}, opt), v_r = torch::randn({D}, opt), b_f = torch::randn({D}, opt), b_r = torch::randn({D}, opt);
+      auto v_f = torch::randn({D}, opt), v_r = torch::randn({D}, opt), b_f = torch::randn({D}, opt),
+           b_r = torch::randn({D}, opt);
       auto c0 = with_state ? torch::randn({B, D}, opt) : torch::Tensor();
       std::vector<torch::Tensor> wrt = {u, x, v_f, v_r, b_f, b_r};
       if (with_state) wrt.push_back(c0);
       auto gh = torch::randn({B, T, D}, torch::kFloat64), gc = torch::randn({B, D}, torch::kFloat64);
       auto run = [&](bool fused) {
-        auto r = fused ? K::sru_recurrence_fused(u, x, v_f, v_r, b_f, b_r, c0) : K::sru_recurrence_naive(u, x, v_f, v_r, b_f, b_r, c0);
+        auto r = fused ? K::sru_recurrence_fused(u, x, v_f, v_r, b_f, b_r, c0)
+                       : K::sru_recurrence_naive(u, x, v_f, v_r, b_f, b_r, c0);
         auto g = torch::autograd::grad({(r.y * gh).sum() + (r.state * gc).sum()}, wrt);
         return std::make_tuple(r.y, r.state, g);
       };

@@ -22,7 +22,9 @@ using test::max_abs_diff;
 namespace {
 
 // A random model in the exact Hugging Face layout, with its expected logits and greedy tokens (--expected).
-nlohmann::json write_python_llama(const fs::path& dir, const std::string& args) { return test::write_python_model("hf_llama.py", dir, args); }
+nlohmann::json write_python_llama(const fs::path& dir, const std::string& args) {
+  return test::write_python_model("hf_llama.py", dir, args);
+}
 
 std::string import_error(const fs::path& dir) { return test::hf_import_error(dir); }
 
@@ -55,7 +57,8 @@ void check_against_reference(const fs::path& dir, const nlohmann::json& expected
   // fp32 against float64: 2e-5 (the summation order of fp32 products follows the weights' alignment in memory, and
   // mapped weights sit at the file's offsets).
   CHECK(max_abs_diff(logits, want) < 2e-5);
-  CHECK(greedy_steps(model, prompt, static_cast<int64_t>(expected["greedy"].size())) == expected["greedy"].get<std::vector<int64_t>>());
+  CHECK(greedy_steps(model, prompt, static_cast<int64_t>(expected["greedy"].size())) ==
+        expected["greedy"].get<std::vector<int64_t>>());
 }
 
 // Every tensor of `a`'s files equals `b`'s: same names, dtypes, shapes and bytes.
@@ -76,7 +79,8 @@ void check_same_tensors(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
-TEST_CASE("independent check: Python-written Llama, Qwen2 and Mistral directories give its logits and greedy tokens", "[llama]") {
+TEST_CASE("independent check: Python-written Llama, Qwen2 and Mistral directories give its logits and greedy tokens",
+          "[llama]") {
   test::TempDir dir("llama");
   struct Case {
     const char* name;
@@ -89,7 +93,8 @@ TEST_CASE("independent check: Python-written Llama, Qwen2 and Mistral directorie
        "--arch llama --attention-bias --head-dim 12 --rope-scaling linear --rope-factor 2 --legacy-rope-key --tie"},
       {"qwen2: q, k, v biases, GQA 4 -> 1, tied", "--arch qwen2 --kv-heads 1 --tie"},
       {"qwen2: untied, 3 shards", "--arch qwen2 --kv-heads 2 --shards 3"},
-      {"mistral: a sliding window of 5 over a 12-token prompt, GQA", "--arch mistral --kv-heads 2 --sliding-window 5 --prompt-len 12"},
+      {"mistral: a sliding window of 5 over a 12-token prompt, GQA",
+       "--arch mistral --kv-heads 2 --sliding-window 5 --prompt-len 12"},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.name) {
@@ -100,12 +105,15 @@ TEST_CASE("independent check: Python-written Llama, Qwen2 and Mistral directorie
   }
 }
 
-TEST_CASE("model.dtype: a BF16 Llama 3 checkpoint computes in float32 unless asked, as the float64 reference does", "[llama]") {
+TEST_CASE("model.dtype: a BF16 Llama 3 checkpoint computes in float32 unless asked, as the float64 reference does",
+          "[llama]") {
   test::TempDir dir("llama-bf16");
   const auto d = dir.path() / "m";
   // Llama 3's shape: grouped key heads, rope_theta 500,000, llama3 scaling, an untied head; weights stored in BF16.
-  const auto expected = write_python_llama(d, "--arch llama --kv-heads 2 --rope-theta 500000 --rope-scaling llama3 --rope-factor 8 "
-                                              "--rope-original 16 --dtype BF16 --expected --generate 12");
+  const auto expected =
+      write_python_llama(d,
+                         "--arch llama --kv-heads 2 --rope-theta 500000 --rope-scaling llama3 --rope-factor 8 "
+                         "--rope-original 16 --dtype BF16 --expected --generate 12");
   SECTION("float32 (the default): the reference's logits and its 12 greedy tokens") {
     auto model = load_hf(d.string()).model;
     CHECK(model->wte->weight.scalar_type() == torch::kFloat32);
@@ -129,7 +137,8 @@ TEST_CASE("model.dtype: a BF16 Llama 3 checkpoint computes in float32 unless ask
     auto model = load_hf(d.string(), "file").model;
     save_model(dir.file("bf16.safetensors"), model);
     CHECK(load_source_model(dir.file("bf16.safetensors"))->wte->weight.scalar_type() == torch::kFloat32);
-    CHECK(load_source_model(dir.file("bf16.safetensors"), nullptr, "file")->wte->weight.scalar_type() == torch::kBFloat16);
+    CHECK(load_source_model(dir.file("bf16.safetensors"), nullptr, "file")->wte->weight.scalar_type() ==
+          torch::kBFloat16);
   }
 }
 
@@ -148,7 +157,8 @@ TEST_CASE("Llama family export: import -> export-hf -> import round-trips every 
       CHECK(read_hf_config((dir.path() / "out").string()) == model->config());
       auto in = nlohmann::json::parse(test::slurp((dir.path() / "in" / "config.json").string()));
       auto out = nlohmann::json::parse(test::slurp((dir.path() / "out" / "config.json").string()));
-      for (const char* key : {"model_type", "architectures", "num_key_value_heads", "tie_word_embeddings", "rope_theta", "rms_norm_eps"})
+      for (const char* key :
+           {"model_type", "architectures", "num_key_value_heads", "tie_word_embeddings", "rope_theta", "rms_norm_eps"})
         CHECK(in[key] == out[key]);
     }
   }
@@ -169,7 +179,8 @@ TEST_CASE("export refuses, by name, what Hugging Face cannot load", "[llama]") {
                     Catch::Contains("merge them first"));
   auto odd = source->config();
   odd.block_norm = "layernorm";
-  CHECK_THROWS_WITH(export_hf(GPT(odd), (dir.path() / "c").string()), Catch::Contains("no Hugging Face architecture holds this block"));
+  CHECK_THROWS_WITH(export_hf(GPT(odd), (dir.path() / "c").string()),
+                    Catch::Contains("no Hugging Face architecture holds this block"));
   CHECK(!fs::exists(dir.path() / "a"));
 }
 
@@ -183,14 +194,16 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
   SECTION("a missing shard") {
     const auto d = fresh("shard");
     fs::remove(d / "model-00002-of-00002.safetensors");
-    CHECK_THAT(import_error(d), Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
-                                    Catch::Contains("does not exist"));
+    CHECK_THAT(import_error(d),
+               Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
+                   Catch::Contains("does not exist"));
   }
   SECTION("a tensor of the wrong shape") {
     const auto d = fresh("shape");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["num_key_value_heads"] = 1; });
-    CHECK_THAT(import_error(d), Catch::Contains("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [32, 64] but") &&
-                                    Catch::Contains("implies [16, 64]") && Catch::Contains("num_key_value_heads = 1"));
+    CHECK_THAT(import_error(d),
+               Catch::Contains("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [32, 64] but") &&
+                   Catch::Contains("implies [16, 64]") && Catch::Contains("num_key_value_heads = 1"));
   }
   SECTION("a tensor of the wrong dtype") {
     const auto d = fresh("dtype", "--arch llama");
@@ -205,17 +218,27 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
     const auto d = fresh("names", "--arch llama");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; });
     CHECK_THAT(import_error(d), Catch::Contains("key 'architectures' holds \"LlamaForSequenceClassification\""));
-    edit_json(d / "config.json", [](nlohmann::json& j) { j["architectures"] = {"LlamaForCausalLM"}; j["hidden_act"] = "gelu"; });
+    edit_json(d / "config.json", [](nlohmann::json& j) {
+      j["architectures"] = {"LlamaForCausalLM"};
+      j["hidden_act"] = "gelu";
+    });
     CHECK_THAT(import_error(d), Catch::Contains("config.json: key 'hidden_act' = 'gelu' is not implemented"));
-    edit_json(d / "config.json", [](nlohmann::json& j) { j["hidden_act"] = "silu"; j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+    edit_json(d / "config.json", [](nlohmann::json& j) {
+      j["hidden_act"] = "silu";
+      j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+    });
     CHECK_THAT(import_error(d), Catch::Contains("key 'rope_scaling' has type 'yarn', which fwlab does not implement"));
-    edit_json(d / "config.json", [](nlohmann::json& j) { j["rope_scaling"] = nullptr; j["model_type"] = "phi3"; });
+    edit_json(d / "config.json", [](nlohmann::json& j) {
+      j["rope_scaling"] = nullptr;
+      j["model_type"] = "phi3";
+    });
     CHECK_THAT(import_error(d), Catch::Contains("key 'model_type' = \"phi3\""));
   }
   SECTION("heads not a multiple of the key/value heads") {
     const auto d = fresh("heads", "--arch llama");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["num_key_value_heads"] = 3; });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'num_attention_heads' = 4 is not a multiple of 'num_key_value_heads' = 3"));
+    CHECK_THAT(import_error(d),
+               Catch::Contains("key 'num_attention_heads' = 4 is not a multiple of 'num_key_value_heads' = 3"));
   }
   SECTION("a tied head whose lm_head.weight differs from the embedding") {
     const auto d = fresh("tied", "--arch qwen2 --tie");
@@ -229,7 +252,8 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
   }
 }
 
-TEST_CASE("a Llama model: parallel logits == step logits with the GQA cache, a window, kept softmax layers and LoRA", "[llama]") {
+TEST_CASE("a Llama model: parallel logits == step logits with the GQA cache, a window, kept softmax layers and LoRA",
+          "[llama]") {
   test::TempDir dir("llamastep");
   write_python_llama(dir.path() / "in", "--arch mistral --kv-heads 2 --sliding-window 6 --layers 4");
   auto source = load_hf((dir.path() / "in").string()).model;
@@ -265,7 +289,8 @@ TEST_CASE("a Llama model: parallel logits == step logits with the GQA cache, a w
 
 TEST_CASE("Llama configurations: the parameter count formula equals the built model", "[llama]") {
   test::TempDir dir("llamacount");
-  for (const char* args : {"--arch llama --kv-heads 2", "--arch qwen2 --kv-heads 1 --tie", "--arch mistral --sliding-window 6"}) {
+  for (const char* args :
+       {"--arch llama --kv-heads 2", "--arch qwen2 --kv-heads 1 --tie", "--arch mistral --sliding-window 6"}) {
     DYNAMIC_SECTION(args) {
       fs::remove_all(dir.path() / "m");
       write_python_llama(dir.path() / "m", args);
@@ -283,21 +308,27 @@ TEST_CASE("Llama configurations: the parameter count formula equals the built mo
 TEST_CASE("model.dtype: a BF16 checkpoint trains float32 weights, step for step as its F32 copy", "[llama]") {
   test::TempDir tmp("hfbf16train");
   const auto bf16 = tmp.path() / "bf16", f32 = tmp.path() / "f32";
-  const auto r = test::run_command(fmt::format("/usr/bin/python3 {}/tests/python/hf_llama.py write {} --vocab 64 --hidden 32 --intermediate 64 "
-                                               "--layers 2 --heads 4 --kv-heads 2 --positions 32 --dtype BF16", FWLAB_SOURCE_DIR, bf16.string()));
+  const auto r = test::run_command(
+      fmt::format("/usr/bin/python3 {}/tests/python/hf_llama.py write {} --vocab 64 --hidden 32 --intermediate 64 "
+                  "--layers 2 --heads 4 --kv-heads 2 --positions 32 --dtype BF16",
+                  FWLAB_SOURCE_DIR, bf16.string()));
   REQUIRE(r.exit_code == 0);
   fs::create_directories(f32);
   fs::copy_file(bf16 / "config.json", f32 / "config.json");
   NamedTensors widened;
-  for (const auto& [name, t] : load_tensors((bf16 / "model.safetensors").string())) widened.emplace_back(name, t.to(torch::kFloat32));
+  for (const auto& [name, t] : load_tensors((bf16 / "model.safetensors").string()))
+    widened.emplace_back(name, t.to(torch::kFloat32));
   save_tensors((f32 / "model.safetensors").string(), widened, {{"format", "pt"}});
   auto train = [&](const fs::path& source, const std::string& dtype) {
     const auto job = tmp.path() / ("job-" + source.filename().string() + dtype);
     fs::create_directories(job);
-    nlohmann::json spec = {{"seed", 3}, {"threads", 1}, {"init_checkpoint", "hf:" + source.string()},
-                 {"data", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 16}, {"pairs", 2}}}}},
-                 {"optim", {{"lr", 1e-6}, {"min_lr", 1e-6}, {"weight_decay", 0.0}}},
-                 {"train", {{"steps", 1000}, {"batch_size", 2}, {"log_every", 500}}}, {"eval", {{"every", 0}, {"mqar_batches", 1}}}};
+    nlohmann::json spec = {{"seed", 3},
+                           {"threads", 1},
+                           {"init_checkpoint", "hf:" + source.string()},
+                           {"data", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 16}, {"pairs", 2}}}}},
+                           {"optim", {{"lr", 1e-6}, {"min_lr", 1e-6}, {"weight_decay", 0.0}}},
+                           {"train", {{"steps", 1000}, {"batch_size", 2}, {"log_every", 500}}},
+                           {"eval", {{"every", 0}, {"mqar_batches", 1}}}};
     if (!dtype.empty()) spec["model"] = {{"dtype", dtype}};
     test::spit((job / "job.json").string(), spec.dump());
     return std::make_pair(test::run_command(fmt::format("{} run {} 2>&1", FWLAB_WORKER, job.string())), job);

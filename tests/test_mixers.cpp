@@ -77,7 +77,8 @@ void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
   for (size_t i = 0; i < wrt.size(); ++i) {
     INFO("gradient of " << names[i]);
     REQUIRE(g_fast[i].defined() == g_ref[i].defined());
-    if (g_fast[i].defined()) CHECK(max_abs_diff(g_fast[i], g_ref[i]) <= 1e-8 * std::max(1.0, g_ref[i].abs().max().item<double>()));
+    if (g_fast[i].defined())
+      CHECK(max_abs_diff(g_fast[i], g_ref[i]) <= 1e-8 * std::max(1.0, g_ref[i].abs().max().item<double>()));
   }
 }
 
@@ -88,11 +89,12 @@ void check_value_coefficients(FastWeight& mixer, const ModelConfig& cfg) {
   auto x = inputs(11, cfg.d_model);
   const int64_t inner = cfg.n_heads * cfg.head_dim, hd = cfg.head_dim, kv = cfg.kv_heads() * hd;
   const auto& b = mixer.qkv->bias;
-  auto v = torch::linear(x, mixer.qkv->weight.narrow(0, inner + kv, kv), b.defined() ? b.narrow(0, inner + kv, kv) : torch::Tensor());
+  auto v = torch::linear(x, mixer.qkv->weight.narrow(0, inner + kv, kv),
+                         b.defined() ? b.narrow(0, inner + kv, kv) : torch::Tensor());
   v = repeat_kv(v.view({x.size(0), x.size(1), -1, hd}).transpose(1, 2), cfg.n_heads / cfg.kv_heads());  // [B, H, T, hd]
-  auto c = mixer.value_coefficients(x);                          // [B, H, 1 or hd, T, T]
+  auto c = mixer.value_coefficients(x);  // [B, H, 1 or hd, T, T]
   REQUIRE(c.dim() == 5);
-  auto y = (c * v.permute({0, 1, 3, 2}).unsqueeze(3)).sum(-1);   // [B, H, hd, T]: sum over s of C[i, t, s] v_s[i]
+  auto y = (c * v.permute({0, 1, 3, 2}).unsqueeze(3)).sum(-1);  // [B, H, hd, T]: sum over s of C[i, t, s] v_s[i]
   auto out = mixer.o->forward(y.permute({0, 3, 1, 2}).reshape({x.size(0), x.size(1), inner}));
   CHECK(max_abs_diff(out, mixer.forward(x)) <= 1e-10);
 }
@@ -109,7 +111,9 @@ class ComboTest : public Catch::ITestInvoker {
     mixer.to(torch::kFloat64);
     mixer.eval();  // fixes the random features of rfa; dropout is 0 anyway
     SECTION("parallel == step") { check_parallel_equals_step(mixer, cfg.d_model); }
-    SECTION("chunkwise == naive, T = 32 (multiple of the chunk)") { check_chunked_equals_naive(mixer, cfg.d_model, 32); }
+    SECTION("chunkwise == naive, T = 32 (multiple of the chunk)") {
+      check_chunked_equals_naive(mixer, cfg.d_model, 32);
+    }
     SECTION("chunkwise == naive, T = 37 (not a multiple)") { check_chunked_equals_naive(mixer, cfg.d_model, 37); }
     if (spec.conv == 0) {
       SECTION("value coefficients rebuild the output") { check_value_coefficients(mixer, cfg); }
@@ -143,8 +147,9 @@ const int registered = [] {
           for (int64_t m : {4, 16}) {
             auto spec = test::fw(rule.name, map.name, norm, m);
             spec.key_norm = key_norm;
-            register_combo(names, spec, fmt::format("fast_weight {}/{}/{}{}/m={}", rule.name, map.name, norm,
-                                                    key_norm.empty() ? "" : "/" + key_norm + " keys", m));
+            register_combo(names, spec,
+                           fmt::format("fast_weight {}/{}/{}{}/m={}", rule.name, map.name, norm,
+                                       key_norm.empty() ? "" : "/" + key_norm + " keys", m));
           }
   // Every rule with a sliding window of 5 mixed in (T = 37 crosses it many times).
   for (const auto& rule : rule_table()) {
@@ -164,7 +169,8 @@ const int registered = [] {
     auto spec = test::fw(rule, "identity", "none", 8);
     spec.key_norm = "l2", spec.conv = 4, spec.out_norm = "rmsnorm";
     if (find_rule(rule)->beta_bias) spec.beta_init = 0.5;
-    register_combo(names, spec, fmt::format("fast_weight {}/identity/l2 keys + short convolution 4 + output RMSNorm", rule));
+    register_combo(names, spec,
+                   fmt::format("fast_weight {}/identity/l2 keys + short convolution 4 + output RMSNorm", rule));
   }
   return 0;
 }();
@@ -181,21 +187,21 @@ TEST_CASE("softmax, local, sru and srupp mixers: parallel == step", "[mixers]") 
   srupp_plain.kind = "srupp";
   srupp_plain.attention = false;
   for (const bool llama : {false, true})
-  for (const auto& spec : {softmax, local, sru, srupp, srupp_plain}) {
-    DYNAMIC_SECTION(spec.describe() << (llama ? " in a Llama block" : "")) {
-      auto cfg = test::small_config(spec, 1);
-      if (llama) cfg = llama_block(cfg);
-      auto mixer = make_mixer(cfg.layers[0], cfg);
-      mixer->to(torch::kFloat64);
-      mixer->eval();
-      if (spec.kind == "srupp" && spec.attention) {
-        // alpha starts at 0 (attention switched off); give it weight so the test exercises the attention path.
-        torch::NoGradGuard guard;
-        mixer->named_parameters()["alpha"].fill_(0.7);
+    for (const auto& spec : {softmax, local, sru, srupp, srupp_plain}) {
+      DYNAMIC_SECTION(spec.describe() << (llama ? " in a Llama block" : "")) {
+        auto cfg = test::small_config(spec, 1);
+        if (llama) cfg = llama_block(cfg);
+        auto mixer = make_mixer(cfg.layers[0], cfg);
+        mixer->to(torch::kFloat64);
+        mixer->eval();
+        if (spec.kind == "srupp" && spec.attention) {
+          // alpha starts at 0 (attention switched off); give it weight so the test exercises the attention path.
+          torch::NoGradGuard guard;
+          mixer->named_parameters()["alpha"].fill_(0.7);
+        }
+        check_parallel_equals_step(*mixer, cfg.d_model);
       }
-      check_parallel_equals_step(*mixer, cfg.d_model);
     }
-  }
 }
 
 TEST_CASE("local attention equals softmax attention restricted to the window", "[mixers]") {
@@ -212,8 +218,8 @@ TEST_CASE("local attention equals softmax attention restricted to the window", "
   auto parts = mixer.qkv(x).view({2, 11, 3, cfg.n_heads, cfg.head_dim});
   for (int64_t t = 0; t < 11; ++t) {
     const int64_t lo = std::max<int64_t>(0, t - 3);
-    auto q = parts.select(1, t).select(1, 0);                  // [B, H, hd]
-    auto k = parts.narrow(1, lo, t - lo + 1).select(2, 1);     // [B, n, H, hd]
+    auto q = parts.select(1, t).select(1, 0);               // [B, H, hd]
+    auto k = parts.narrow(1, lo, t - lo + 1).select(2, 1);  // [B, n, H, hd]
     auto v = parts.narrow(1, lo, t - lo + 1).select(2, 2);
     auto w = torch::softmax((k * q.unsqueeze(1)).sum(-1) / std::sqrt(double(cfg.head_dim)), 1);  // [B, n, H]
     auto out = (w.unsqueeze(-1) * v).sum(1).reshape({2, -1});
@@ -221,7 +227,9 @@ TEST_CASE("local attention equals softmax attention restricted to the window", "
   }
 }
 
-TEST_CASE("hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identity-initialised, separate query and key maps", "[mixers]") {
+TEST_CASE(
+    "hedgehog feature map: [softmax(W x), softmax(-W x)] per head, identity-initialised, separate query and key maps",
+    "[mixers]") {
   MixerSpec spec = test::fw("decay", "hedgehog", "none", 8);  // 4 projections of a head of 8: a rectangular identity
   auto map = make_feature_map(spec, 2, 8);
   auto& phi = *map;
@@ -265,28 +273,30 @@ TEST_CASE("sliding-window hybrid: a window of 1 adds exactly half the token's ow
   CHECK(max_abs_diff(windowed.forward(x), expected) < 1e-12);
 }
 
-TEST_CASE("blocked causal attention equals the full T x T product: outputs and gradients, with and without a window", "[mixers]") {
+TEST_CASE("blocked causal attention equals the full T x T product: outputs and gradients, with and without a window",
+          "[mixers]") {
   torch::manual_seed(14);
   Dropout no_dropout(0.0);
   for (const int64_t window : {0, 1, 5, 20})
-  for (const int64_t block : {1, 8, 16}) {
-    DYNAMIC_SECTION("window " << window << ", block " << block) {
-      // 37 = four blocks of 8 and a partial one: the last block and the window's first key cross block edges.
-      auto q = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
-      auto k = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
-      auto v = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
-      auto weights = torch::randn({2, 3, 37, 4}, torch::kFloat64);
-      auto full = attention_reference(q, k, v, window, no_dropout);
-      auto blocked = blocked_causal_attention(q, k, v, window, no_dropout, block);
-      CHECK(max_abs_diff(full, blocked) < 1e-12);
-      auto g_full = torch::autograd::grad({(full * weights).sum()}, {q, k, v});
-      auto g_blocked = torch::autograd::grad({(blocked * weights).sum()}, {q, k, v});
-      for (size_t i = 0; i < 3; ++i) CHECK(max_abs_diff(g_full[i], g_blocked[i]) < 1e-12);
+    for (const int64_t block : {1, 8, 16}) {
+      DYNAMIC_SECTION("window " << window << ", block " << block) {
+        // 37 = four blocks of 8 and a partial one: the last block and the window's first key cross block edges.
+        auto q = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
+        auto k = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
+        auto v = torch::randn({2, 3, 37, 4}, torch::kFloat64).requires_grad_(true);
+        auto weights = torch::randn({2, 3, 37, 4}, torch::kFloat64);
+        auto full = attention_reference(q, k, v, window, no_dropout);
+        auto blocked = blocked_causal_attention(q, k, v, window, no_dropout, block);
+        CHECK(max_abs_diff(full, blocked) < 1e-12);
+        auto g_full = torch::autograd::grad({(full * weights).sum()}, {q, k, v});
+        auto g_blocked = torch::autograd::grad({(blocked * weights).sum()}, {q, k, v});
+        for (size_t i = 0; i < 3; ++i) CHECK(max_abs_diff(g_full[i], g_blocked[i]) < 1e-12);
+      }
     }
-  }
 }
 
-TEST_CASE("short convolution: y_t = silu(sum_j w_j x_{t-taps+1+j}), its shifted-sum twin and its step form agree", "[mixers]") {
+TEST_CASE("short convolution: y_t = silu(sum_j w_j x_{t-taps+1+j}), its shifted-sum twin and its step form agree",
+          "[mixers]") {
   // Hand-computed: one channel, taps w = [0.5, -1, 2] (oldest first), x = 1, 2, 3, 4.
   ShortConv conv(1, 3);
   {
@@ -297,7 +307,8 @@ TEST_CASE("short convolution: y_t = silu(sum_j w_j x_{t-taps+1+j}), its shifted-
   auto x = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64).view({1, 4, 1});
   const std::vector<double> pre = {2.0, -1.0 + 4.0, 0.5 - 2.0 + 6.0, 1.0 - 3.0 + 8.0};
   auto y = conv->forward(x).view({4});
-  for (int64_t t = 0; t < 4; ++t) CHECK(y[t].item<double>() == Approx(pre[t] / (1.0 + std::exp(-pre[t]))).epsilon(1e-12));
+  for (int64_t t = 0; t < 4; ++t)
+    CHECK(y[t].item<double>() == Approx(pre[t] / (1.0 + std::exp(-pre[t]))).epsilon(1e-12));
 
   // Many channels: the conv1d form, the shifted-sum twin and token-by-token steps, outputs and gradients.
   torch::manual_seed(5);

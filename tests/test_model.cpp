@@ -32,7 +32,8 @@ MixerSpec kind(const char* k) {
 ModelConfig hybrid_config() {
   auto cfg = test::small_config(MixerSpec{}, 7);
   cfg.layers = {kind("softmax"), fw("decay", "identity", "none", 4), fw("delta", "relu", "attn", 4),
-                kind("local"),   fw("gated", "elu1", "attn", 8),   kind("sru"), kind("srupp")};
+                kind("local"),   fw("gated", "elu1", "attn", 8),     kind("sru"),
+                kind("srupp")};
   cfg.layers[3].window = 3;
   cfg.layers[1].swa_window = 4;  // decay with a sliding window (Liger's mix)
   return cfg;
@@ -77,8 +78,9 @@ TEST_CASE("labelled logits: the loss and its gradients equal the full output lay
     auto grads = torch::autograd::grad({loss}, params, {}, false, false, true);
     return std::make_pair(loss, grads);
   };
-  auto [full, g_full] = loss_and_grads(torch::nn::functional::cross_entropy(
-      model->forward(idx).reshape({-1, 50}), targets.reshape({-1}), torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
+  auto [full, g_full] = loss_and_grads(
+      torch::nn::functional::cross_entropy(model->forward(idx).reshape({-1, 50}), targets.reshape({-1}),
+                                           torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
   auto [logits, kept] = model->labelled_logits(idx, targets);
   REQUIRE(kept.numel() == (targets >= 0).sum().item<int64_t>());
   CHECK(logits.size(0) == kept.numel());
@@ -91,7 +93,8 @@ TEST_CASE("labelled logits: the loss and its gradients equal the full output lay
 }
 
 TEST_CASE("parameter count equals the configuration-only formula", "[model]") {
-  std::vector<ModelConfig> configs = {hybrid_config(), test::small_config(fw("decay", "relu", "none", 16), 3),
+  std::vector<ModelConfig> configs = {hybrid_config(),
+                                      test::small_config(fw("decay", "relu", "none", 16), 3),
                                       test::small_config(fw("add", "rfa", "attn", 6), 2),
                                       test::small_config(fw("delta", "dpfp", "none", 32), 2),
                                       test::small_config(fw("gated", "hedgehog", "attn", 12), 2),
@@ -185,7 +188,8 @@ TEST_CASE("layer plans: T2R 75% keeps every 4th layer from the top; SRU++ attent
 }
 
 TEST_CASE("layer plans: Zoology's base_conv_layers put a BaseConv under the mixer; clashes are refused", "[model]") {
-  auto j = nlohmann::json::parse(R"({"vocab": 50, "n_layers": 2, "positions": "none", "mlp": "none", "base_conv_layers": [0],
+  auto j =
+      nlohmann::json::parse(R"({"vocab": 50, "n_layers": 2, "positions": "none", "mlp": "none", "base_conv_layers": [0],
       "mixer": {"kind": "fast_weight", "rule": "delta", "feature_map": "identity", "norm": "none", "m": 8, "out_norm": "rmsnorm"}})");
   const auto cfg = model_config_from_json(j);
   CHECK(cfg.layers[0].describe() == "base_conv/k=3");
@@ -226,10 +230,12 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   CHECK(config_error(negative_rank) == "lora_rank: must be >= 0 (0: no LoRA), got -1");
   auto wide_window = test::small_config(fw("decay", "identity", "none", 4));
   wide_window.layers[0].swa_window = wide_window.context + 1;
-  CHECK(config_error(wide_window) == fmt::format("layers[0].swa_window: {} is larger than the model's context of {}", wide_window.context + 1, wide_window.context));
+  CHECK(config_error(wide_window) == fmt::format("layers[0].swa_window: {} is larger than the model's context of {}",
+                                                 wide_window.context + 1, wide_window.context));
   auto softmax_window = test::small_config(MixerSpec{});
   softmax_window.layers[1].swa_window = 4;
-  CHECK(config_error(softmax_window) == "layers[1].swa_window: only fast_weight layers mix in a sliding window, not 'softmax'");
+  CHECK(config_error(softmax_window) ==
+        "layers[1].swa_window: only fast_weight layers mix in a sliding window, not 'softmax'");
   CHECK(config_error(test::small_config(fw("decay", "hedgehog", "none", 7))) ==
         "layers[0].m: feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got 7");
   CHECK(config_error(test::small_config(fw("hebb", "relu", "none", 4))) ==
@@ -238,34 +244,42 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
         "layers[0].norm: 'attn' normalization is not defined for rule 'gated_delta'; use 'none'");
   auto keys_of_add = test::small_config(fw("add", "relu", "none", 4));
   keys_of_add.layers[0].key_norm = "l2";
-  CHECK(config_error(keys_of_add) == "layers[0].key_norm: rule 'add' normalises no keys: key_norm would change nothing");
+  CHECK(config_error(keys_of_add) ==
+        "layers[0].key_norm: rule 'add' normalises no keys: key_norm would change nothing");
   auto l1_keys = test::small_config(fw("delta", "relu", "none", 4));
   l1_keys.layers[1].key_norm = "l1";
   CHECK(config_error(l1_keys) == "layers[1].key_norm: 'l1' is not one of sum, l2");
   auto delta_chunk = test::small_config(fw("delta", "relu", "none", 4));
   delta_chunk.layers[0].chunk = 16;
-  CHECK(config_error(delta_chunk) == "layers[0].chunk: rule 'delta' runs a sequential kernel with no chunks: chunk would change nothing");
-  CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) == "layers[0].norm: 'sum' is not one of attn, none");
+  CHECK(config_error(delta_chunk) ==
+        "layers[0].chunk: rule 'delta' runs a sequential kernel with no chunks: chunk would change nothing");
+  CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) ==
+        "layers[0].norm: 'sum' is not one of attn, none");
   auto sized_none = test::small_config(fw("delta", "relu", "none", 4));
   sized_none.mlp = "none", sized_none.d_ff = 32;
-  CHECK(config_error(sized_none) == "d_ff: a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = 32 would change nothing");
+  CHECK(config_error(sized_none) ==
+        "d_ff: a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = 32 would change nothing");
   auto one_tap = test::small_config(fw("delta", "relu", "none", 4));
   one_tap.layers[0].conv = 1;
   CHECK(config_error(one_tap) == "layers[0].conv: must be 0 (none) or 2 to 64 taps, got 1");
   auto softmax_conv = test::small_config(MixerSpec{});
   softmax_conv.layers[0].conv = 4;
-  CHECK(config_error(softmax_conv) == "layers[0].conv: only fast_weight and base_conv layers have a short convolution, not 'softmax'");
+  CHECK(config_error(softmax_conv) ==
+        "layers[0].conv: only fast_weight and base_conv layers have a short convolution, not 'softmax'");
   auto beta_of_add = test::small_config(fw("add", "relu", "none", 4));
   beta_of_add.layers[0].beta_init = 0.5;
-  CHECK(config_error(beta_of_add) == "layers[0].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'add' has none");
+  CHECK(config_error(beta_of_add) ==
+        "layers[0].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'add' has none");
   // The rule table decides, not the rule's name: the gated delta rule has a β without a bias (fla's b_proj).
   auto beta_of_gated_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
   beta_of_gated_delta.layers[1].beta_init = 0.5;
   CHECK(config_error(beta_of_gated_delta) ==
-        "layers[1].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'gated_delta' has none");
+        "layers[1].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'gated_delta' has "
+        "none");
   auto norm_of_softmax = test::small_config(MixerSpec{});
   norm_of_softmax.layers[0].out_norm = "rmsnorm";
-  CHECK(config_error(norm_of_softmax) == "layers[0].out_norm: only a fast_weight layer normalises its heads' outputs, not 'softmax'");
+  CHECK(config_error(norm_of_softmax) ==
+        "layers[0].out_norm: only a fast_weight layer normalises its heads' outputs, not 'softmax'");
   auto layer_norm_out = test::small_config(fw("delta", "identity", "none", 4));
   layer_norm_out.layers[0].out_norm = "layernorm";
   CHECK(config_error(layer_norm_out) == "layers[0].out_norm: 'layernorm' is not one of none, rmsnorm");
@@ -313,7 +327,8 @@ TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys an
         "layers[1].kind: 'attention' is not one of softmax, local, fast_weight, sru, srupp, base_conv");
 }
 
-TEST_CASE("every rule, feature map and mixer of the tables: registered, and the formulas count what the layer holds", "[model]") {
+TEST_CASE("every rule, feature map and mixer of the tables: registered, and the formulas count what the layer holds",
+          "[model]") {
   CHECK(registered_rules() == rule_names());
   CHECK(registered_mixers() == mixer_names());
   CHECK(registered_feature_maps() == feature_map_names());
@@ -356,7 +371,8 @@ TEST_CASE("distillation: KL value against an explicit sum and its gradient again
     const auto s = student.detach().reshape({6, 5}), t = teacher.reshape({6, 5});
     for (int64_t r = 0; r < 6; ++r) {
       double zs = 0, zt = 0;
-      for (int64_t v = 0; v < 5; ++v) zs += std::exp(s[r][v].item<double>() / tau), zt += std::exp(t[r][v].item<double>() / tau);
+      for (int64_t v = 0; v < 5; ++v)
+        zs += std::exp(s[r][v].item<double>() / tau), zt += std::exp(t[r][v].item<double>() / tau);
       for (int64_t v = 0; v < 5; ++v) {
         const double pt = std::exp(t[r][v].item<double>() / tau) / zt, ps = std::exp(s[r][v].item<double>() / tau) / zs;
         expected += pt * std::log(pt / ps);
@@ -372,7 +388,9 @@ TEST_CASE("distillation: KL value against an explicit sum and its gradient again
     for (int64_t i = 0; i < student.numel(); ++i) {
       auto plus = student.detach().clone(), minus = student.detach().clone();
       plus.view(-1)[i] += h, minus.view(-1)[i] -= h;
-      const double fd = (kl_distillation(plus, teacher, tau).item<double>() - kl_distillation(minus, teacher, tau).item<double>()) / (2 * h);
+      const double fd =
+          (kl_distillation(plus, teacher, tau).item<double>() - kl_distillation(minus, teacher, tau).item<double>()) /
+          (2 * h);
       worst = std::max(worst, std::abs(fd - grad.view(-1)[i].item<double>()));
     }
     CHECK(worst < 1e-8);
@@ -380,7 +398,8 @@ TEST_CASE("distillation: KL value against an explicit sum and its gradient again
   }
 }
 
-TEST_CASE("a block without an MLP is its mixer alone: x + mixer(ln1(x)), in the parallel and the step form", "[model]") {
+TEST_CASE("a block without an MLP is its mixer alone: x + mixer(ln1(x)), in the parallel and the step form",
+          "[model]") {
   torch::manual_seed(8);
   auto cfg = test::small_config(fw("delta", "relu", "none", 4), 1);
   cfg.mlp = "none";

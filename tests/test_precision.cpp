@@ -24,7 +24,8 @@ TEST_CASE("precision: autocast runs matrix products in bf16 inside the scope onl
   CHECK_THROWS_WITH(precision_dtype("fp8"), Catch::Contains("'fp8' is not fp32, bf16 or fp16"));
 }
 
-TEST_CASE("precision: the fp16 loss scale halves on an overflow (step skipped) and doubles after 2000 clean steps", "[precision]") {
+TEST_CASE("precision: the fp16 loss scale halves on an overflow (step skipped) and doubles after 2000 clean steps",
+          "[precision]") {
   LossScaler off(false);
   CHECK(off.scale() == 1.0);
   CHECK(off.update(false));  // fp32 / bf16: nothing is skipped here (divergence checks decide)

@@ -17,7 +17,8 @@ using test::max_abs_diff;
 
 namespace {
 
-ModelConfig seq2seq_config(const MixerSpec& self, const MixerSpec& cross, int64_t vocab = 40, const MixerSpec& encoder = MixerSpec{}) {
+ModelConfig seq2seq_config(const MixerSpec& self, const MixerSpec& cross, int64_t vocab = 40,
+                           const MixerSpec& encoder = MixerSpec{}) {
   auto cfg = test::small_config(self, 2, 8);
   cfg.vocab = vocab;
   cfg.encoder_layers = 2;
@@ -70,7 +71,9 @@ const std::vector<std::pair<const char*, ModelKind>>& model_kinds() {
   return kinds;
 }
 
-ModelConfig kind_config(const ModelKind& k, int64_t vocab = 40) { return seq2seq_config(k.self, k.cross, vocab, k.encoder); }
+ModelConfig kind_config(const ModelKind& k, int64_t vocab = 40) {
+  return seq2seq_config(k.self, k.cross, vocab, k.encoder);
+}
 
 }  // namespace
 
@@ -104,7 +107,8 @@ TEST_CASE("seq2seq: T2R's cross read is phi(q)^T S / max(|phi(q).z|, 0.01) over 
   const auto* map = dynamic_cast<const ProjectionMap*>(cross.phi.get());
   REQUIRE(map);
   torch::manual_seed(1);
-  auto memory = torch::randn({2, 5, cfg.d_model}, torch::kDouble), x = torch::randn({2, 3, cfg.d_model}, torch::kDouble);
+  auto memory = torch::randn({2, 5, cfg.d_model}, torch::kDouble),
+       x = torch::randn({2, 3, cfg.d_model}, torch::kDouble);
   auto pad = torch::tensor({{false, false, false, false, false}, {false, false, true, true, true}});
   auto got = cross.forward(x, cross.remember(memory, pad));
 
@@ -113,7 +117,9 @@ TEST_CASE("seq2seq: T2R's cross read is phi(q)^T S / max(|phi(q).z|, 0.01) over 
   auto kv = torch::nn::functional::linear(memory, cross.kv->weight, cross.kv->bias);
   auto q = torch::nn::functional::linear(x, cross.q->weight, cross.q->bias);
   auto expected = torch::zeros({2, 3, inner}, torch::kDouble);
-  auto features = [&](const torch::Tensor& v, int64_t h) { return torch::relu(torch::mv(map->weight[h], v) + map->bias[h]); };
+  auto features = [&](const torch::Tensor& v, int64_t h) {
+    return torch::relu(torch::mv(map->weight[h], v) + map->bias[h]);
+  };
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t h = 0; h < H; ++h) {
       auto S = torch::zeros({6, hd}, torch::kDouble), z = torch::zeros({6}, torch::kDouble);
@@ -133,7 +139,8 @@ TEST_CASE("seq2seq: T2R's cross read is phi(q)^T S / max(|phi(q).z|, 0.01) over 
   CHECK(max_abs_diff(got, expected) < 1e-12);
 }
 
-TEST_CASE("seq2seq: converting softmax to T2R copies the encoder and projections and creates the feature maps", "[seq2seq]") {
+TEST_CASE("seq2seq: converting softmax to T2R copies the encoder and projections and creates the feature maps",
+          "[seq2seq]") {
   auto source = tiny_model(seq2seq_config(softmax(), softmax()));
   auto target_cfg = seq2seq_config(test::fw("add", "relu", "attn", 4), test::fw("add", "relu", "attn", 8));
   auto converted = convert_seq2seq(source, target_cfg, 7);
@@ -149,7 +156,8 @@ TEST_CASE("seq2seq: converting softmax to T2R copies the encoder and projections
   for (const auto& name : created) CHECK(name.find(".phi.") != std::string::npos);
   auto source_tensors = source->named_parameters();
   auto converted_tensors = converted.model->named_parameters();
-  for (const auto& name : converted.report.copied) CHECK(max_abs_diff(source_tensors[name], converted_tensors[name]) == 0);
+  for (const auto& name : converted.report.copied)
+    CHECK(max_abs_diff(source_tensors[name], converted_tensors[name]) == 0);
   auto changed = target_cfg;
   changed.d_ff = 32;
   CHECK_THROWS_WITH(convert_seq2seq(source, changed, 7), Catch::Contains("d_ff"));
@@ -173,7 +181,9 @@ TEST_CASE("seq2seq: checkpoints round-trip and average elementwise", "[seq2seq][
   auto averaged = load_seq2seq(out);
   for (const char* name : {"embed.weight", "decoder.1.cross.phi.weight", "encoder.0.ln2.bias"}) {
     INFO(name);
-    auto mean = (models[0]->named_parameters()[name] + models[1]->named_parameters()[name] + models[2]->named_parameters()[name]) / 3.0;
+    auto mean = (models[0]->named_parameters()[name] + models[1]->named_parameters()[name] +
+                 models[2]->named_parameters()[name]) /
+                3.0;
     CHECK(max_abs_diff(averaged->named_parameters()[name], mean) < 1e-15);
   }
   auto other = seq2seq_config(softmax(), softmax());
@@ -234,7 +244,8 @@ TEST_CASE("seq2seq: beam search through the step form finds what an exhaustive s
   }
 }
 
-TEST_CASE("label smoothing: cross entropy against 1 - eps on the reference and eps / (V - 1) elsewhere, pads ignored", "[seq2seq]") {
+TEST_CASE("label smoothing: cross entropy against 1 - eps on the reference and eps / (V - 1) elsewhere, pads ignored",
+          "[seq2seq]") {
   torch::manual_seed(2);
   const int64_t V = 7;
   auto logits = torch::randn({2, 3, V}, torch::kDouble);
@@ -261,18 +272,22 @@ TEST_CASE("label smoothing: cross entropy against 1 - eps on the reference and e
   }
 }
 
-TEST_CASE("seq2seq: reversing within lengths reverses the real tokens of each row and leaves its padding", "[seq2seq]") {
+TEST_CASE("seq2seq: reversing within lengths reverses the real tokens of each row and leaves its padding",
+          "[seq2seq]") {
   auto x = torch::tensor({{1, 2, 3, 4}, {5, 6, 0, 0}, {7, 0, 0, 0}}, torch::kLong);
   auto lengths = torch::tensor({4, 2, 1}, torch::kLong);
   auto r = reverse_within_lengths(x, lengths);
   CHECK(torch::equal(r, torch::tensor({{4, 3, 2, 1}, {6, 5, 0, 0}, {7, 0, 0, 0}}, torch::kLong)));
   CHECK(torch::equal(reverse_within_lengths(r, lengths), x));
   auto wide = torch::arange(24, torch::kDouble).view({3, 4, 2});
-  CHECK(torch::equal(reverse_within_lengths(wide, lengths).select(2, 1), reverse_within_lengths(wide.select(2, 1), lengths)));
+  CHECK(torch::equal(reverse_within_lengths(wide, lengths).select(2, 1),
+                     reverse_within_lengths(wide.select(2, 1), lengths)));
 }
 
-TEST_CASE("seq2seq: the bidirectional SRU encoder's first half reads the past, its second half the future, within the sentence",
-          "[seq2seq]") {
+TEST_CASE(
+    "seq2seq: the bidirectional SRU encoder's first half reads the past, its second half the future, within the "
+    "sentence",
+    "[seq2seq]") {
   auto cfg = seq2seq_config(softmax(), softmax(), 40, srupp(/*attention=*/false));
   torch::manual_seed(4);
   BidirectionalSru sru(cfg.encoder, cfg);
@@ -285,10 +300,12 @@ TEST_CASE("seq2seq: the bidirectional SRU encoder's first half reads the past, i
   auto changed = x.clone();
   changed[0][2] += 1.0;  // a real token in the middle
   auto y2 = sru(changed, pad);
-  auto moved = [&](int64_t t, int64_t from, int64_t n) { return test::max_abs_diff(y[0][t].narrow(0, from, n), y2[0][t].narrow(0, from, n)) > 1e-9; };
+  auto moved = [&](int64_t t, int64_t from, int64_t n) {
+    return test::max_abs_diff(y[0][t].narrow(0, from, n), y2[0][t].narrow(0, from, n)) > 1e-9;
+  };
   for (int64_t t = 0; t < 2; ++t) CHECK_FALSE(moved(t, 0, half));  // forward: before the change
   for (int64_t t = 2; t < 5; ++t) CHECK(moved(t, 0, half));
-  for (int64_t t = 0; t < 3; ++t) CHECK(moved(t, half, half));     // backward: up to the change
+  for (int64_t t = 0; t < 3; ++t) CHECK(moved(t, half, half));  // backward: up to the change
   for (int64_t t = 3; t < 5; ++t) CHECK_FALSE(moved(t, half, half));
   auto padding_changed = x.clone();
   padding_changed[0][6] += 5.0;  // padding reaches no real token in either direction

@@ -97,16 +97,21 @@ TEST_CASE("slurm: detach, then sync until done: two waves, each job run once, tw
   const auto file = dir.file("t.toml"), db = dir.file("r.db");
   test::spit(file, two_stage("detach", 0));
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm --detach", file, db, fake_worker())));
+  const auto r = test::run_command(
+      fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm --detach", file, db, fake_worker())));
   const double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(submit_s < 5);  // it did not wait for the jobs
-  CHECK_THAT(r.output, Catch::Contains("1 in flight") && Catch::Contains("3 waiting for others") && Catch::Contains("fwlab sync"));
-  CHECK(scalar(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('submitted', 'running') AND launcher = 'slurm' AND batch_id LIKE '%\\_0' ESCAPE '\\'") == 1);
+  CHECK_THAT(r.output, Catch::Contains("1 in flight") && Catch::Contains("3 waiting for others") &&
+                           Catch::Contains("fwlab sync"));
+  CHECK(scalar(db,
+               "SELECT COUNT(*) FROM jobs WHERE status IN ('submitted', 'running') AND launcher = 'slurm' AND batch_id "
+               "LIKE '%\\_0' ESCAPE '\\'") == 1);
   // Two orchestrators reconcile the same database at once, again and again: they take turns, none submits twice.
   for (int i = 0; i < 20 && scalar(db, "SELECT COUNT(*) FROM sweeps WHERE status = 'running'") > 0; ++i) {
-    const auto both = test::run_command(fmt::format("{0} sync --db {1} > /dev/null & {0} sync --db {1} > /dev/null; wait", FWLAB_BIN, db));
+    const auto both = test::run_command(
+        fmt::format("{0} sync --db {1} > /dev/null & {0} sync --db {1} > /dev/null; wait", FWLAB_BIN, db));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   sync_until_done(db);
@@ -128,8 +133,11 @@ TEST_CASE("slurm: scancel of a running job is recorded as cancelled and not retr
   REQUIRE(std::getenv("SLURM_CONF"));
   test::TempDir dir("slurm-cancel");
   const auto file = dir.file("t.toml"), db = dir.file("r.db");
-  test::spit(file, "[experiment]\nname = \"cancel\"\n[defaults]\nseed = 2\n[stage.run]\nmixer = \"softmax\"\n");  // seed 2: hangs
-  const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm --detach --retries 3", file, db, fake_worker())));
+  test::spit(
+      file,
+      "[experiment]\nname = \"cancel\"\n[defaults]\nseed = 2\n[stage.run]\nmixer = \"softmax\"\n");  // seed 2: hangs
+  const auto r = test::run_command(fwlab_cmd(
+      fmt::format("sweep {} --db {} --worker {} --executor slurm --detach --retries 3", file, db, fake_worker())));
   REQUIRE(r.exit_code == 0);
   const auto batch_id = text(db, "SELECT batch_id FROM jobs");
   wait_started(dir.path() / "runs" / text(db, "SELECT id FROM jobs"));
@@ -148,14 +156,19 @@ TEST_CASE("slurm: a job whose directory the node cannot see fails clearly", "[.s
   test::TempDir dir("slurm-unseen");
   const auto file = dir.file("t.toml"), db = dir.file("r.db");
   // The job starts 3 s after submission; its directory is gone by then, as on a node that does not mount it.
-  test::spit(file, "[experiment]\nname = \"unseen\"\n[stage.run]\nmixer = \"softmax\"\n[executor]\nextra = [\"--begin=now+3\"]\n");
-  REQUIRE(test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm --detach", file, db, fake_worker()))).exit_code == 0);
+  test::spit(
+      file,
+      "[experiment]\nname = \"unseen\"\n[stage.run]\nmixer = \"softmax\"\n[executor]\nextra = [\"--begin=now+3\"]\n");
+  REQUIRE(test::run_command(
+              fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm --detach", file, db, fake_worker())))
+              .exit_code == 0);
   fs::remove_all(dir.path() / "runs" / text(db, "SELECT id FROM jobs"));
   sync_until_done(db, 60);
   CHECK(text(db, "SELECT status FROM jobs") == "crashed");
   CHECK(text(db, "SELECT cause FROM jobs") == "job_dir_unseen");
   CHECK_THAT(text(db, "SELECT reason FROM jobs"), Catch::Contains("filesystem shared with the nodes"));
-  const auto out = test::slurp((dir.path() / "runs" / ".fwlab-slurm").string() + "/" + text(db, "SELECT submit_token FROM jobs") + "_0.out");
+  const auto out = test::slurp((dir.path() / "runs" / ".fwlab-slurm").string() + "/" +
+                               text(db, "SELECT submit_token FROM jobs") + "_0.out");
   CHECK_THAT(out, Catch::Contains("is not visible on"));
 }
 
@@ -166,7 +179,8 @@ TEST_CASE("slurm: kill -9 of fwlab at five points, then a re-run: every job ran 
       test::TempDir dir(std::string("slurm-kill-") + point);
       const auto file = dir.file("t.toml"), db = dir.file("r.db");
       test::spit(file, two_stage("kill", 0));
-      const auto sweep = fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm", file, db, fake_worker()));
+      const auto sweep =
+          fwlab_cmd(fmt::format("sweep {} --db {} --worker {} --executor slurm", file, db, fake_worker()));
       const auto killed = test::run_command(fmt::format("FWLAB_CRASH_AT={} {}", point, sweep));
       INFO(killed.output);
       CHECK((killed.exit_code == 137 || killed.exit_code == -1));  // SIGKILL (through sh: 128 + 9)
@@ -231,14 +245,17 @@ std::vector<double> train_losses(const std::string& db) {
 
 }  // namespace
 
-TEST_CASE("slurm: the pre-timeout signal checkpoints, the job requeues and resumes to the uninterrupted curve", "[.slurm]") {
+TEST_CASE("slurm: the pre-timeout signal checkpoints, the job requeues and resumes to the uninterrupted curve",
+          "[.slurm]") {
   REQUIRE(std::getenv("SLURM_CONF"));
   test::TempDir dir("slurm-requeue");
   const auto file = dir.file("t.toml"), db = dir.file("r.db"), local_db = dir.file("local.db");
   test::spit(file, training_job("requeue"));
-  const auto local = test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --runs {} --threads 1", file, local_db, dir.file("local-runs"))));
+  const auto local = test::run_command(
+      fwlab_cmd(fmt::format("sweep {} --db {} --runs {} --threads 1", file, local_db, dir.file("local-runs"))));
   REQUIRE(local.exit_code == 0);
-  REQUIRE(test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --executor slurm --detach", file, db))).exit_code == 0);
+  REQUIRE(test::run_command(fwlab_cmd(fmt::format("sweep {} --db {} --executor slurm --detach", file, db))).exit_code ==
+          0);
   const auto id = text(db, "SELECT id FROM jobs"), batch_id = text(db, "SELECT batch_id FROM jobs");
   const auto events = dir.path() / "runs" / id / "events.jsonl";
   for (int i = 0; i < 600 && test::slurp(events.string()).find("\"step\":20,") == std::string::npos; ++i)
@@ -250,7 +267,9 @@ TEST_CASE("slurm: the pre-timeout signal checkpoints, the job requeues and resum
   CHECK(scalar(db, "SELECT retries_used FROM jobs") == 0);  // Slurm requeued it; fwlab did not resubmit
   CHECK(scalar(db, "SELECT COUNT(*) FROM events WHERE type = 'start'") == 2);
   CHECK(scalar(db, "SELECT COUNT(*) FROM events WHERE type = 'end' AND body LIKE '%\"interrupted\"%'") == 1);
-  CHECK(scalar(db, "SELECT json_extract(body, '$.resumed_from_step') FROM events WHERE type = 'start' ORDER BY seq DESC LIMIT 1") >= 20);
+  CHECK(scalar(db,
+               "SELECT json_extract(body, '$.resumed_from_step') FROM events WHERE type = 'start' ORDER BY seq DESC "
+               "LIMIT 1") >= 20);
   CHECK_THAT(test::slurp((dir.path() / "runs" / id / "slurm.log").string()), Catch::Contains("requeueing job"));
   const auto curve = train_losses(db), uninterrupted = train_losses(local_db);
   REQUIRE(curve.size() == uninterrupted.size());
@@ -262,13 +281,17 @@ TEST_CASE("slurm: table1's smoke profile through Slurm gives the local pool's ta
   test::TempDir dir("slurm-table1");
   const auto file = std::string(FWLAB_SOURCE_DIR) + "/experiments/table1.toml";
   const auto slurm_db = dir.file("slurm.db"), local_db = dir.file("local.db");
-  const auto on_slurm = test::run_command(fwlab_cmd(fmt::format("sweep {} --profile smoke --db {} --executor slurm", file, slurm_db)));
+  const auto on_slurm =
+      test::run_command(fwlab_cmd(fmt::format("sweep {} --profile smoke --db {} --executor slurm", file, slurm_db)));
   INFO(on_slurm.output);
   REQUIRE(on_slurm.exit_code == 0);
-  const auto local = test::run_command(fwlab_cmd(fmt::format("sweep {} --profile smoke --db {} --threads 1 --jobs 2", file, local_db)));
+  const auto local = test::run_command(
+      fwlab_cmd(fmt::format("sweep {} --profile smoke --db {} --threads 1 --jobs 2", file, local_db)));
   REQUIRE(local.exit_code == 0);
-  const auto slurm_table = test::run_command(fwlab_cmd(fmt::format("table {} --profile smoke --db {}", file, slurm_db)));
-  const auto local_table = test::run_command(fwlab_cmd(fmt::format("table {} --profile smoke --db {}", file, local_db)));
+  const auto slurm_table =
+      test::run_command(fwlab_cmd(fmt::format("table {} --profile smoke --db {}", file, slurm_db)));
+  const auto local_table =
+      test::run_command(fwlab_cmd(fmt::format("table {} --profile smoke --db {}", file, local_db)));
   REQUIRE(slurm_table.exit_code == 0);
   CHECK(slurm_table.output == local_table.output);
   CHECK(scalar(slurm_db, "SELECT COUNT(*) FROM jobs WHERE launcher = 'slurm' AND status = 'finished'") ==

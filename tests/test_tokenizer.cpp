@@ -34,7 +34,9 @@ const std::vector<std::string> kTrickyLines = {
     "'s 't 're 've 'm 'll 'd 'x",
     "mixed123abc ABC123 __init__ x=y+z",
     "broken \xe2\x80 utf8 \xff\xfe and \xf0\x9f\x98 cut",
-    "\xc2\xa0non-breaking\xe2\x80\x83" "em space\xe3\x80\x80" "ideographic",
+    "\xc2\xa0non-breaking\xe2\x80\x83"
+    "em space\xe3\x80\x80"
+    "ideographic",
 };
 
 }  // namespace
@@ -70,7 +72,8 @@ TEST_CASE("GPT-2 BPE: identical ids to the npm package on thousands of Brown lin
   for (const auto& l : lines) all += l + "\n";
   test::spit(dir.file("lines.txt"), all);
 
-  auto node = test::run_command(fmt::format("node {}/tests/node/bpe_encode.js {} {}", FWLAB_SOURCE_DIR, kBpeDir, dir.file("lines.txt")));
+  auto node = test::run_command(
+      fmt::format("node {}/tests/node/bpe_encode.js {} {}", FWLAB_SOURCE_DIR, kBpeDir, dir.file("lines.txt")));
   REQUIRE(node.exit_code == 0);
   std::istringstream out(node.output);
   size_t checked = 0, mismatched = 0;
@@ -101,5 +104,6 @@ TEST_CASE("GPT-2 BPE: vocabulary and errors", "[tokenizer]") {
   CHECK_THROWS_WITH(Gpt2Bpe(dir.file("encoder.json"), dir.file("vocab.bpe")), Catch::Contains("token \"b\" has id -1"));
   test::spit(dir.file("encoder.json"), "{\"a\": 0}");
   test::spit(dir.file("vocab.bpe"), "#version: 0.2\na b\nc\n");
-  CHECK_THROWS_WITH(Gpt2Bpe(dir.file("encoder.json"), dir.file("vocab.bpe")), Catch::EndsWith("vocab.bpe:3: a merge is two symbols separated by a space"));
+  CHECK_THROWS_WITH(Gpt2Bpe(dir.file("encoder.json"), dir.file("vocab.bpe")),
+                    Catch::EndsWith("vocab.bpe:3: a merge is two symbols separated by a space"));
 }

@@ -56,9 +56,10 @@ void check_equal(const BleuScore& mine, const nlohmann::json& ref) {
 // Segments from a vocabulary that exercises 13a: punctuation, numbers with separators, hyphens after digits,
 // entities, quotes, a multi-byte word.
 std::vector<std::string> random_segments(std::mt19937& rng, size_t count, double skip) {
-  static const std::vector<std::string> words = {"the", "cat", "sat", "on", "mat", "a", "dog", "Haus", "Straße", "grün",
-                                                 "3.5", "1,000", "10-15", "well-known", "U.S.", "end.", "hello,", "(see", "it)",
-                                                 "&amp;", "&quot;hi&quot;", "x/y", "e-mail", "$5", "100%", "it's", "?", "!"};
+  static const std::vector<std::string> words = {"the",  "cat",    "sat",    "on",   "mat",   "a",     "dog",
+                                                 "Haus", "Straße", "grün",   "3.5",  "1,000", "10-15", "well-known",
+                                                 "U.S.", "end.",   "hello,", "(see", "it)",   "&amp;", "&quot;hi&quot;",
+                                                 "x/y",  "e-mail", "$5",     "100%", "it's",  "?",     "!"};
   std::uniform_int_distribution<size_t> pick(0, words.size() - 1), length(0, 12);
   std::bernoulli_distribution drop(skip);
   std::vector<std::string> out;
@@ -98,7 +99,9 @@ TEST_CASE("BLEU: tokenized and sacreBLEU-13a corpus BLEU equal an independent im
   for (const auto& c : std::vector<Case>{
            {"an empty hypothesis in the corpus", {"", "the cat sat on the mat"}, {"a dog", "the cat sat on the mat"}},
            {"every hypothesis empty", {"", ""}, {"a dog", "the cat"}},
-           {"a hypothesis longer than the reference", {"the cat sat on the red mat today , yes"}, {"the cat sat on the mat"}},
+           {"a hypothesis longer than the reference",
+            {"the cat sat on the red mat today , yes"},
+            {"the cat sat on the mat"}},
            {"no 4-gram match", {"the cat sat down on a mat"}, {"the cat sat on the mat"}},
            {"clipped counts", {"the the the the"}, {"the cat"}},
            {"shorter than 4 tokens", {"the cat"}, {"the cat sat"}},
@@ -122,8 +125,8 @@ TEST_CASE("BLEU: the 13a tokenizer splits as an independent implementation does"
   test::TempDir dir("tok13a");
   std::mt19937 rng(11);
   auto segments = random_segments(rng, 200, 0.05);
-  for (const std::string extra : {"He said: \"Yes.\"", "3.5 1,000 .5 5. a.b", "10-15 x-y 2--3", "&amp;lt; &lt;b&gt;", "U.S.A. e.g., i.e.",
-                                  "Straße, grün. Ünïcödé!", "  spaced   out  ", "a<skipped>b"})
+  for (const std::string extra : {"He said: \"Yes.\"", "3.5 1,000 .5 5. a.b", "10-15 x-y 2--3", "&amp;lt; &lt;b&gt;",
+                                  "U.S.A. e.g., i.e.", "Straße, grün. Ünïcödé!", "  spaced   out  ", "a<skipped>b"})
     segments.push_back(extra);
   test::spit(dir.file("in"), lines(segments));
   const auto r = test::run_command(fmt::format("{} tokenize13a < {}", kBleuRef, dir.file("in")));
@@ -154,26 +157,31 @@ TEST_CASE("parallel corpus: line-aligned files read; bad files refused by file a
   };
   const auto de = dir.file("valid.de"), en = dir.file("valid.en");
   for (const auto& bad : std::vector<Bad>{
-           {"a\nb\nc\n", "x\ny\n", fmt::format("{}:3: {} has 3 lines and {} has 2: parallel files are line-aligned", de, de, en)},
+           {"a\nb\nc\n", "x\ny\n",
+            fmt::format("{}:3: {} has 3 lines and {} has 2: parallel files are line-aligned", de, de, en)},
            {"a\n", "x\ny\n", fmt::format("{}:2: {} has 1 lines and {} has 2", en, de, en)},
            {"a\n \nc\n", "x\ny\nz\n", fmt::format("{}:2: an empty segment (its other side is not empty)", de)},
            {"a\nb\n", "x\n\n", fmt::format("{}:2: an empty segment (its other side is not empty)", en)},
            {"a\nb\xC3\n", "x\ny\n", fmt::format("{}:2: not valid UTF-8 (byte 2 of the line)", de)},
-           {"a\nb\n", "x\n\xED\xA0\x80y\n", fmt::format("{}:2: not valid UTF-8 (byte 1 of the line)", en)},  // a surrogate
+           {"a\nb\n", "x\n\xED\xA0\x80y\n",
+            fmt::format("{}:2: not valid UTF-8 (byte 1 of the line)", en)},  // a surrogate
            {"", "x\n", fmt::format("{}: the file holds no segments", de)},
        }) {
     write("valid.de", bad.de);
     write("valid.en", bad.en);
     CHECK_THROWS_WITH(read_parallel(dir.path().string(), "valid", "de", "en"), Catch::StartsWith(bad.message));
   }
-  CHECK_THROWS_WITH(read_parallel(dir.path().string(), "test", "de", "en"), Catch::Contains("test.de: cannot read the file"));
+  CHECK_THROWS_WITH(read_parallel(dir.path().string(), "test", "de", "en"),
+                    Catch::Contains("test.de: cannot read the file"));
 }
 
-TEST_CASE("parallel corpus: the UTF-8 check finds the same first bad byte as Python's strict decoder", "[translation]") {
+TEST_CASE("parallel corpus: the UTF-8 check finds the same first bad byte as Python's strict decoder",
+          "[translation]") {
   test::TempDir dir("utf8");
   std::mt19937 rng(5);
   // Random strings from bytes that make every kind of sequence: ASCII, continuations, 2-4 byte leads, invalid leads.
-  const std::vector<unsigned char> bytes = {'a', 'b', 'c', 'd', ' ', 0x80, 0x8F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF};
+  const std::vector<unsigned char> bytes = {'a',  'b',  'c',  'd',  ' ',  0x80, 0x8F, 0xA0, 0xBF, 0xC0,
+                                            0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF};
   std::uniform_int_distribution<size_t> pick(0, bytes.size() - 1), length(1, 6);
   std::vector<std::string> samples;
   for (int i = 0; i < 400; ++i) {
@@ -187,10 +195,11 @@ TEST_CASE("parallel corpus: the UTF-8 check finds the same first bad byte as Pyt
     hex += "\n";
   }
   test::spit(dir.file("samples"), hex);
-  const auto r = test::run_command(fmt::format(
-      "/usr/bin/python3 -c \"import sys\nfor l in open(sys.argv[1]):\n b = bytes.fromhex(l.strip())\n try: b.decode('utf-8'); print(-1)\n "
-      "except UnicodeDecodeError as e: print(e.start)\" {}",
-      dir.file("samples")));
+  const auto r =
+      test::run_command(fmt::format("/usr/bin/python3 -c \"import sys\nfor l in open(sys.argv[1]):\n b = "
+                                    "bytes.fromhex(l.strip())\n try: b.decode('utf-8'); print(-1)\n "
+                                    "except UnicodeDecodeError as e: print(e.start)\" {}",
+                                    dir.file("samples")));
   REQUIRE(r.exit_code == 0);
   std::istringstream in(r.output);
   size_t valid = 0;
@@ -207,14 +216,19 @@ TEST_CASE("parallel corpus: the UTF-8 check finds the same first bad byte as Pyt
   CHECK(valid > 20);  // the samples hold valid strings too, not only broken ones
 }
 
-TEST_CASE("FreeDict corpus: every distinct example pair once, split by its German side, the same bytes on a second run", "[translation]") {
+TEST_CASE("FreeDict corpus: every distinct example pair once, split by its German side, the same bytes on a second run",
+          "[translation]") {
   test::TempDir dir("freedict");
   // A dictd database in miniature: a header, entries, examples (one repeated under two headwords, one German line
   // with two translations), lines that only look like examples.
   std::string dict = "00-database-info\nGerman - English Ding/FreeDict dictionary\n\n";
   for (int i = 0; i < 60; ++i)
-    dict += fmt::format("Wort{} /v/ <n>\n word{} <n>\n      \"das Wort {}\"  - the word {}\n      \"sehr  gut\"  - very good\n", i, i, i, i);
-  dict += "Fall <n>\n case <n>\n      \"für den Fall\"  - in case\n      \"für den Fall\"  - in the event\n   \"nicht eingerückt genug\" - no\n";
+    dict += fmt::format(
+        "Wort{} /v/ <n>\n word{} <n>\n      \"das Wort {}\"  - the word {}\n      \"sehr  gut\"  - very good\n", i, i,
+        i, i);
+  dict +=
+      "Fall <n>\n case <n>\n      \"für den Fall\"  - in case\n      \"für den Fall\"  - in the event\n   \"nicht "
+      "eingerückt genug\" - no\n";
   test::spit(dir.file("dict"), dict);
   REQUIRE(test::run_command(fmt::format("gzip -c {} > {}", dir.file("dict"), dir.file("dict.dz"))).exit_code == 0);
   const auto script = fmt::format("python3 {}/scripts/freedict_corpus.py {} ", FWLAB_SOURCE_DIR, dir.file("dict.dz"));
@@ -222,7 +236,9 @@ TEST_CASE("FreeDict corpus: every distinct example pair once, split by its Germa
   REQUIRE(test::run_command(script + dir.file("b")).exit_code == 0);
   std::map<std::string, std::string> pairs, split_of;
   for (const std::string split : {"train", "valid", "test"}) {
-    const auto path = [&](const char* dir_name, const char* lang) { return fmt::format("{}/{}.{}", dir.file(dir_name), split, lang); };
+    const auto path = [&](const char* dir_name, const char* lang) {
+      return fmt::format("{}/{}.{}", dir.file(dir_name), split, lang);
+    };
     CHECK(test::slurp(path("a", "de")) == test::slurp(path("b", "de")));
     CHECK(test::slurp(path("a", "en")) == test::slurp(path("b", "en")));
     std::istringstream de(test::slurp(path("a", "de"))), en(test::slurp(path("a", "en")));
@@ -238,11 +254,16 @@ TEST_CASE("FreeDict corpus: every distinct example pair once, split by its Germa
   CHECK(pairs.count("für den Fall\tin the event") == 1);
 }
 
-TEST_CASE("joint vocabulary: one SentencePiece BPE model from both sides, cached beside the corpus, read as spm_encode reads it", "[translation]") {
+TEST_CASE(
+    "joint vocabulary: one SentencePiece BPE model from both sides, cached beside the corpus, read as spm_encode reads "
+    "it",
+    "[translation]") {
   test::TempDir dir("vocab");
   std::string de, en;
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"das Haus ist groß", "the house is big"}, {"der Hund schläft", "the dog sleeps"},
-                                                                   {"ich lese ein Buch", "I am reading a book"}, {"die Straße ist nass", "the street is wet"}};
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"das Haus ist groß", "the house is big"},
+                                                                  {"der Hund schläft", "the dog sleeps"},
+                                                                  {"ich lese ein Buch", "I am reading a book"},
+                                                                  {"die Straße ist nass", "the street is wet"}};
   for (int i = 0; i < 50; ++i)
     for (const auto& [d, e] : pairs) de += fmt::format("{} {}\n", d, i), en += fmt::format("{} {}\n", e, i);
   test::spit(dir.file("train.de"), de);
@@ -263,7 +284,8 @@ TEST_CASE("joint vocabulary: one SentencePiece BPE model from both sides, cached
   // Both languages' words are in the one vocabulary: the ids equal Debian's spm_encode with the same model.
   for (const std::string text : {"die Straße ist groß 7", "the dog is reading 42"}) {
     test::spit(dir.file("line"), text + "\n");
-    const auto r = test::run_command(fmt::format("spm_encode --model={} --output_format=id < {}", path, dir.file("line")));
+    const auto r =
+        test::run_command(fmt::format("spm_encode --model={} --output_format=id < {}", path, dir.file("line")));
     REQUIRE(r.exit_code == 0);
     const auto ids = model.encode(text.data(), text.size());
     std::string mine;
@@ -272,17 +294,24 @@ TEST_CASE("joint vocabulary: one SentencePiece BPE model from both sides, cached
     const auto back = model.decode(ids);
     CHECK(std::string(back.begin(), back.end()) == text);
   }
-  CHECK_THROWS_WITH(joint_vocabulary(dir.path().string(), "de", "en", 100000),
-                    Catch::StartsWith(dir.path().string() + ": cannot learn a joint vocabulary of 100000 pieces from train.de and train.en: "));
+  CHECK_THROWS_WITH(
+      joint_vocabulary(dir.path().string(), "de", "en", 100000),
+      Catch::StartsWith(dir.path().string() +
+                        ": cannot learn a joint vocabulary of 100000 pieces from train.de and train.en: "));
   CHECK(!std::filesystem::exists(dir.file("spm_joint_de-en_bpe100000.model")));
 }
 
-TEST_CASE("fwlab bleu: both scores of two files as the independent implementation gives them; bad files exit 2 by name and line", "[translation]") {
+TEST_CASE(
+    "fwlab bleu: both scores of two files as the independent implementation gives them; bad files exit 2 by name and "
+    "line",
+    "[translation]") {
   test::TempDir dir("bleu_cli");
   std::mt19937 rng(3);
   const auto refs = random_segments(rng, 30, 0.0), hyps = random_segments(rng, 30, 0.1);
-  const auto expected_sacre = reference_bleu(dir, "sacre", hyps, refs), expected_tok = reference_bleu(dir, "tok", hyps, refs);
-  const auto r = test::run_command(fmt::format("{} bleu {} {} --format json", FWLAB_BIN, dir.file("hyp"), dir.file("ref")));
+  const auto expected_sacre = reference_bleu(dir, "sacre", hyps, refs),
+             expected_tok = reference_bleu(dir, "tok", hyps, refs);
+  const auto r =
+      test::run_command(fmt::format("{} bleu {} {} --format json", FWLAB_BIN, dir.file("hyp"), dir.file("ref")));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto got = nlohmann::json::parse(r.output);
@@ -291,15 +320,20 @@ TEST_CASE("fwlab bleu: both scores of two files as the independent implementatio
   CHECK(got["tokenized"]["bleu"].get<double>() == Approx(expected_tok["bleu"].get<double>()).margin(1e-9));
   CHECK(got["tokenized"]["sys_len"] == expected_tok["sys_len"]);
   const auto text = test::run_command(fmt::format("{} bleu {} {}", FWLAB_BIN, dir.file("hyp"), dir.file("ref")));
-  CHECK_THAT(text.output, Catch::StartsWith(fmt::format("BLEU (sacreBLEU, 13a) = {:.2f} ", expected_sacre["bleu"].get<double>())) &&
-                              Catch::Contains(fmt::format("tokenized BLEU (whitespace tokens, fairseq) = {:.2f} ", expected_tok["bleu"].get<double>())));
+  CHECK_THAT(text.output,
+             Catch::StartsWith(fmt::format("BLEU (sacreBLEU, 13a) = {:.2f} ", expected_sacre["bleu"].get<double>())) &&
+                 Catch::Contains(fmt::format("tokenized BLEU (whitespace tokens, fairseq) = {:.2f} ",
+                                             expected_tok["bleu"].get<double>())));
 
   test::spit(dir.file("short"), "a\nb\n");
   test::spit(dir.file("bad"), "fine\nbro\xC3ken\n");
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {fmt::format("{} {}", dir.file("short"), dir.file("ref")), fmt::format("{} has 2 lines and {} has 30", dir.file("short"), dir.file("ref"))},
-           {fmt::format("{} {}", dir.file("bad"), dir.file("short")), fmt::format("{}:2: not valid UTF-8 (byte 4 of the line)", dir.file("bad"))},
-           {fmt::format("{} {}", dir.file("missing"), dir.file("ref")), fmt::format("{}: cannot read the file", dir.file("missing"))}}) {
+           {fmt::format("{} {}", dir.file("short"), dir.file("ref")),
+            fmt::format("{} has 2 lines and {} has 30", dir.file("short"), dir.file("ref"))},
+           {fmt::format("{} {}", dir.file("bad"), dir.file("short")),
+            fmt::format("{}:2: not valid UTF-8 (byte 4 of the line)", dir.file("bad"))},
+           {fmt::format("{} {}", dir.file("missing"), dir.file("ref")),
+            fmt::format("{}: cannot read the file", dir.file("missing"))}}) {
     const auto e = test::run_command(fmt::format("{} bleu {}", FWLAB_BIN, args));
     CHECK(e.exit_code == 2);
     CHECK_THAT(e.output, Catch::Contains(message));
@@ -311,8 +345,9 @@ namespace {
 // A toy De -> En corpus of number words: every sentence is its own translation word by word, so that a tiny model
 // learns something in a few steps. Deterministic.
 void write_number_corpus(const test::TempDir& dir, int train, int valid, int test) {
-  const std::vector<std::pair<std::string, std::string>> words = {{"eins", "one"}, {"zwei", "two"}, {"drei", "three"}, {"vier", "four"},
-                                                                   {"fünf", "five"}, {"sechs", "six"}, {"sieben", "seven"}, {"acht", "eight"}};
+  const std::vector<std::pair<std::string, std::string>> words = {
+      {"eins", "one"},  {"zwei", "two"},  {"drei", "three"},   {"vier", "four"},
+      {"fünf", "five"}, {"sechs", "six"}, {"sieben", "seven"}, {"acht", "eight"}};
   std::mt19937 rng(7);
   auto split = [&](const std::string& name, int n) {
     std::string de, en;
@@ -331,16 +366,27 @@ void write_number_corpus(const test::TempDir& dir, int train, int valid, int tes
 }
 
 nlohmann::json tiny_translate_job(const std::string& corpus) {
-  return {{"kind", "translate"}, {"seed", 3}, {"threads", 1},
-          {"data", {{"source", "parallel"}, {"path", corpus}, {"src", "de"}, {"tgt", "en"}, {"vocab_size", 40}}},
-          {"model", {{"vocab", 40}, {"encoder_layers", 1}, {"n_layers", 1}, {"d_model", 32}, {"n_heads", 2}, {"head_dim", 16},
-                     {"d_ff", 64}, {"context", 32}, {"dropout", 0.0}, {"mixer", {{"kind", "fast_weight"}, {"rule", "add"},
-                     {"feature_map", "relu"}, {"norm", "attn"}, {"m", 4}}},
-                     {"cross", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}}},
-          {"optim", {{"lr", 3e-3}, {"warmup_steps", 5}}},
-          {"train", {{"steps", 60}, {"log_every", 10}}},
-          {"eval", {{"every", 20}}},
-          {"translate", {{"batch_tokens", 256}, {"average_last", 2}, {"beam", 3}, {"len_penalty", 0.6}}}};
+  return {
+      {"kind", "translate"},
+      {"seed", 3},
+      {"threads", 1},
+      {"data", {{"source", "parallel"}, {"path", corpus}, {"src", "de"}, {"tgt", "en"}, {"vocab_size", 40}}},
+      {"model",
+       {{"vocab", 40},
+        {"encoder_layers", 1},
+        {"n_layers", 1},
+        {"d_model", 32},
+        {"n_heads", 2},
+        {"head_dim", 16},
+        {"d_ff", 64},
+        {"context", 32},
+        {"dropout", 0.0},
+        {"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 4}}},
+        {"cross", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}}},
+      {"optim", {{"lr", 3e-3}, {"warmup_steps", 5}}},
+      {"train", {{"steps", 60}, {"log_every", 10}}},
+      {"eval", {{"every", 20}}},
+      {"translate", {{"batch_tokens", 256}, {"average_last", 2}, {"beam", 3}, {"len_penalty", 0.6}}}};
 }
 
 std::vector<nlohmann::json> events_of(const std::string& job_dir, const std::string& type) {
@@ -353,8 +399,9 @@ std::vector<nlohmann::json> events_of(const std::string& job_dir, const std::str
 
 }  // namespace
 
-TEST_CASE("translate job: trains a T2R encoder-decoder, averages its last checkpoints, decodes the test split and scores it",
-          "[translation]") {
+TEST_CASE(
+    "translate job: trains a T2R encoder-decoder, averages its last checkpoints, decodes the test split and scores it",
+    "[translation]") {
   test::TempDir dir("translate");
   write_number_corpus(dir, 300, 20, 15);
   const auto job = dir.file("job");
@@ -370,14 +417,16 @@ TEST_CASE("translate job: trains a T2R encoder-decoder, averages its last checkp
   CHECK(evals.back()["loss"].get<double>() < evals.front()["loss"].get<double>());
   const auto average = events_of(job, "checkpoint_average");
   REQUIRE(average.size() == 1);
-  CHECK(average[0]["checkpoints"] == nlohmann::json::array({job + "/checkpoints/step40.safetensors", job + "/checkpoints/step60.safetensors"}));
+  CHECK(average[0]["checkpoints"] ==
+        nlohmann::json::array({job + "/checkpoints/step40.safetensors", job + "/checkpoints/step60.safetensors"}));
   CHECK_FALSE(fs::exists(job + "/checkpoints/step20.safetensors"));  // only the last average_last are kept
 
   // The hypotheses are the test split's, one per line, and the recorded BLEU is what `fwlab bleu` gives for them.
   CHECK(test::slurp(job + "/translations/test.ref") == test::slurp(dir.file("test.en")));
   const auto hyp = test::slurp(job + "/translations/test.hyp");
   CHECK(std::count(hyp.begin(), hyp.end(), '\n') == 15);
-  const auto scored = test::run_command(fmt::format("{} bleu {}/translations/test.hyp {}/translations/test.ref --format json", FWLAB_BIN, job, job));
+  const auto scored = test::run_command(
+      fmt::format("{} bleu {}/translations/test.hyp {}/translations/test.ref --format json", FWLAB_BIN, job, job));
   REQUIRE(scored.exit_code == 0);
   const auto expected = nlohmann::json::parse(scored.output);
   std::map<std::string, double> recorded;
@@ -387,20 +436,28 @@ TEST_CASE("translate job: trains a T2R encoder-decoder, averages its last checkp
   const auto translation = events_of(job, "translation");
   REQUIRE(translation.size() == 1);
   CHECK(translation[0]["sentences"] == 15);
-  CHECK(translation[0]["sacrebleu"]["signature"].get<std::string>().rfind("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2", 0) == 0);
+  CHECK(translation[0]["sacrebleu"]["signature"].get<std::string>().rfind(
+            "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2", 0) == 0);
 }
 
-TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the sweep before any job, by file and line", "[translation]") {
+TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the sweep before any job, by file and line",
+          "[translation]") {
   test::TempDir dir("translate_bad");
   write_number_corpus(dir, 20, 5, 5);
   const auto file = dir.file("mt.toml"), db = dir.file("fwlab.db");
   const auto experiment = [&](const std::string& vocab) {
-    test::spit(file, fmt::format("[experiment]\nname = \"mt\"\n[defaults]\nkind = \"translate\"\n[defaults.data]\nsource = \"parallel\"\n"
-                                 "path = \"{}\"\nsrc = \"de\"\ntgt = \"en\"\n{}\n[defaults.model]\nvocab = 40\nencoder_layers = 1\nn_layers = 1\n"
-                                 "d_model = 32\nn_heads = 2\nhead_dim = 16\ncontext = 32\n[stage.s]\nmixer = \"softmax\"\nsteps = 2\n",
-                                 dir.path().string(), vocab));
+    test::spit(
+        file,
+        fmt::format(
+            "[experiment]\nname = \"mt\"\n[defaults]\nkind = \"translate\"\n[defaults.data]\nsource = \"parallel\"\n"
+            "path = \"{}\"\nsrc = \"de\"\ntgt = \"en\"\n{}\n[defaults.model]\nvocab = 40\nencoder_layers = 1\nn_layers "
+            "= 1\n"
+            "d_model = 32\nn_heads = 2\nhead_dim = 16\ncontext = 32\n[stage.s]\nmixer = \"softmax\"\nsteps = 2\n",
+            dir.path().string(), vocab));
   };
-  const auto sweep = [&] { return test::run_command(fmt::format("{} sweep {} --db {} --runs {}", FWLAB_BIN, file, db, dir.file("runs"))); };
+  const auto sweep = [&] {
+    return test::run_command(fmt::format("{} sweep {} --db {} --runs {}", FWLAB_BIN, file, db, dir.file("runs")));
+  };
   const auto valid_de = dir.file("valid.de"), test_en = dir.file("test.en");
   const auto good_valid = test::slurp(valid_de), good_test = test::slurp(test_en);
   struct Case {
@@ -410,8 +467,10 @@ TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the s
   for (const auto& c : std::vector<Case>{
            {[&] { test::spit(valid_de, good_valid + "noch eine Zeile\n"); }, "vocab_size = 40",
             fmt::format("{}:6: {} has 6 lines and {} has 5", valid_de, valid_de, dir.file("valid.en"))},
-           {[&] { test::spit(test_en, ""); }, "vocab_size = 40", fmt::format("{}: the file holds no segments", test_en)},
-           {[&] { test::spit(test_en, "one\ntw\xFFo\nthree\nfour\nfive\n"); }, "vocab_size = 40", fmt::format("{}:2: not valid UTF-8 (byte 3 of the line)", test_en)},
+           {[&] { test::spit(test_en, ""); }, "vocab_size = 40",
+            fmt::format("{}: the file holds no segments", test_en)},
+           {[&] { test::spit(test_en, "one\ntw\xFFo\nthree\nfour\nfive\n"); }, "vocab_size = 40",
+            fmt::format("{}:2: not valid UTF-8 (byte 3 of the line)", test_en)},
            {[] {}, "vocab = \"joint.model\"", fmt::format("data.vocab: {} does not exist", dir.file("joint.model"))},
        }) {
     test::spit(valid_de, good_valid), test::spit(test_en, good_test);

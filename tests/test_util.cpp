@@ -7,8 +7,10 @@
 
 namespace fwlab::test {
 
-nlohmann::json write_python_model(const std::string& script, const std::filesystem::path& dir, const std::string& args) {
-  auto r = run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/" + script + " write " + dir.string() + " " + args);
+nlohmann::json write_python_model(const std::string& script, const std::filesystem::path& dir,
+                                  const std::string& args) {
+  auto r = run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/" + script + " write " + dir.string() + " " +
+                       args);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto expected = dir / "expected.json";

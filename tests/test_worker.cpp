@@ -36,7 +36,9 @@ struct Job {
   test::TempDir dir{"job"};
   std::string path() const { return dir.path().string(); }
   void write(const json& spec) const { test::spit(dir.file("job.json"), spec.dump(2)); }
-  test::CommandResult run(const char* verb = "run") const { return test::run_command(fmt::format("{} {} {}", FWLAB_WORKER, verb, path())); }
+  test::CommandResult run(const char* verb = "run") const {
+    return test::run_command(fmt::format("{} {} {}", FWLAB_WORKER, verb, path()));
+  }
   std::vector<json> events() const { return read_events(dir.file("events.jsonl")).events; }
   std::vector<json> of_type(const std::string& type) const {
     std::vector<json> out;
@@ -91,7 +93,8 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   for (const auto& e : a.of_type("metric"))
     if (e["key"] == "train_loss") {
       ++lines;
-      CHECK_THAT(ran.output, Catch::Contains(fmt::format("step {}/24  loss {:.4f}  lr ", e["step"].get<int64_t>(), e["value"].get<double>())));
+      CHECK_THAT(ran.output, Catch::Contains(fmt::format("step {}/24  loss {:.4f}  lr ", e["step"].get<int64_t>(),
+                                                         e["value"].get<double>())));
     }
   CHECK(lines == 6);
   CHECK_THAT(ran.output, Catch::Contains(" tok/s  elapsed ") && Catch::Contains("  ETA 0s"));
@@ -101,7 +104,7 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   CHECK(a.status()["final_train_loss"] == b.status()["final_train_loss"]);
   auto start = a.of_type("start").at(0);
   CHECK(start["params"].get<int64_t>() > 0);
-  CHECK(start["spec"]["seed"] == 5);  // the job.json as run
+  CHECK(start["spec"]["seed"] == 5);                                   // the job.json as run
   CHECK(start["state_size"]["per_token_elements"] == 2 * 2 * 2 * 16);  // softmax KV cache: layers * 2 * H * hd
   CHECK(!start["versions"]["torch"].get<std::string>().empty());
   CHECK(!a.of_type("metric").empty());
@@ -149,13 +152,18 @@ TEST_CASE("worker: every divergence cause is classified and recorded", "[worker]
     json layer;
   };
   const std::vector<Case> cases = {
-      {"nonfinite_loss", {{"debug", {{"nan_param_at_step", 3}, {"nan_param", "blocks.1.fc.weight"}}}}, "first_nonfinite_layer", "blocks.1"},
+      {"nonfinite_loss",
+       {{"debug", {{"nan_param_at_step", 3}, {"nan_param", "blocks.1.fc.weight"}}}},
+       "first_nonfinite_layer",
+       "blocks.1"},
       {"nonfinite_grad", {{"debug", {{"nan_grad_at_step", 2}}}}, "first_nonfinite_layer", nullptr},
       {"loss_spike", {{"optim", {{"lr", 10.0}}}}, "first_nonfinite_layer", nullptr},
       {"state_overflow",
-       {{"model", {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "none"}, {"m", 4}}}}},
+       {{"model",
+         {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "none"}, {"m", 4}}}}},
         {"divergence", {{"max_state", 1e-3}}}},
-       "state_layer", "blocks.0"},
+       "state_layer",
+       "blocks.0"},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.cause) {
@@ -180,18 +188,22 @@ TEST_CASE("worker: every divergence cause is classified and recorded", "[worker]
   }
 }
 
-TEST_CASE("worker: a threaded run is bit-reproducible on one machine: every loss of a second run is the same double", "[worker]") {
+TEST_CASE("worker: a threaded run is bit-reproducible on one machine: every loss of a second run is the same double",
+          "[worker]") {
   // Two threads: libtorch's intra-op parallelism and the fused kernels split work across them; the numbers must
   // not depend on how the threads were scheduled. Dropout, data order and initialisation come from the seed.
   auto spec = tiny_job();
   spec["threads"] = 2;
-  spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "delta"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}};
+  spec["model"]["mixer"] = {
+      {"kind", "fast_weight"}, {"rule", "delta"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}};
   const std::set<std::string> measured = {"tokens_per_s", "step_ms", "peak_rss_bytes"};  // timings, not results
   const auto numbers = [&](const Job& job) {
     std::vector<std::string> out;  // the record's own text of each value: equal text is an equal double
     for (const auto& e : job.events())
-      if (e["type"] == "metric" && !measured.count(e["key"].get<std::string>())) out.push_back(fmt::format("{} {} {}", e["key"].get<std::string>(), e["step"].dump(), e["value"].dump()));
-      else if (e["type"] == "eval") out.push_back(fmt::format("{} {} {}", e["split"].get<std::string>(), e["step"].dump(), e["loss"].dump()));
+      if (e["type"] == "metric" && !measured.count(e["key"].get<std::string>()))
+        out.push_back(fmt::format("{} {} {}", e["key"].get<std::string>(), e["step"].dump(), e["value"].dump()));
+      else if (e["type"] == "eval")
+        out.push_back(fmt::format("{} {} {}", e["split"].get<std::string>(), e["step"].dump(), e["loss"].dump()));
     return out;
   };
   Job a, b;
@@ -210,7 +222,10 @@ TEST_CASE("worker: a threaded run is bit-reproducible on one machine: every loss
   CHECK(numbers(c) != first);
 }
 
-TEST_CASE("worker: a run that diverges after validating scores its best checkpoint on test; one that diverges before does not", "[worker]") {
+TEST_CASE(
+    "worker: a run that diverges after validating scores its best checkpoint on test; one that diverges before does "
+    "not",
+    "[worker]") {
   for (const int at : {3, 12}) {  // validation at steps 8, 16, 24: before any, and after the first
     DYNAMIC_SECTION("NaN at step " << at) {
       Job job;
@@ -237,7 +252,11 @@ TEST_CASE("worker: a run that diverges after validating scores its best checkpoi
       // The test evaluation comes after the divergence is recorded, before the end.
       const auto events = job.events();
       const auto index = [&](const char* type) {
-        return std::find_if(events.begin(), events.end(), [&](const json& e) { return e["type"] == type && (std::string(type) != "eval" || e["split"] == "test"); }) - events.begin();
+        return std::find_if(events.begin(), events.end(),
+                            [&](const json& e) {
+                              return e["type"] == type && (std::string(type) != "eval" || e["split"] == "test");
+                            }) -
+               events.begin();
       };
       CHECK(index("divergence") < index("eval"));
       CHECK(index("eval") < index("end"));
@@ -259,7 +278,8 @@ TEST_CASE("worker: bad specs exit 2 naming the key, and run nothing", "[worker]"
   spec["optim"]["lr"] = 1e-3;
   spec["init_checkpoint"] = job.dir.file("missing.safetensors");
   job.write(spec);
-  CHECK_THAT(job.run("validate").output, Catch::Contains("init_checkpoint: " + job.dir.file("missing.safetensors") + ": cannot read"));
+  CHECK_THAT(job.run("validate").output,
+             Catch::Contains("init_checkpoint: " + job.dir.file("missing.safetensors") + ": cannot read"));
   spec.erase("init_checkpoint");
   job.write(spec);
   CHECK(job.run("validate").exit_code == 0);
@@ -273,7 +293,8 @@ TEST_CASE("worker: swap-then-finetune from another job's checkpoint records the 
   auto spec = tiny_job();
   spec.erase("model");
   spec["init_checkpoint"] = pretrain.dir.file("best.safetensors");
-  spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  spec["model"] = {
+      {"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
   spec["train"]["steps"] = 8;
   finetune.write(spec);
   auto r = finetune.run();
@@ -281,7 +302,8 @@ TEST_CASE("worker: swap-then-finetune from another job's checkpoint records the 
   REQUIRE(r.exit_code == 0);
   auto conv = finetune.of_type("conversion").at(0);
   CHECK(conv["copied"].size() > 10);
-  CHECK(std::find(conv["created"].begin(), conv["created"].end(), "blocks.0.mixer.decay_z.bias") != conv["created"].end());
+  CHECK(std::find(conv["created"].begin(), conv["created"].end(), "blocks.0.mixer.decay_z.bias") !=
+        conv["created"].end());
   CHECK(conv["rescaled"].size() == 4);
   auto start = finetune.of_type("start").at(0);
   CHECK(start["model"]["layers"][1]["rule"] == "decay");
@@ -293,11 +315,14 @@ TEST_CASE("worker: generation benchmark records time and memory per token by len
   for (const char* mixer : {"softmax", "decay"}) {
     DYNAMIC_SECTION(mixer) {
       Job job;
-      json spec = {{"kind", "generation-bench"}, {"seed", 1}, {"threads", 1},
+      json spec = {{"kind", "generation-bench"},
+                   {"seed", 1},
+                   {"threads", 1},
                    {"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"head_dim", 16}, {"context", 80}}},
                    {"bench", {{"seq_lens", {16, 64}}, {"repeats", 3}, {"tokens", 4}}}};
       if (std::string(mixer) == "decay")
-        spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}};
+        spec["model"]["mixer"] = {
+            {"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}};
       job.write(spec);
       auto r = job.run();
       INFO(r.output);
@@ -320,10 +345,12 @@ TEST_CASE("worker: generation benchmark records time and memory per token by len
   }
 }
 
-TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre-tokenised, enwik8, MQAR, retrieval)", "[worker]") {
+TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre-tokenised, enwik8, MQAR, retrieval)",
+          "[worker]") {
   test::TempDir data("formats");
   std::string text;
-  for (int i = 0; i < 60; ++i) text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
+  for (int i = 0; i < 60; ++i)
+    text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
   for (const char* split : {"train", "valid", "test"}) test::spit(data.file(fmt::format("wiki.{}.raw", split)), text);
   test::spit(data.file("enwik8"), text + text + text);
   std::string ids;
@@ -336,11 +363,15 @@ TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre
     json model_patch;
   };
   const std::vector<Case> cases = {
-      {"wikitext103 + gpt2", {{"source", "wikitext103"}, {"path", data.path().string()}, {"tokenizer", "gpt2"}}, {{"vocab", 50257}}},
+      {"wikitext103 + gpt2",
+       {{"source", "wikitext103"}, {"path", data.path().string()}, {"tokenizer", "gpt2"}},
+       {{"vocab", 50257}}},
       {"tokens", {{"source", "tokens"}, {"path", data.path().string()}}, {{"vocab", 100}}},
       {"enwik8", {{"source", "enwik8"}, {"path", data.file("enwik8")}}, json::object()},
       {"mqar", {{"source", "mqar"}, {"mqar", {{"vocab", 64}, {"seq_len", 32}, {"pairs", 4}}}}, {{"vocab", 64}}},
-      {"retrieval", {{"source", "retrieval"}, {"retrieval", {{"keys", 8}, {"values", 8}, {"pairs", 5}, {"queries", 3}}}}, {{"vocab", 80}}},
+      {"retrieval",
+       {{"source", "retrieval"}, {"retrieval", {{"keys", 8}, {"values", 8}, {"pairs", 5}, {"queries", 3}}}},
+       {{"vocab", 80}}},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.name) {
@@ -372,7 +403,8 @@ TEST_CASE("worker: user formats end to end (WikiText-103 raw with GPT-2 BPE, pre
   }
 }
 
-TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, never recorded as a divergence", "[worker]") {
+TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, never recorded as a divergence",
+          "[worker]") {
   Job pretrain;
   auto spec = tiny_job();
   spec["train"]["steps"] = 2;
@@ -381,7 +413,8 @@ TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, nev
   REQUIRE(pretrain.run().exit_code == 0);
   const auto good = test::slurp(pretrain.dir.file("best.safetensors"));
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(good[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | static_cast<unsigned char>(good[static_cast<size_t>(i)]);
   const auto header = json::parse(good.substr(8, header_len));
   const auto& wte = header.at("wte.weight");
   const size_t wte_at = 8 + header_len + wte["data_offsets"][0].get<size_t>();
@@ -401,7 +434,9 @@ TEST_CASE("worker: a damaged source checkpoint is refused naming the tensor, nev
     auto ft = tiny_job();
     ft.erase("model");
     ft["init_checkpoint"] = finetune.dir.file("source.safetensors");
-    ft["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+    ft["model"] = {
+        {"mixer",
+         {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
     finetune.write(ft);
     const auto r = finetune.run();
     INFO(r.output);
@@ -444,10 +479,12 @@ TEST_CASE("worker: a 4 GiB memory-mapped train.bin trains in a few hundred MB of
   CHECK(job.of_type("eval").size() == 1);  // validation only: no test split to score
 }
 
-TEST_CASE("worker: GPT-2 BPE text is tokenized once and cached beside the corpus; a changed corpus is tokenized again", "[worker]") {
+TEST_CASE("worker: GPT-2 BPE text is tokenized once and cached beside the corpus; a changed corpus is tokenized again",
+          "[worker]") {
   test::TempDir data("bpecache");
   std::string text;
-  for (int i = 0; i < 60; ++i) text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
+  for (int i = 0; i < 60; ++i)
+    text += fmt::format(" = Section {} = \n The quick brown fox jumps over the lazy dog {} times . \n", i, i);
   for (const char* split : {"train", "valid", "test"}) test::spit(data.file(fmt::format("wiki.{}.raw", split)), text);
   auto run = [&] {
     Job job;
@@ -478,30 +515,33 @@ TEST_CASE("worker: GPT-2 BPE text is tokenized once and cached beside the corpus
   CHECK(third["train_tokens"].get<int64_t>() > first["train_tokens"].get<int64_t>());
 }
 
-TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then generates text from it (CI smoke)", "[worker]") {
+TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then generates text from it (CI smoke)",
+          "[worker]") {
   test::TempDir hf("hfsmoke");
-  auto py = test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/hf_gpt2.py write " + hf.path().string() +
-                              " --no-expected --vocab 256 --positions 32");
+  auto py = test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/hf_gpt2.py write " +
+                              hf.path().string() + " --no-expected --vocab 256 --positions 32");
   INFO(py.output);
   REQUIRE(py.exit_code == 0);
   Job job;
   auto spec = tiny_job();
   spec["init_checkpoint"] = "hf:" + hf.path().string();
-  spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  spec["model"] = {
+      {"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
   spec["train"]["steps"] = 8;
   job.write(spec);
   auto r = job.run();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto import = job.of_type("import").at(0);
-  CHECK(import["tensors"].size() == 3 * (12 + 2) + 4 + 1);  // every tensor of both shards: 12 per layer, 2 mask buffers, lm_head
+  CHECK(import["tensors"].size() ==
+        3 * (12 + 2) + 4 + 1);  // every tensor of both shards: 12 per layer, 2 mask buffers, lm_head
   const auto conversion = job.of_type("conversion").at(0);
   CHECK(conversion["copied"].size() > 0);
   CHECK(conversion["rescaled"].size() == 3 * 2);  // W_v rows of every layer (decay's UGI rescale)
   CHECK(job.of_type("start").at(0)["model"]["layers"][0]["rule"] == "decay");
 
-  const auto generate = fmt::format("{} generate {} --prompt 'The county ' --tokens 16 --greedy --threads 1", FWLAB_WORKER,
-                                    job.dir.file("best.safetensors"));
+  const auto generate = fmt::format("{} generate {} --prompt 'The county ' --tokens 16 --greedy --threads 1",
+                                    FWLAB_WORKER, job.dir.file("best.safetensors"));
   auto a = test::run_command(generate), b = test::run_command(generate);
   INFO(a.output);
   REQUIRE(a.exit_code == 0);
@@ -510,19 +550,23 @@ TEST_CASE("worker: fine-tunes a Hugging Face GPT-2 directory into decay, then ge
   const auto text = [](const std::string& out) { return out.substr(0, out.find('\n')); };
   CHECK(text(a.output) == text(b.output));  // greedy is deterministic
   // The hf: directory itself, sampled; and a tokenizer its vocabulary cannot hold.
-  auto sampled = test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8 --tokenizer byte --seed 3 --top-k 5",
-                                               FWLAB_WORKER, hf.path().string()));
+  auto sampled =
+      test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8 --tokenizer byte --seed 3 --top-k 5",
+                                    FWLAB_WORKER, hf.path().string()));
   CHECK(sampled.exit_code == 0);
   CHECK_THAT(sampled.output, Catch::Contains("T = 1, top-k 5, seed 3"));
   // GPT-2's own tokenizer, the default for hf: directories (their vocab.json + merges.txt, else the repo's BPE files).
   const auto bpe = hf.path() / "bpe";
   REQUIRE(test::run_command("/usr/bin/python3 " FWLAB_SOURCE_DIR "/tests/python/hf_gpt2.py write " + bpe.string() +
-                            " --no-expected --vocab 50257 --embd 16 --heads 2 --layers 1 --shards 1").exit_code == 0);
-  auto words = test::run_command(fmt::format("{} generate hf:{} --prompt 'Hello world' --tokens 8 --greedy", FWLAB_WORKER, bpe.string()));
+                            " --no-expected --vocab 50257 --embd 16 --heads 2 --layers 1 --shards 1")
+              .exit_code == 0);
+  auto words = test::run_command(
+      fmt::format("{} generate hf:{} --prompt 'Hello world' --tokens 8 --greedy", FWLAB_WORKER, bpe.string()));
   INFO(words.output);
   CHECK(words.exit_code == 0);
   CHECK_THAT(words.output, Catch::Contains("2 prompt + 8 new tokens (greedy, gpt2)"));
-  auto wrong = test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8", FWLAB_WORKER, hf.path().string()));
+  auto wrong =
+      test::run_command(fmt::format("{} generate hf:{} --prompt 'The ' --tokens 8", FWLAB_WORKER, hf.path().string()));
   CHECK(wrong.exit_code == 2);
   CHECK_THAT(wrong.output, Catch::Contains("--tokenizer: the gpt2 tokenizer has 50257 tokens but the model only 256"));
 
@@ -542,7 +586,8 @@ TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUD
       auto spec = tiny_job();
       spec["model"]["dropout"] = 0.0;
       if (std::string(kind) == "decay")
-        spec["model"]["mixer"] = {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 8}};
+        spec["model"]["mixer"] = {
+            {"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 8}};
       Job fp32, bf16;
       fp32.write(spec);
       spec["train"]["precision"] = "bf16";
@@ -566,7 +611,8 @@ TEST_CASE("worker: train.precision = bf16 follows the fp32 curve; fp16 needs CUD
     }
   }
   SECTION("fp16 on CPU: exit 2 naming the key, nothing run") {
-    CHECK(!fs::exists(run_refused("precision", "fp16", "train.precision: fp16 needs a CUDA device")->dir.file("events.jsonl")));
+    CHECK(!fs::exists(
+        run_refused("precision", "fp16", "train.precision: fp16 needs a CUDA device")->dir.file("events.jsonl")));
     run_refused("precision", "fp8", "train.precision: 'fp8' is not one of fp32, bf16, fp16");
   }
 }
@@ -588,7 +634,8 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     auto spec = tiny_job();
     spec.erase("model");
     spec["init_checkpoint"] = source;
-    spec["model"] = {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
+    spec["model"] = {
+        {"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
     if (lora_rank > 0) spec["model"] = {{"lora_rank", lora_rank}};  // the softmax layers kept, adapters added
     spec["train"]["steps"] = steps;
     spec["train"]["trainable"] = trainable;
@@ -604,7 +651,8 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
 
   SECTION("new_mixers: only the feature maps train; every copied tensor keeps the source's bytes") {
     auto short_run = finetune("new_mixers", 4), long_run = finetune("new_mixers", 12);
-    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")),
+               b = tensor_bytes(long_run->dir.file("best.safetensors"));
     int maps = 0, frozen = 0;
     for (const auto& [name, bytes] : b) {
       INFO(name);
@@ -625,16 +673,20 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
   }
   SECTION("no_feature_maps: the feature maps stay at their initialisation, everything else trains") {
     auto short_run = finetune("no_feature_maps", 4), long_run = finetune("no_feature_maps", 12);
-    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")),
+               b = tensor_bytes(long_run->dir.file("best.safetensors"));
     for (const auto& [name, bytes] : b) {
       INFO(name);
-      if (is_map(name)) CHECK(bytes == a.at(name));  // the same seed's initialisation, untouched
-      else if (name.find("weight") != std::string::npos) CHECK(bytes != a.at(name));
+      if (is_map(name))
+        CHECK(bytes == a.at(name));  // the same seed's initialisation, untouched
+      else if (name.find("weight") != std::string::npos)
+        CHECK(bytes != a.at(name));
     }
   }
   SECTION("lora: only the adapters train; the base keeps the source's bytes") {
     auto short_run = finetune("lora", 4, 2), long_run = finetune("lora", 12, 2);
-    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")), b = tensor_bytes(long_run->dir.file("best.safetensors"));
+    const auto a = tensor_bytes(short_run->dir.file("best.safetensors")),
+               b = tensor_bytes(long_run->dir.file("best.safetensors"));
     int adapters = 0;
     for (const auto& [name, bytes] : b) {
       INFO(name);
@@ -649,18 +701,20 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
     CHECK(long_run->of_type("conversion").at(0)["created"].size() == 8);
     // Merged: a plain checkpoint (no adapter tensors) that continues a prompt exactly as the adapted one.
     const auto merged = long_run->dir.file("merged.safetensors");
-    auto m = test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, long_run->dir.file("best.safetensors"), merged));
+    auto m = test::run_command(
+        fmt::format("{} merge-lora {} {}", FWLAB_WORKER, long_run->dir.file("best.safetensors"), merged));
     INFO(m.output);
     REQUIRE(m.exit_code == 0);
     for (const auto& [name, bytes] : tensor_bytes(merged)) CHECK(name.find("_lora") == std::string::npos);
     auto continuation = [&](const std::string& checkpoint) {
-      auto g = test::run_command(fmt::format("{} generate {} --prompt 'The jury' --tokens 24 --greedy", FWLAB_WORKER, checkpoint));
+      auto g = test::run_command(
+          fmt::format("{} generate {} --prompt 'The jury' --tokens 24 --greedy", FWLAB_WORKER, checkpoint));
       REQUIRE(g.exit_code == 0);
       return g.output.substr(0, g.output.find('\n'));
     };
     CHECK(continuation(merged) == continuation(long_run->dir.file("best.safetensors")));
-    CHECK(test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, source, merged)).output.find("has no LoRA adapters") !=
-          std::string::npos);
+    CHECK(test::run_command(fmt::format("{} merge-lora {} {}", FWLAB_WORKER, source, merged))
+              .output.find("has no LoRA adapters") != std::string::npos);
   }
   SECTION("groups that leave nothing to train, or no group: exit 2 naming the key") {
     run_refused("trainable", "new_mixers", "train.trainable: 'new_mixers' leaves nothing to train");  // all softmax
@@ -669,10 +723,12 @@ TEST_CASE("worker: train.trainable freezes parameter groups, frozen tensors stay
   }
 }
 
-TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher; a finetune starts from it", "[worker]") {
+TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher; a finetune starts from it",
+          "[worker]") {
   Job pretrain;
   const auto source = pretrain_teacher(pretrain);
-  const json decay = {{"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
+  const json decay = {
+      {"mixer", {{"kind", "fast_weight"}, {"rule", "decay"}, {"feature_map", "identity"}, {"norm", "none"}, {"m", 4}}}};
   Job transfer;
   auto spec = tiny_job();
   spec.erase("model");
@@ -706,7 +762,9 @@ TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher;
   INFO(f.output);
   CHECK(f.exit_code == 0);
   CHECK(finetune.of_type("conversion").at(0)["created"].empty());  // the same mixers: everything carried over
-  CHECK(finetune.of_type("conversion").at(0)["rescaled"].empty());  // W_v was rescaled once, when the layer was swapped in
+  CHECK(finetune.of_type("conversion")
+            .at(0)["rescaled"]
+            .empty());  // W_v was rescaled once, when the layer was swapped in
 
   Job distilled;  // the same fine-tuning plus KL(teacher || student); the teacher is found up the chain (pretrain)
   auto kd = ft;
@@ -722,10 +780,11 @@ TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher;
     return -1.0;
   };
   CHECK(first_loss(distilled) > first_loss(finetune) + 1e-3);  // CE + 2 KL at the same first batch and weights
-  Job idle;  // a temperature without a KL weight would change nothing
+  Job idle;                                                    // a temperature without a KL weight would change nothing
   kd["transfer"] = {{"kl_temperature", 2.0}};
   idle.write(kd);
-  CHECK_THAT(idle.run("validate").output, Catch::Contains("transfer.kl_temperature: is set but transfer.kl_weight is 0"));
+  CHECK_THAT(idle.run("validate").output,
+             Catch::Contains("transfer.kl_temperature: is set but transfer.kl_weight is 0"));
 
   Job orphan;  // no teacher
   spec.erase("init_checkpoint");
@@ -733,10 +792,12 @@ TEST_CASE("worker: kind = transfer trains the new mixers to imitate the teacher;
   CHECK_THAT(orphan.run("validate").output, Catch::Contains("init_checkpoint: kind 'transfer' needs the teacher"));
 }
 
-TEST_CASE("worker: kind = attention compares a model's attention with the softmax teacher up its source chain", "[worker]") {
+TEST_CASE("worker: kind = attention compares a model's attention with the softmax teacher up its source chain",
+          "[worker]") {
   Job pretrain;
   const auto source = pretrain_teacher(pretrain);
-  const json t2r = {{"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
+  const json t2r = {
+      {"mixer", {{"kind", "fast_weight"}, {"rule", "add"}, {"feature_map", "relu"}, {"norm", "attn"}, {"m", 8}}}};
   const auto metrics = [](const Job& j) {
     std::map<std::string, double> out;
     for (auto& e : j.of_type("metric")) out[e["key"].get<std::string>()] = e["value"].get<double>();
@@ -768,9 +829,11 @@ TEST_CASE("worker: kind = attention compares a model's attention with the softma
   CHECK(untrained.at("attn_distance") > 0.01);
   // The overall figure is the mean of the per-head ones.
   double heads = 0;
-  for (const char* key : {"attn_distance.l0.h0", "attn_distance.l0.h1", "attn_distance.l1.h0", "attn_distance.l1.h1"}) heads += untrained.at(key);
+  for (const char* key : {"attn_distance.l0.h0", "attn_distance.l0.h1", "attn_distance.l1.h0", "attn_distance.l1.h1"})
+    heads += untrained.at(key);
   CHECK(untrained.at("attn_distance") == Approx(heads / 4));
-  CHECK(untrained.at("attn_distance.l1") == Approx((untrained.at("attn_distance.l1.h0") + untrained.at("attn_distance.l1.h1")) / 2));
+  CHECK(untrained.at("attn_distance.l1") ==
+        Approx((untrained.at("attn_distance.l1.h0") + untrained.at("attn_distance.l1.h1")) / 2));
 
   Job finetune;  // after fine-tuning: the teacher is found through the fine-tune's job.json
   auto ft = tiny_job();
@@ -803,7 +866,8 @@ TEST_CASE("divergence check: a loss wobbling near zero is no spike, a blow-up is
   std::vector<double> mqar;
   for (int step = 0; step < 4000; ++step) {
     const double wobble = 0.01 * ((step * 7919) % 13 - 6) / 6.0;
-    double loss = step < 3000 ? std::log(4.0) + wobble : std::max(0.02, std::log(4.0) * (3600 - step) / 600.0) + std::fabs(wobble);
+    double loss = step < 3000 ? std::log(4.0) + wobble
+                              : std::max(0.02, std::log(4.0) * (3600 - step) / 600.0) + std::fabs(wobble);
     if (step >= 3713 && step < 3718) loss = 0.11;
     mqar.push_back(loss);
   }

@@ -25,7 +25,8 @@ namespace {
 
 // attention.teacher, or the nearest softmax-only model up the chain of source checkpoints.
 std::string find_teacher(const JobSpec& spec) {
-  return spec.attention.teacher.empty() ? nearest_softmax_model(spec.init_checkpoint, "attention.teacher") : spec.attention.teacher;
+  return spec.attention.teacher.empty() ? nearest_softmax_model(spec.init_checkpoint, "attention.teacher")
+                                        : spec.attention.teacher;
 }
 
 double mean_of(const std::vector<double>& sums, int64_t queries) {
@@ -38,7 +39,8 @@ void write_stats(const AttentionStats& stats, EventLog& log) {
   const struct {
     const char* key;
     const std::vector<std::vector<double>>& sums;
-  } metrics[] = {{"attn_distance", stats.distance}, {"attn_entropy", stats.entropy}, {"teacher_entropy", stats.teacher_entropy}};
+  } metrics[] = {
+      {"attn_distance", stats.distance}, {"attn_entropy", stats.entropy}, {"teacher_entropy", stats.teacher_entropy}};
   for (const auto& m : metrics) {
     std::vector<double> all;
     for (size_t row = 0; row < stats.layers.size(); ++row) {
@@ -46,7 +48,8 @@ void write_stats(const AttentionStats& stats, EventLog& log) {
       all.insert(all.end(), heads.begin(), heads.end());
       log.write(MetricEvent{fmt::format("{}.l{}", m.key, stats.layers[row]), 0, mean_of(heads, stats.queries)});
       for (size_t h = 0; h < heads.size(); ++h)
-        log.write(MetricEvent{fmt::format("{}.l{}.h{}", m.key, stats.layers[row], h), 0, heads[h] / static_cast<double>(stats.queries)});
+        log.write(MetricEvent{fmt::format("{}.l{}.h{}", m.key, stats.layers[row], h), 0,
+                              heads[h] / static_cast<double>(stats.queries)});
     }
     log.write(MetricEvent{m.key, 0, mean_of(all, stats.queries)});
   }
@@ -61,7 +64,8 @@ int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, Even
   GPT teacher = load_source_model(teacher_path, nullptr, spec.model_dtype);
   student->to(device), teacher->to(device);
   student->eval(), teacher->eval();
-  if (student->config().layers.size() != teacher->config().layers.size() || student->config().n_heads != teacher->config().n_heads)
+  if (student->config().layers.size() != teacher->config().layers.size() ||
+      student->config().n_heads != teacher->config().n_heads)
     throw SpecError("attention.teacher", fmt::format("{} has {} layers of {} heads, the model {} of {}", teacher_path,
                                                      teacher->config().layers.size(), teacher->config().n_heads,
                                                      student->config().layers.size(), student->config().n_heads));
@@ -70,9 +74,11 @@ int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, Even
 
   const auto corpus = load_corpus(spec.data, student->config().vocab);
   const int64_t T = spec.train.seq_len, B = spec.train.batch_size;
-  if (T > student->config().context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, student->config().context));
+  if (T > student->config().context)
+    throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T, student->config().context));
   const auto windows = eval_windows(corpus.valid.size(), T, false, spec.attention.max_tokens);
-  if (windows.empty()) throw DataError(fmt::format("the validation split of {} tokens holds no window of {}", corpus.valid.size(), T + 1));
+  if (windows.empty())
+    throw DataError(fmt::format("the validation split of {} tokens holds no window of {}", corpus.valid.size(), T + 1));
   AttentionStats stats;
   for (size_t i = 0; i < windows.size(); i += static_cast<size_t>(B)) {
     const size_t n = std::min(windows.size() - i, static_cast<size_t>(B));
@@ -81,8 +87,14 @@ int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, Even
     const auto idx = torch::from_blob(ids.data(), {static_cast<int64_t>(n), T}, torch::kInt32).to(device, torch::kLong);
     add_attention_stats(student, teacher, idx, stats);
   }
-  if (stats.layers.empty()) throw SpecError("model", "no layer of the model and its teacher has attention weights to compare (SRU layers have none)");
-  log.write({{"type", "attention"}, {"teacher", teacher_path}, {"layers", stats.layers}, {"windows", windows.size()}, {"tokens", stats.queries}});
+  if (stats.layers.empty())
+    throw SpecError("model",
+                    "no layer of the model and its teacher has attention weights to compare (SRU layers have none)");
+  log.write({{"type", "attention"},
+             {"teacher", teacher_path},
+             {"layers", stats.layers},
+             {"windows", windows.size()},
+             {"tokens", stats.queries}});
   write_stats(stats, log);
   log.write(EndEvent{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});
   write_status(job_dir, StatusFile{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});

@@ -1,4 +1,5 @@
-// Multiple-choice and log-likelihood tasks in lm-eval's semantics (contract/evaluation/eval_task.h builds the requests).
+// Multiple-choice and log-likelihood tasks in lm-eval's semantics (contract/evaluation/eval_task.h builds the
+// requests).
 #include "contract/job/corpus_files.h"
 #include "worker/eval_tasks.h"
 #include "worker/loglikelihood.h"
@@ -20,7 +21,8 @@ nlohmann::json doc_record(const EvalDoc& doc, const DocScore& s, const std::vect
 
 }  // namespace
 
-TaskRun run_choice_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter, int64_t batch) {
+TaskRun run_choice_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter,
+                        int64_t batch) {
   const auto docs = read_task_file(task.path, adapter, task.limit);
   const auto pool = shot_pool(task, adapter);
   std::vector<EncodedRequest> encoded;

@@ -31,9 +31,12 @@ TaskRun run_task(GPT& model, const Tokenizer& tok, const JobSpec& spec, const Ta
   const auto& adapter = *find_task_adapter(task.adapter);
   switch (adapter.kind) {
     case TaskKind::multiple_choice:
-    case TaskKind::loglikelihood: return run_choice_task(model, tok, task, adapter, spec.eval.batch_size);
-    case TaskKind::recall: return run_recall_task(model, tok, task, adapter, spec.eval.batch_size);
-    case TaskKind::passkey: return run_passkey_task(model, tok, task, filler_text(spec, task), spec.eval.batch_size, spec.seed);
+    case TaskKind::loglikelihood:
+      return run_choice_task(model, tok, task, adapter, spec.eval.batch_size);
+    case TaskKind::recall:
+      return run_recall_task(model, tok, task, adapter, spec.eval.batch_size);
+    case TaskKind::passkey:
+      return run_passkey_task(model, tok, task, filler_text(spec, task), spec.eval.batch_size, spec.seed);
   }
   throw std::logic_error("unhandled task kind");
 }
@@ -55,8 +58,8 @@ int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
   model->to(torch::Device(spec.device));
   const auto tok = data_tokenizer(spec.data);
   if (tok->vocab_size() > model->config().vocab)
-    throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens, the model {}", tok->name(), tok->vocab_size(),
-                                                  model->config().vocab));
+    throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens, the model {}", tok->name(),
+                                                  tok->vocab_size(), model->config().vocab));
   log.write(start_event(spec, job_dir, model));
   write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
   for (const auto& [name, task] : spec.tasks) {
@@ -69,8 +72,13 @@ int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
       metrics[key] = value;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    log.write({{"type", "task"}, {"name", name}, {"adapter", task.adapter}, {"documents", run.records.size()}, {"metrics", metrics},
-               {"seconds", seconds}, {"semantics", "lm-evaluation-harness 0.4.10"}});
+    log.write({{"type", "task"},
+               {"name", name},
+               {"adapter", task.adapter},
+               {"documents", run.records.size()},
+               {"metrics", metrics},
+               {"seconds", seconds},
+               {"semantics", "lm-evaluation-harness 0.4.10"}});
     fmt::print(stderr, "fwlab-worker: {}: {} documents in {:.1f}s\n", name, run.records.size(), seconds);
   }
   log.write(EndEvent{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});

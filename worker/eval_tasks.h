@@ -1,5 +1,5 @@
-// The runners of kind = "eval" jobs, one per kind of task adapter (contract/evaluation/eval_task.h): each scores a model on
-// one task and returns its metrics and one record per document (or passkey prompt) for JOB/tasks/NAME.jsonl.
+// The runners of kind = "eval" jobs, one per kind of task adapter (contract/evaluation/eval_task.h): each scores a
+// model on one task and returns its metrics and one record per document (or passkey prompt) for JOB/tasks/NAME.jsonl.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,12 +20,14 @@ struct TaskRun {
 };
 
 // Multiple choice and LAMBADA: lm-eval's log-likelihood requests.
-TaskRun run_choice_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter, int64_t batch);
+TaskRun run_choice_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter,
+                        int64_t batch);
 // SWDE / FDA: the text cut around the answer, greedy generation until a newline, scored by `contains`.
-TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter, int64_t batch);
+TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter,
+                        int64_t batch);
 // Passkey: `filler_text` "" for landmark's repeated sentences; keys drawn from `seed`.
-TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const std::string& filler_text, int64_t batch,
-                         uint64_t seed);
+TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const std::string& filler_text,
+                         int64_t batch, uint64_t seed);
 
 // The recall prompt of a document: its text's tokens cut to context_length - 50 around the first occurrence of the
 // key or the value (the --cutting_context of Arora et al.'s harness), decoded, then ". " + key + ":".

@@ -12,8 +12,9 @@ struct GenerateArgs {
   std::string checkpoint;  // file.safetensors or hf:DIR
   std::string prompt;
   SamplingOptions sampling;
-  std::string tokenizer;   // byte | gpt2 | hf:DIR; "" = the checkpoint's (its metadata, the hf: directory's own files, its vocabulary)
-  std::string bpe_dir;     // encoder.json + vocab.bpe (or vocab.json + merges.txt); "" = the checkpoint's or the repo's
+  std::string tokenizer;  // byte | gpt2 | hf:DIR; "" = the checkpoint's (its metadata, the hf: directory's own files,
+                          // its vocabulary)
+  std::string bpe_dir;    // encoder.json + vocab.bpe (or vocab.json + merges.txt); "" = the checkpoint's or the repo's
   std::string dtype = "float32";  // what the model computes in: float32 | bfloat16 | float16 | file (model.dtype)
   std::string device = "cpu";
   int64_t threads = 0;

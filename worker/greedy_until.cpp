@@ -44,8 +44,8 @@ void run_rows(GPT& model, const Tokenizer& tok, std::vector<Row*>& rows, const G
 
 }  // namespace
 
-std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
-                                      const GreedyOptions& o) {
+std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok,
+                                      const std::vector<std::vector<int64_t>>& prompts, const GreedyOptions& o) {
   torch::NoGradGuard no_grad;
   model->eval();
   const auto keep = std::max<int64_t>(1, model->config().context - o.max_new_tokens);
@@ -58,10 +58,12 @@ std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok, const st
   }
   std::vector<size_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].prompt.size() > rows[b].prompt.size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows[a].prompt.size() > rows[b].prompt.size(); });
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(o.batch)) {
     std::vector<Row*> batch;
-    for (size_t j = i; j < std::min(order.size(), i + static_cast<size_t>(o.batch)); ++j) batch.push_back(&rows[order[j]]);
+    for (size_t j = i; j < std::min(order.size(), i + static_cast<size_t>(o.batch)); ++j)
+      batch.push_back(&rows[order[j]]);
     run_rows(model, tok, batch, o);
   }
   std::vector<std::string> out;

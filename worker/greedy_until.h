@@ -15,13 +15,14 @@ namespace fwlab {
 
 struct GreedyOptions {
   int64_t max_new_tokens = 48;
-  std::string stop;  // generation of a row ends once its decoded text holds this ("" : never); the text is cut before it
+  std::string
+      stop;  // generation of a row ends once its decoded text holds this ("" : never); the text is cut before it
   int64_t batch = 16;
 };
 
 // The generated text of each prompt. Prompts longer than the model's context less max_new_tokens keep their last
 // tokens (lm-eval's generate_until truncates the same way).
-std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok, const std::vector<std::vector<int64_t>>& prompts,
-                                      const GreedyOptions& options);
+std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok,
+                                      const std::vector<std::vector<int64_t>>& prompts, const GreedyOptions& options);
 
 }  // namespace fwlab

@@ -23,7 +23,8 @@ struct Row {
 Row input_row(const EncodedRequest& r, int64_t max_length) {
   const auto n_cont = static_cast<int64_t>(r.continuation.size());
   if (n_cont > max_length)
-    throw DataError(fmt::format("a continuation of {} tokens does not fit in the model's context of {}", n_cont, max_length));
+    throw DataError(
+        fmt::format("a continuation of {} tokens does not fit in the model's context of {}", n_cont, max_length));
   std::vector<int64_t> all = r.context;
   all.insert(all.end(), r.continuation.begin(), r.continuation.end());
   const auto keep = std::min<int64_t>(static_cast<int64_t>(all.size()), max_length + 1);
@@ -94,7 +95,8 @@ std::vector<LlResult> score_requests(GPT& model, const std::vector<EncodedReques
   }
   std::vector<size_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].input.size() > rows[b].input.size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows[a].input.size() > rows[b].input.size(); });
   std::vector<LlResult> unique(rows.size(), LlResult{0.0, true});
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(batch)) {
     std::vector<const Row*> chunk;

@@ -55,7 +55,8 @@ int recorded_final_code(const std::string& job_dir) {
 }
 
 int already_ended(const std::string& job_dir, int code) {
-  fmt::print(stderr, "fwlab-worker: {} already ended ({}); nothing is run again\n", job_dir, to_string(status_of_exit(code)));
+  fmt::print(stderr, "fwlab-worker: {} already ended ({}); nothing is run again\n", job_dir,
+             to_string(status_of_exit(code)));
   return code;
 }
 
@@ -64,7 +65,8 @@ int already_ended(const std::string& job_dir, int code) {
 // this point: the worker then has been re-parented, and leaves at once.
 void watch_parent() {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (const char* expected = std::getenv("FWLAB_PARENT_PID"); expected && std::atol(expected) != static_cast<long>(getppid())) {
+  if (const char* expected = std::getenv("FWLAB_PARENT_PID");
+      expected && std::atol(expected) != static_cast<long>(getppid())) {
     fmt::print(stderr, "fwlab-worker: the orchestrator (pid {}) is gone; not starting\n", expected);
     std::_Exit(kExitInterrupted);
   }
@@ -76,9 +78,13 @@ void record_kernel_fallbacks(const JobSpec& spec, EventLog& log) {
   kernels::set_kernel_self_check(spec.kernel_check);
   kernels::set_wrong_kernel(spec.debug.wrong_kernel);
   kernels::on_kernel_fallback([&log](const kernels::KernelFallback& f) {
-    fmt::print(stderr, "fwlab-worker: {} disagrees with libtorch's form for {} (error {:.3g} in {}, tolerance {:.0e}): that class runs the "
-                       "libtorch form from now on\n", f.kernel, f.shape_class, f.comparison.max_error, f.comparison.worst, f.comparison.tolerance);
-    log.write(KernelFallbackEvent{f.kernel, f.shape_class, f.comparison.worst, f.comparison.max_error, f.comparison.tolerance});
+    fmt::print(stderr,
+               "fwlab-worker: {} disagrees with libtorch's form for {} (error {:.3g} in {}, tolerance {:.0e}): that "
+               "class runs the "
+               "libtorch form from now on\n",
+               f.kernel, f.shape_class, f.comparison.max_error, f.comparison.worst, f.comparison.tolerance);
+    log.write(KernelFallbackEvent{f.kernel, f.shape_class, f.comparison.worst, f.comparison.max_error,
+                                  f.comparison.tolerance});
   });
 }
 
@@ -104,7 +110,8 @@ int run(const std::string& job_dir) {
     fmt::print(stderr, "fwlab-worker: {}: cannot lock the job directory\n", job_dir);
     return kExitCrashed;
   }
-  if (const int code = recorded_final_code(job_dir); code >= 0) return already_ended(job_dir, code);  // the worker we waited for
+  if (const int code = recorded_final_code(job_dir); code >= 0)
+    return already_ended(job_dir, code);  // the worker we waited for
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
   record_kernel_fallbacks(spec, log);
   auto fail = [&](const char* cause, const std::string& message, int code) {
@@ -165,7 +172,8 @@ int merge_lora_file(const std::string& in, const std::string& out) {
   return 0;
 }
 
-// fwlab-worker average: fairseq's average_checkpoints.py (models/seq2seq/seq2seq_io.h), for any fwlab checkpoints of one model.
+// fwlab-worker average: fairseq's average_checkpoints.py (models/seq2seq/seq2seq_io.h), for any fwlab checkpoints of
+// one model.
 int average_files(const std::vector<std::string>& in, const std::string& out) {
   try {
     average_checkpoints(in, out);
@@ -182,8 +190,8 @@ int export_hf_dir(const std::string& in, const std::string& out) {
   try {
     auto model = load_source_model(in);
     export_hf(model, out);
-    fmt::print("exported {} ({}, {} parameters) to {}\n", in, hf_config_json(model->config())["model_type"].get<std::string>(),
-               model->num_parameters(), out);
+    fmt::print("exported {} ({}, {} parameters) to {}\n", in,
+               hf_config_json(model->config())["model_type"].get<std::string>(), model->num_parameters(), out);
   } catch (const ConfigError& e) {
     fmt::print(stderr, "fwlab-worker export-hf: {}: {}\n", in, e.what());
     return kExitBadSpec;
@@ -198,55 +206,83 @@ int main(int argc, char** argv) {
   use_the_cpus_blas_kernels();  // may exec this program again with OPENBLAS_CORETYPE set (kernels/blas_core.h)
   watch_parent();
   keep_freed_memory_mapped();
-  CLI::App app{"fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
-               "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
+  CLI::App app{
+      "fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
+      "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
   app.footer(kExitCodes);
   app.require_subcommand(1);
   std::string job_dir;
   auto* run_cmd = app.add_subcommand("run", "run the job (resumes from JOB_DIR/resume.safetensors if present)");
   run_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
   auto* validate_cmd = app.add_subcommand("validate", "check JOB_DIR/job.json without running it");
-  validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
+  validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   GenerateArgs gen;
-  auto* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model (KV cache for softmax layers, the O(1) "
-                                                 "step form for fast-weight and SRU layers)");
-  gen_cmd->add_option("CHECKPOINT", gen.checkpoint, "an fwlab checkpoint (best.safetensors) or hf:DIR (a Hugging Face GPT-2 or Llama-family directory)")->required();
+  auto* gen_cmd = app.add_subcommand("generate",
+                                     "continue a prompt with a trained model (KV cache for softmax layers, the O(1) "
+                                     "step form for fast-weight and SRU layers)");
+  gen_cmd
+      ->add_option("CHECKPOINT", gen.checkpoint,
+                   "an fwlab checkpoint (best.safetensors) or hf:DIR (a Hugging Face GPT-2 or Llama-family directory)")
+      ->required();
   gen_cmd->add_option("--prompt", gen.prompt, "the text to continue")->required();
-  gen_cmd->add_option("--tokens", gen.sampling.tokens, "new tokens")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  gen_cmd->add_option("--temperature", gen.sampling.temperature, "softmax temperature of sampling")->capture_default_str()
+  gen_cmd->add_option("--tokens", gen.sampling.tokens, "new tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  gen_cmd->add_option("--temperature", gen.sampling.temperature, "softmax temperature of sampling")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  gen_cmd->add_option("--top-k", gen.sampling.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str()
+  gen_cmd->add_option("--top-k", gen.sampling.top_k, "sample among the k most likely tokens (0: all)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   gen_cmd->add_option("--seed", gen.sampling.seed, "seed of sampling")->capture_default_str();
   gen_cmd->add_flag("--greedy", gen.sampling.greedy, "take the most likely token at every step (deterministic)");
-  gen_cmd->add_option("--tokenizer", gen.tokenizer, "byte, gpt2 or hf:DIR (default: the checkpoint's; an hf: model's own tokenizer.json "
-                                                    "or tokenizer.model)");
-  gen_cmd->add_option("--dtype", gen.dtype, "what the model computes in: float32, bfloat16, float16 or file (the checkpoint's)")
-      ->capture_default_str()->check(CLI::IsMember({"float32", "bfloat16", "float16", "file"}));
-  gen_cmd->add_option("--bpe-dir", gen.bpe_dir, "GPT-2 BPE files (encoder.json + vocab.bpe)")->check(CLI::ExistingDirectory);
+  gen_cmd->add_option("--tokenizer", gen.tokenizer,
+                      "byte, gpt2 or hf:DIR (default: the checkpoint's; an hf: model's own tokenizer.json "
+                      "or tokenizer.model)");
+  gen_cmd
+      ->add_option("--dtype", gen.dtype,
+                   "what the model computes in: float32, bfloat16, float16 or file (the checkpoint's)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16", "file"}));
+  gen_cmd->add_option("--bpe-dir", gen.bpe_dir, "GPT-2 BPE files (encoder.json + vocab.bpe)")
+      ->check(CLI::ExistingDirectory);
   gen_cmd->add_option("--device", gen.device, "cpu, cuda or cuda:N")->capture_default_str();
   gen_cmd->add_option("--threads", gen.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   std::string merge_in, merge_out;
-  auto* merge_cmd = app.add_subcommand("merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
-  merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")->required()->check(CLI::ExistingFile);
+  auto* merge_cmd = app.add_subcommand(
+      "merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
+  merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")
+      ->required()
+      ->check(CLI::ExistingFile);
   merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
   std::vector<std::string> average_in;
   std::string average_out;
-  auto* average_cmd = app.add_subcommand("average", "the elementwise mean of checkpoints of one model (fairseq's checkpoint averaging)");
+  auto* average_cmd = app.add_subcommand(
+      "average", "the elementwise mean of checkpoints of one model (fairseq's checkpoint averaging)");
   average_cmd->add_option("OUT", average_out, "where to write the average")->required();
-  average_cmd->add_option("CHECKPOINTS", average_in, "the checkpoints to average")->required()->check(CLI::ExistingFile);
+  average_cmd->add_option("CHECKPOINTS", average_in, "the checkpoints to average")
+      ->required()
+      ->check(CLI::ExistingFile);
   std::string export_in, export_out;
-  auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint as a Hugging Face directory (config.json + model.safetensors) of "
-                                                     "its architecture: GPT-2, Llama, Mistral or Qwen2; every layer must be softmax");
+  auto* export_cmd =
+      app.add_subcommand("export-hf",
+                         "write a checkpoint as a Hugging Face directory (config.json + model.safetensors) of "
+                         "its architecture: GPT-2, Llama, Mistral or Qwen2; every layer must be softmax");
   export_cmd->add_option("CHECKPOINT", export_in, "an fwlab checkpoint or hf:DIR")->required();
   export_cmd->add_option("OUT_DIR", export_out, "the directory to write")->required();
   DoctorOptions doctor;
-  auto* doctor_cmd = app.add_subcommand("doctor", "check this machine: versions, the device, and every custom kernel against libtorch's "
-                                                  "own form (exit 0 only when all pass)");
+  auto* doctor_cmd =
+      app.add_subcommand("doctor",
+                         "check this machine: versions, the device, and every custom kernel against libtorch's "
+                         "own form (exit 0 only when all pass)");
   doctor_cmd->add_flag("--quick", doctor.quick, "smaller inputs");
   doctor_cmd->add_option("--threads", doctor.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  doctor_cmd->add_option("--wrong-kernel", doctor.wrong_kernel, "test hook: make this kernel's results wrong (decay_fused_cpu, "
-                                                                "decay_chunks_cuda) to see a check fail")
+  doctor_cmd
+      ->add_option("--wrong-kernel", doctor.wrong_kernel,
+                   "test hook: make this kernel's results wrong (decay_fused_cpu, "
+                   "decay_chunks_cuda) to see a check fail")
       ->check(CLI::IsMember({"decay_fused_cpu", "decay_chunks_cuda"}));
   try {
     app.parse(argc, argv);

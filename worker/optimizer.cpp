@@ -48,11 +48,12 @@ void AdamW::load_state(const NamedTensors& tensors, int64_t steps) {
   std::unordered_map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
   torch::NoGradGuard guard;
   for (auto& s : slots_) {
-    for (auto [suffix, target] :
-         std::initializer_list<std::pair<const char*, torch::Tensor*>>{{".exp_avg", &s.exp_avg}, {".exp_avg_sq", &s.exp_avg_sq}}) {
+    for (auto [suffix, target] : std::initializer_list<std::pair<const char*, torch::Tensor*>>{
+             {".exp_avg", &s.exp_avg}, {".exp_avg_sq", &s.exp_avg_sq}}) {
       auto it = by_name.find(s.name + suffix);
       if (it == by_name.end() || it->second.sizes() != target->sizes())
-        throw std::runtime_error(fmt::format("optimizer state for '{}{}' is missing or has the wrong shape", s.name, suffix));
+        throw std::runtime_error(
+            fmt::format("optimizer state for '{}{}' is missing or has the wrong shape", s.name, suffix));
       target->copy_(it->second);
     }
   }

@@ -16,7 +16,9 @@ namespace fwlab {
 std::string vocabulary_file(const DataSpec& data) {
   if (!data.vocab.empty()) {
     if (!std::filesystem::is_regular_file(data.vocab_path()))
-      throw DataError(fmt::format("data.vocab: {} does not exist (a SentencePiece model; or set data.vocab_size to learn one)", data.vocab_path()));
+      throw DataError(
+          fmt::format("data.vocab: {} does not exist (a SentencePiece model; or set data.vocab_size to learn one)",
+                      data.vocab_path()));
     return data.vocab_path();
   }
   return joint_vocabulary(data.path, data.src, data.tgt, data.vocab_size);
@@ -25,8 +27,10 @@ std::string vocabulary_file(const DataSpec& data) {
 void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path) {
   const int64_t pad = sp.piece_to_id("<pad>", 5), bos = sp.bos_id(), eos = sp.eos_id();
   if (pad != kPadId || bos != kBosId || eos != kEosId)
-    throw DataError(fmt::format("{}: pad, bos and eos have ids {}, {}, {}; a translation vocabulary needs 0, 2, 3 (spm_train --pad_id=0 "
-                                "--unk_id=1 --bos_id=2 --eos_id=3)", path, pad, bos, eos));
+    throw DataError(fmt::format(
+        "{}: pad, bos and eos have ids {}, {}, {}; a translation vocabulary needs 0, 2, 3 (spm_train --pad_id=0 "
+        "--unk_id=1 --bos_id=2 --eos_id=3)",
+        path, pad, bos, eos));
 }
 
 namespace {
@@ -40,24 +44,30 @@ std::vector<int64_t> encode_line(const SentencePieceModel& sp, const std::string
 
 // Pairs that fit the context (source and target each with EOS, the decoder's input one longer than the target
 // without EOS); the number dropped.
-int64_t encode_split(const ParallelSplit& split, const SentencePieceModel& sp, int64_t context, std::vector<TokenPair>& out) {
+int64_t encode_split(const ParallelSplit& split, const SentencePieceModel& sp, int64_t context,
+                     std::vector<TokenPair>& out) {
   int64_t dropped = 0;
   for (size_t i = 0; i < split.source.size(); ++i) {
     TokenPair p{encode_line(sp, split.source[i]), encode_line(sp, split.target[i])};
-    if (static_cast<int64_t>(p.source.size()) > context || static_cast<int64_t>(p.target.size()) > context) ++dropped;
-    else out.push_back(std::move(p));
+    if (static_cast<int64_t>(p.source.size()) > context || static_cast<int64_t>(p.target.size()) > context)
+      ++dropped;
+    else
+      out.push_back(std::move(p));
   }
   return dropped;
 }
 
 }  // namespace
 
-ParallelData load_parallel_data(const DataSpec& data, const SentencePieceModel& sp, int64_t context, int64_t test_limit) {
+ParallelData load_parallel_data(const DataSpec& data, const SentencePieceModel& sp, int64_t context,
+                                int64_t test_limit) {
   ParallelData out;
   out.dropped_train = encode_split(read_parallel(data.path, "train", data.src, data.tgt), sp, context, out.train);
   out.dropped_valid = encode_split(read_parallel(data.path, "valid", data.src, data.tgt), sp, context, out.valid);
-  if (out.train.empty()) throw DataError(fmt::format("{}: no training pair fits the model's context of {} tokens", data.path, context));
-  if (out.valid.empty()) throw DataError(fmt::format("{}: no validation pair fits the model's context of {} tokens", data.path, context));
+  if (out.train.empty())
+    throw DataError(fmt::format("{}: no training pair fits the model's context of {} tokens", data.path, context));
+  if (out.valid.empty())
+    throw DataError(fmt::format("{}: no validation pair fits the model's context of {} tokens", data.path, context));
   auto test = read_parallel(data.path, "test", data.src, data.tgt);
   const size_t n = test_limit > 0 ? std::min(test.source.size(), static_cast<size_t>(test_limit)) : test.source.size();
   for (size_t i = 0; i < n; ++i) {
@@ -77,7 +87,8 @@ PairBatch collate(const std::vector<TokenPair>& pairs, const std::vector<size_t>
   size_t S = 1, T = 1;
   for (auto r : rows) S = std::max(S, pairs[r].source.size()), T = std::max(T, pairs[r].target.size());
   const auto B = static_cast<int64_t>(rows.size());
-  auto src = torch::full({B, static_cast<int64_t>(S)}, kPadId, torch::kLong), prev = torch::full({B, static_cast<int64_t>(T)}, kPadId, torch::kLong);
+  auto src = torch::full({B, static_cast<int64_t>(S)}, kPadId, torch::kLong),
+       prev = torch::full({B, static_cast<int64_t>(T)}, kPadId, torch::kLong);
   auto target = torch::full({B, static_cast<int64_t>(T)}, kPadId, torch::kLong);
   auto s = src.accessor<int64_t, 2>(), p = prev.accessor<int64_t, 2>(), t = target.accessor<int64_t, 2>();
   int64_t tokens = 0;
@@ -94,7 +105,8 @@ PairBatch collate(const std::vector<TokenPair>& pairs, const std::vector<size_t>
   return {src.to(device), prev.to(device), target.to(device), tokens};
 }
 
-std::vector<std::vector<size_t>> token_batches(const std::vector<TokenPair>& pairs, int64_t batch_tokens, uint64_t seed) {
+std::vector<std::vector<size_t>> token_batches(const std::vector<TokenPair>& pairs, int64_t batch_tokens,
+                                               uint64_t seed) {
   std::vector<size_t> order(pairs.size());
   std::iota(order.begin(), order.end(), size_t{0});
   auto longest = [&](size_t i) { return std::max(pairs[i].source.size(), pairs[i].target.size()); };

@@ -34,7 +34,8 @@ std::string vocabulary_file(const DataSpec& data);
 // Throws DataError naming the file when the model's pad, bos or eos ids are not fairseq's order above.
 void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path);
 
-ParallelData load_parallel_data(const DataSpec& data, const SentencePieceModel& sp, int64_t context, int64_t test_limit);
+ParallelData load_parallel_data(const DataSpec& data, const SentencePieceModel& sp, int64_t context,
+                                int64_t test_limit);
 
 // One batch: src [B, S] and prev [B, T] (BOS then the target) padded with kPadId; target [B, T] (the target with
 // EOS, padded with kPadId, which the loss ignores).
@@ -46,6 +47,7 @@ PairBatch collate(const std::vector<TokenPair>& pairs, const std::vector<size_t>
 
 // fairseq's batching by tokens: pairs sorted by length, cut into batches whose rows x longest side stays within
 // `batch_tokens` (a pair longer than that is a batch of its own); the batches' order shuffled with `seed`.
-std::vector<std::vector<size_t>> token_batches(const std::vector<TokenPair>& pairs, int64_t batch_tokens, uint64_t seed);
+std::vector<std::vector<size_t>> token_batches(const std::vector<TokenPair>& pairs, int64_t batch_tokens,
+                                               uint64_t seed);
 
 }  // namespace fwlab

@@ -13,13 +13,14 @@
 
 namespace fwlab {
 
-TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const std::string& filler_text, int64_t batch,
-                         uint64_t seed) {
+TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const std::string& filler_text,
+                         int64_t batch, uint64_t seed) {
   const auto context = model->config().context;
   for (auto L : task.lengths)
     if (L + task.generated_tokens() > context)
-      throw DataError(fmt::format("passkey: a prompt of {} tokens and {} generated ones exceed the model's context of {}", L,
-                                  task.generated_tokens(), context));
+      throw DataError(
+          fmt::format("passkey: a prompt of {} tokens and {} generated ones exceed the model's context of {}", L,
+                      task.generated_tokens(), context));
   const auto filler = passkey_filler(tok, filler_text);
   std::vector<PasskeyPrompt> prompts;
   std::vector<std::pair<int64_t, int64_t>> cells;
@@ -43,12 +44,17 @@ TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task,
     right += ok;
     auto& c = per_cell[cells[i]];
     c.first += ok, c.second += 1;
-    run.records.push_back({{"length", cells[i].first}, {"depth", cells[i].second}, {"key", prompts[i].key}, {"key_at", prompts[i].key_at},
-                           {"output", outputs[i]}, {"correct", ok}});
+    run.records.push_back({{"length", cells[i].first},
+                           {"depth", cells[i].second},
+                           {"key", prompts[i].key},
+                           {"key_at", prompts[i].key_at},
+                           {"output", outputs[i]},
+                           {"correct", ok}});
   }
   run.metrics.emplace_back("acc", static_cast<double>(right) / static_cast<double>(prompts.size()));
   for (const auto& [cell, n] : per_cell)
-    run.metrics.emplace_back(fmt::format("acc.L{}.d{}", cell.first, cell.second), static_cast<double>(n.first) / static_cast<double>(n.second));
+    run.metrics.emplace_back(fmt::format("acc.L{}.d{}", cell.first, cell.second),
+                             static_cast<double>(n.first) / static_cast<double>(n.second));
   return run;
 }
 

@@ -22,14 +22,15 @@ double Progress::eta(int64_t step) const {
 
 void Progress::step(int64_t step, double loss, double tokens_per_s) {
   if (!tty_) return;
-  fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {}   ", step + 1, total_, loss, tokens_per_s, short_duration(eta(step)));
+  fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {}   ", step + 1, total_, loss, tokens_per_s,
+             short_duration(eta(step)));
   if (step + 1 == total_) fmt::print(stderr, "\n");
 }
 
 void Progress::interval(int64_t step, double loss, double lr, double tokens_per_s) {
   if (tty_) return;
-  fmt::print("step {}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  elapsed {}  ETA {}\n", step + 1, total_, loss, lr, tokens_per_s,
-             short_duration(elapsed()), short_duration(eta(step)));
+  fmt::print("step {}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  elapsed {}  ETA {}\n", step + 1, total_, loss, lr,
+             tokens_per_s, short_duration(elapsed()), short_duration(eta(step)));
   std::fflush(stdout);  // a log file is block-buffered: without this the line appears when the job ends
 }
 

@@ -19,7 +19,9 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-bool recall_contains(const std::string& output, const std::string& value) { return lower(output).find(lower(value)) != std::string::npos; }
+bool recall_contains(const std::string& output, const std::string& value) {
+  return lower(output).find(lower(value)) != std::string::npos;
+}
 
 std::string recall_prompt(const Tokenizer& tok, const EvalDoc& doc, int64_t context_length) {
   const auto ids = tok.encode_plain(doc.text);
@@ -29,16 +31,19 @@ std::string recall_prompt(const Tokenizer& tok, const EvalDoc& doc, int64_t cont
     const auto at = std::min(doc.text.find(doc.key), doc.text.find(doc.value));  // the first mention of either
     const size_t answer = at == std::string::npos ? 0 : tok.encode_plain(doc.text.substr(0, at)).size();
     const size_t start = answer > desired / 2 ? std::min(answer - desired / 2, ids.size() - desired) : 0;
-    text = tok.decode({ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start + desired)});
+    text = tok.decode(
+        {ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start + desired)});
   }
   return text + ". " + doc.key + ":";
 }
 
-TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter, int64_t batch) {
+TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const TaskAdapter& adapter,
+                        int64_t batch) {
   std::vector<EvalDoc> docs;
   for (auto& d : read_task_file(task.path, adapter, task.limit))
     if (d.value.size() > 1) docs.push_back(std::move(d));
-  if (docs.empty()) throw DataError(task.path + ": no document has a value of two characters or more (shorter ones are dropped)");
+  if (docs.empty())
+    throw DataError(task.path + ": no document has a value of two characters or more (shorter ones are dropped)");
   std::vector<std::vector<int64_t>> prompts;
   for (const auto& d : docs) {
     const auto ids = tok.encode(recall_prompt(tok, d, task.context_length));
@@ -50,11 +55,16 @@ TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, 
   for (size_t i = 0; i < docs.size(); ++i) {
     const bool hit = recall_contains(outputs[i], docs[i].value);
     hits.push_back(hit ? 1.0 : 0.0);
-    run.records.push_back({{"line", docs[i].line}, {"key", docs[i].key}, {"value", docs[i].value}, {"output", outputs[i]}, {"contains", hit}});
+    run.records.push_back({{"line", docs[i].line},
+                           {"key", docs[i].key},
+                           {"value", docs[i].value},
+                           {"output", outputs[i]},
+                           {"contains", hit}});
   }
   double sum = 0;
   for (double h : hits) sum += h;
-  run.metrics = {{"contains", hits.empty() ? 0.0 : sum / static_cast<double>(hits.size())}, {"contains_stderr", mean_stderr(hits)},
+  run.metrics = {{"contains", hits.empty() ? 0.0 : sum / static_cast<double>(hits.size())},
+                 {"contains_stderr", mean_stderr(hits)},
                  {"docs", static_cast<double>(docs.size())}};
   return run;
 }

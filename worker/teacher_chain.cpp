@@ -19,10 +19,14 @@ std::string nearest_softmax_model(const std::string& start, const std::string& f
     std::ifstream job(std::filesystem::path(path).parent_path() / "job.json");
     if (is_hf_source(path) || !job) break;
     const auto j = nlohmann::json::parse(job, nullptr, false);
-    path = j.is_object() && j.contains("init_checkpoint") && j["init_checkpoint"].is_string() ? j["init_checkpoint"].get<std::string>() : "";
+    path = j.is_object() && j.contains("init_checkpoint") && j["init_checkpoint"].is_string()
+               ? j["init_checkpoint"].get<std::string>()
+               : "";
   }
-  throw SpecError(field, fmt::format("no softmax-only model up the source chain of {} (each checkpoint's job.json names the next): "
-                                     "set {}", start, field));
+  throw SpecError(
+      field, fmt::format("no softmax-only model up the source chain of {} (each checkpoint's job.json names the next): "
+                         "set {}",
+                         start, field));
 }
 
 }  // namespace fwlab

@@ -57,16 +57,25 @@ struct TrainState {
   int64_t loss_scale_clean = 0;
 
   nlohmann::json to_json() const {
-    return {{"step", step}, {"best_valid", json_number(best_valid)}, {"best_step", best_step},
-            {"running_min", json_number(spikes.running_min)}, {"spike_run", spikes.run},
-            {"last_finite_loss", json_number(last_finite_loss)}, {"interval_loss", interval_loss},
-            {"interval_ms", interval_ms}, {"interval_steps", interval_steps}, {"interval_skipped", interval_skipped},
-            {"loss_scale", loss_scale}, {"loss_scale_clean", loss_scale_clean}};
+    return {{"step", step},
+            {"best_valid", json_number(best_valid)},
+            {"best_step", best_step},
+            {"running_min", json_number(spikes.running_min)},
+            {"spike_run", spikes.run},
+            {"last_finite_loss", json_number(last_finite_loss)},
+            {"interval_loss", interval_loss},
+            {"interval_ms", interval_ms},
+            {"interval_steps", interval_steps},
+            {"interval_skipped", interval_skipped},
+            {"loss_scale", loss_scale},
+            {"loss_scale_clean", loss_scale_clean}};
   }
   static double number(const nlohmann::json& v) {
     if (v.is_number()) return v.get<double>();
     const auto s = v.get<std::string>();
-    return s == "nan" ? kNaN : s == "-inf" ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    return s == "nan"    ? kNaN
+           : s == "-inf" ? -std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::infinity();
   }
   static TrainState from_json(const nlohmann::json& j) {
     TrainState s;
@@ -111,9 +120,9 @@ std::pair<torch::Tensor, torch::Tensor> task_batch(const DataSpec& d, int64_t B,
 
 // The loss in fp32 whatever the precision of the logits' product.
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(
-      kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+  return torch::nn::functional::cross_entropy(kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)}),
+                                              targets.reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
 }
 
 // The training loss: language modelling scores every position (the plain path, unchanged); a task with ignored
@@ -144,7 +153,8 @@ struct EvalResult {
 EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spec, torch::Device device) {
   const int64_t T = spec.train.seq_len, B = spec.train.batch_size;
   auto windows = eval_windows(static_cast<int64_t>(tokens.size()), T, spec.eval.last_half, spec.eval.max_tokens);
-  if (windows.empty()) throw DataError(fmt::format("an evaluation split of {} tokens holds no window of {}", tokens.size(), T + 1));
+  if (windows.empty())
+    throw DataError(fmt::format("an evaluation split of {} tokens holds no window of {}", tokens.size(), T + 1));
   torch::NoGradGuard guard;
   model->eval();
   double nll = 0.0;
@@ -164,9 +174,9 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
       const AutocastScope amp(spec.train.precision, device);
       logits = kernels::widened_to_fp32(model->forward(all.narrow(1, 0, T)));
     }
-    auto losses = torch::nn::functional::cross_entropy(
-        logits.reshape({-1, logits.size(-1)}), all.narrow(1, 1, T).reshape({-1}),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto losses =
+        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), all.narrow(1, 1, T).reshape({-1}),
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     auto m = mask.reshape({-1}).to(device);
     nll += losses.masked_select(m).to(torch::kFloat64).sum().item<double>();
     count += m.sum().item<int64_t>();
@@ -181,14 +191,16 @@ EvalResult evaluate_task(GPT& model, const JobSpec& spec, torch::Device device, 
   double nll = 0.0;
   int64_t count = 0, correct = 0;
   for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
-    auto [x, y] = task_batch(spec.data, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
+    auto [x, y] =
+        task_batch(spec.data, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
     torch::Tensor logits, t;
     {
       const AutocastScope amp(spec.train.precision, device);
       std::tie(logits, t) = model->labelled_logits(x, y);
     }
     logits = kernels::widened_to_fp32(logits);
-    auto losses = torch::nn::functional::cross_entropy(logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    auto losses = torch::nn::functional::cross_entropy(
+        logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     nll += losses.to(torch::kFloat64).sum().item<double>();
     correct += (logits.argmax(-1) == t).sum().item<int64_t>();
     count += t.numel();
@@ -232,9 +244,12 @@ TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
   NamedTensors model_part, optim_part;
   torch::Tensor rng;
   for (auto& [name, t] : tensors) {
-    if (name.rfind("model.", 0) == 0) model_part.emplace_back(name.substr(6), t);
-    else if (name.rfind("optim.", 0) == 0) optim_part.emplace_back(name.substr(6), t);
-    else if (name == "rng.cpu") rng = t;
+    if (name.rfind("model.", 0) == 0)
+      model_part.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0)
+      optim_part.emplace_back(name.substr(6), t);
+    else if (name == "rng.cpu")
+      rng = t;
   }
   load_into(model, model_part, resume_path(job_dir));
   opt.load_state(optim_part, std::stoll(header.metadata.at("fwlab.optimizer_steps")));
@@ -250,7 +265,6 @@ TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
 void request_stop() { g_stop = true; }
 bool stop_requested() { return g_stop; }
 
-
 int64_t peak_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -258,7 +272,11 @@ int64_t peak_rss_bytes() {
 }
 
 void log_conversion(EventLog& log, const std::string& source, const ConversionReport& report) {
-  log.write({{"type", "conversion"}, {"source", source}, {"copied", report.copied}, {"created", report.created}, {"rescaled", report.rescaled}});
+  log.write({{"type", "conversion"},
+             {"source", source},
+             {"copied", report.copied},
+             {"created", report.created},
+             {"rescaled", report.rescaled}});
 }
 
 namespace {
@@ -269,7 +287,10 @@ GPT build_model_fp32_or_file(const JobSpec& spec, EventLog* log) {
   nlohmann::json imported;
   auto source = load_source_model(spec.init_checkpoint, &imported, spec.model_dtype);
   if (log && is_hf_source(spec.init_checkpoint))  // every tensor of the directory and where it went
-    log->write({{"type", "import"}, {"source", spec.init_checkpoint}, {"format", "huggingface-" + hf_config_json(source->config())["model_type"].get<std::string>()}, {"tensors", imported}});
+    log->write({{"type", "import"},
+                {"source", spec.init_checkpoint},
+                {"format", "huggingface-" + hf_config_json(source->config())["model_type"].get<std::string>()},
+                {"tensors", imported}});
   if (spec.model.empty()) return source;
   auto conv = convert_model(source, resolve_model_config(&source->config(), spec.model), spec.seed);
   if (log) log_conversion(*log, spec.init_checkpoint, conv.report);
@@ -285,7 +306,8 @@ GPT build_model(const JobSpec& spec, EventLog* log) {
   // A model from scratch has no file: "file" is refused for it (contract/job/model_dtype.cpp), float32 is its own.
   const auto dtype = compute_dtype(spec.model_dtype, model->wte->weight.scalar_type());
   if (model->wte->weight.scalar_type() != dtype) model->to(dtype);
-  fmt::print(stderr, "fwlab-worker: the model computes in {} (model.dtype = {})\n", c10::toString(dtype), spec.model_dtype);
+  fmt::print(stderr, "fwlab-worker: the model computes in {} (model.dtype = {})\n", c10::toString(dtype),
+             spec.model_dtype);
   return model;
 }
 
@@ -300,17 +322,20 @@ Teacher load_teacher(const JobSpec& spec, const GPT& student, torch::Device devi
   Teacher t;
   const bool transfer = spec.kind == "transfer";
   if (!transfer && spec.transfer.kl_weight == 0) return t;
-  const auto path = transfer ? spec.init_checkpoint
-                             : !spec.transfer.teacher.empty() ? spec.transfer.teacher : nearest_softmax_model(spec.init_checkpoint, "transfer.teacher");
+  const auto path = transfer                         ? spec.init_checkpoint
+                    : !spec.transfer.teacher.empty() ? spec.transfer.teacher
+                                                     : nearest_softmax_model(spec.init_checkpoint, "transfer.teacher");
   t.model = load_source_model(path);
   t.model->to(device);
   t.model->eval();
   for (auto& p : t.model->parameters()) p.set_requires_grad(false);
   if (t.model->config().vocab != student->config().vocab)
-    throw SpecError("transfer.teacher", fmt::format("{} has a vocabulary of {}, the student {}", path, t.model->config().vocab, student->config().vocab));
+    throw SpecError("transfer.teacher", fmt::format("{} has a vocabulary of {}, the student {}", path,
+                                                    t.model->config().vocab, student->config().vocab));
   if (!transfer) return t;
   t.layers = transferred_layers(student, t.model);
-  if (t.layers.empty()) throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
+  if (t.layers.empty())
+    throw SpecError("model", "kind 'transfer': the model keeps every mixer of the teacher, so nothing is transferred");
   return t;
 }
 
@@ -319,7 +344,8 @@ Teacher load_teacher(const JobSpec& spec, const GPT& student, torch::Device devi
 std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& spec, GPT& model) {
   const bool transfer = spec.kind == "transfer";
   if (transfer && spec.train.trainable != "all" && spec.train.trainable != "new_mixers")
-    throw SpecError("train.trainable", fmt::format("kind 'transfer' trains the new mixers only, not '{}'", spec.train.trainable));
+    throw SpecError("train.trainable",
+                    fmt::format("kind 'transfer' trains the new mixers only, not '{}'", spec.train.trainable));
   const std::string group = transfer ? "new_mixers" : spec.train.trainable;
   try {
     return {group, select_trainable(model, group)};
@@ -330,8 +356,8 @@ std::pair<std::string, std::vector<std::string>> apply_trainable(const JobSpec& 
 
 // The language-model loss with the distillation term: CE (weight `ce_weight`) + kl_weight x KL(teacher || student),
 // from one forward pass of the student.
-torch::Tensor distilled_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
-                             double ce_weight) {
+torch::Tensor distilled_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x,
+                             const torch::Tensor& y, double ce_weight) {
   const auto logits = model->forward(x);
   torch::Tensor teacher_logits;
   {
@@ -345,21 +371,23 @@ torch::Tensor distilled_loss(const JobSpec& spec, GPT& model, Teacher& teacher, 
 // One micro-batch's loss before the accumulation average: the LM loss (plus distillation), or attention transfer's
 // weighted per-layer MSE (each layer's value added to layer_mse, divided by the accumulation steps) plus the
 // weighted LM loss and distillation.
-torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x, const torch::Tensor& y,
-                         std::vector<double>& layer_mse) {
+torch::Tensor batch_loss(const JobSpec& spec, GPT& model, Teacher& teacher, const torch::Tensor& x,
+                         const torch::Tensor& y, std::vector<double>& layer_mse) {
   const bool lm = !spec.data.generated();
   const bool kl = spec.transfer.kl_weight > 0;
   if (!teacher.model) return model_loss(model, x, y, lm);
   if (teacher.layers.empty()) return distilled_loss(spec, model, teacher, x, y, 1.0);  // fine-tuning with a teacher
   const auto mse = transfer_mse(model, teacher.model, x, teacher.layers);
   auto loss = spec.transfer.mse_weight * torch::stack(mse).sum();
-  for (size_t i = 0; i < mse.size(); ++i) layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
+  for (size_t i = 0; i < mse.size(); ++i)
+    layer_mse[i] += mse[i].item<double>() / static_cast<double>(spec.train.grad_accum);
   if (kl) return loss + distilled_loss(spec, model, teacher, x, y, spec.transfer.ce_weight);
   if (spec.transfer.ce_weight > 0) loss = loss + spec.transfer.ce_weight * model_loss(model, x, y, lm);
   return loss;
 }
 
-StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, torch::ScalarType dtype) {
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params,
+                       torch::ScalarType dtype) {
   const auto element_size = static_cast<int64_t>(c10::elementSize(dtype));
   std::ifstream job_file(fs::path(job_dir) / "job.json");
   const auto job_json = nlohmann::json::parse(job_file, nullptr, false);
@@ -372,14 +400,16 @@ StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const Mo
   e.details = {{"kind", spec.kind},
                {"spec", job_json},  // job.json as run; `model` below is the resolved model configuration
                {"model", to_json(cfg)},
-               {"state_size", {{"fixed_elements", size.fixed}, {"per_token_elements", size.per_token},
-                               {"elements_at_context", size.elements_at(cfg.context)},
-                               {"bytes_at_context", size.elements_at(cfg.context) * element_size}}},
+               {"state_size",
+                {{"fixed_elements", size.fixed},
+                 {"per_token_elements", size.per_token},
+                 {"elements_at_context", size.elements_at(cfg.context)},
+                 {"bytes_at_context", size.elements_at(cfg.context) * element_size}}},
                {"pid", static_cast<int64_t>(getpid())},
                {"threads", torch::get_num_threads()},
                {"device", spec.device},
                {"dtype", c10::toString(dtype)},  // what the model computes in (model.dtype)
-               {"blas", blas_core()},             // OpenBLAS's kernels (kernels/blas_core.h)
+               {"blas", blas_core()},            // OpenBLAS's kernels (kernels/blas_core.h)
                {"versions", {{"fwlab", kFwlabVersion}, {"git", kFwlabGitCommit}, {"torch", TORCH_VERSION}}}};
   return e;
 }
@@ -398,7 +428,7 @@ class TrainingRun {
   int run();
 
  private:
-  struct StepResult {  // the micro-batches of one step
+  struct StepResult {         // the micro-batches of one step
     std::optional<int> exit;  // set where the job ended in them (a divergence)
     double loss = 0.0, state_max = 0.0;
   };
@@ -434,7 +464,11 @@ class TrainingRun {
 };
 
 TrainingRun::TrainingRun(const JobSpec& spec, const std::string& job_dir, EventLog& log)
-    : spec_(spec), job_dir_(job_dir), log_(log), device_(job_device(spec)), resuming_(fs::exists(resume_path(job_dir))),
+    : spec_(spec),
+      job_dir_(job_dir),
+      log_(log),
+      device_(job_device(spec)),
+      resuming_(fs::exists(resume_path(job_dir))),
       generated_(spec.data.generated()) {
   model_ = build_model(spec, resuming_ ? nullptr : &log);
   model_->to(device_);
@@ -466,13 +500,16 @@ void TrainingRun::load_data() {
     corpus_ = load_corpus(spec_.data, cfg.vocab);
     // A pretrained embedding means one token per row: another tokenizer would feed it ids it never learned.
     if (is_hf_source(spec_.init_checkpoint) && corpus_.tokenizer != "pretokenized" && corpus_.vocab != cfg.vocab)
-      throw SpecError("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
-                                                    corpus_.tokenizer, corpus_.vocab, spec_.init_checkpoint, cfg.vocab));
+      throw SpecError("data.tokenizer",
+                      fmt::format("the {} tokenizer has {} tokens but {} has vocab_size = {} in config.json",
+                                  corpus_.tokenizer, corpus_.vocab, spec_.init_checkpoint, cfg.vocab));
     if (corpus_.vocab > cfg.vocab)
-      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab, corpus_.tokenizer, corpus_.vocab));
+      throw SpecError("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", cfg.vocab,
+                                                 corpus_.tokenizer, corpus_.vocab));
   }
   T_ = generated_ ? spec_.data.task_seq_len() : spec_.train.seq_len;
-  if (T_ > cfg.context) throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T_, cfg.context));
+  if (T_ > cfg.context)
+    throw SpecError("train.seq_len", fmt::format("{} exceeds the model's context of {}", T_, cfg.context));
 }
 
 // The start event: start_event's fields plus what trains, the transfer's layers, the resumed step and the data.
@@ -480,15 +517,23 @@ StartEvent TrainingRun::start() const {
   auto e = start_event(spec_, job_dir_, model_);
   int64_t trainable_elements = 0;
   for (const auto& p : model_->parameters()) trainable_elements += p.requires_grad() ? p.numel() : 0;
-  e.details["trainable"] = {{"which", trainable_.first}, {"tensors", trainable_.second.size()}, {"parameters", trainable_elements}};
+  e.details["trainable"] = {
+      {"which", trainable_.first}, {"tensors", trainable_.second.size()}, {"parameters", trainable_elements}};
   if (teacher_.model)
-    e.details["transfer"] = {{"layers", teacher_.layers}, {"mse_weight", spec_.transfer.mse_weight}, {"ce_weight", spec_.transfer.ce_weight},
-                             {"kl_weight", spec_.transfer.kl_weight}, {"kl_temperature", spec_.transfer.kl_temperature}};
+    e.details["transfer"] = {{"layers", teacher_.layers},
+                             {"mse_weight", spec_.transfer.mse_weight},
+                             {"ce_weight", spec_.transfer.ce_weight},
+                             {"kl_weight", spec_.transfer.kl_weight},
+                             {"kl_temperature", spec_.transfer.kl_temperature}};
   e.details["resumed_from_step"] = resuming_ ? nlohmann::json(st_.step) : nlohmann::json(nullptr);
   if (!generated_)
-    e.details["data"] = {{"source", spec_.data.source}, {"tokenizer", corpus_.tokenizer}, {"train_tokens", corpus_.train.size()},
-                         {"valid_tokens", corpus_.valid.size()}, {"test_tokens", corpus_.test.size()}};
-  if (!corpus_.cache_dir.empty()) e.details["data"]["token_cache"] = {{"path", corpus_.cache_dir}, {"hit", corpus_.cache_hit}};
+    e.details["data"] = {{"source", spec_.data.source},
+                         {"tokenizer", corpus_.tokenizer},
+                         {"train_tokens", corpus_.train.size()},
+                         {"valid_tokens", corpus_.valid.size()},
+                         {"test_tokens", corpus_.test.size()}};
+  if (!corpus_.cache_dir.empty())
+    e.details["data"]["token_cache"] = {{"path", corpus_.cache_dir}, {"hit", corpus_.cache_hit}};
   return e;
 }
 
@@ -504,8 +549,13 @@ int TrainingRun::finish(JobStatus status, int code, std::string cause, std::stri
 // `where`: the first layer whose output is not finite (first_nonfinite_layer) or whose state is over the limit
 // (state_layer), when it can be found cheaply.
 int TrainingRun::diverge(const char* cause, double value, double lr, nlohmann::json where) {
-  DivergenceEvent e{st_.step, cause, json_number(value), st_.last_finite_loss, lr,
-                    where.value("first_nonfinite_layer", nlohmann::json()), where.value("state_layer", nlohmann::json())};
+  DivergenceEvent e{st_.step,
+                    cause,
+                    json_number(value),
+                    st_.last_finite_loss,
+                    lr,
+                    where.value("first_nonfinite_layer", nlohmann::json()),
+                    where.value("state_layer", nlohmann::json())};
   log_.write(e);
   // Diverged after it learnt: its best checkpoint is still a result, so it is scored on test as a finished
   // job's is (the table marks it diverged-after-best rather than showing only "*").
@@ -549,7 +599,8 @@ TrainingRun::StepResult TrainingRun::forward_backward(double lr) {
       if (!(r.state_max <= spec_.divergence.max_state)) {
         nlohmann::json layer = nullptr;  // the first recurrent layer over the limit
         for (size_t i = 0; i < model_->blocks().size() && layer.is_null(); ++i)
-          if (!(model_->mixer(i).last_state_max_abs() <= spec_.divergence.max_state)) layer = fmt::format("blocks.{}", i);
+          if (!(model_->mixer(i).last_state_max_abs() <= spec_.divergence.max_state))
+            layer = fmt::format("blocks.{}", i);
         r.exit = diverge("state_overflow", r.state_max, lr, {{"state_layer", layer}});
         return r;
       }
@@ -572,13 +623,17 @@ std::optional<int> TrainingRun::optimizer_step(double lr, double& grad_norm) {
   }
   auto params = model_->parameters();
   scaler_.unscale(params);
-  grad_norm = spec_.optim.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(params, spec_.optim.grad_clip)
-                                        : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+  grad_norm = spec_.optim.grad_clip > 0
+                  ? torch::nn::utils::clip_grad_norm_(params, spec_.optim.grad_clip)
+                  : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
   // fp16: an overflow skips the step and halves the loss scale; only a scale driven below 1 is a divergence.
   const bool stepped = scaler_.update(std::isfinite(grad_norm));
-  if (!std::isfinite(grad_norm) && (stepped || scaler_.scale() < 1.0)) return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
-  if (stepped) opt_->step(lr);
-  else ++st_.interval_skipped;
+  if (!std::isfinite(grad_norm) && (stepped || scaler_.scale() < 1.0))
+    return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
+  if (stepped)
+    opt_->step(lr);
+  else
+    ++st_.interval_skipped;
   st_.loss_scale = scaler_.enabled() ? scaler_.scale() : 0.0, st_.loss_scale_clean = scaler_.clean_steps();
   return std::nullopt;
 }
@@ -588,11 +643,15 @@ void TrainingRun::log_interval(double lr, double grad_norm, double state_max) {
   const int64_t at = st_.step + 1;
   const double steps = static_cast<double>(st_.interval_steps), mean_ms = st_.interval_ms / steps;
   const std::vector<std::pair<const char*, double>> metrics = {
-      {"train_loss", st_.interval_loss / steps}, {"lr", lr}, {"grad_norm", grad_norm},
-      {"step_ms", mean_ms}, {"tokens_per_s", static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0)},
+      {"train_loss", st_.interval_loss / steps},
+      {"lr", lr},
+      {"grad_norm", grad_norm},
+      {"step_ms", mean_ms},
+      {"tokens_per_s", static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0)},
       {"peak_rss_bytes", static_cast<double>(peak_rss_bytes())}};
   for (const auto& [key, value] : metrics) log_.write(MetricEvent{key, at, value});
-  progress_->interval(st_.step, st_.interval_loss / steps, lr, static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0));
+  progress_->interval(st_.step, st_.interval_loss / steps, lr,
+                      static_cast<double>(tokens_per_step_) / (mean_ms / 1000.0));
   if (recurrent_) log_.write(MetricEvent{"state_max_abs", at, state_max});
   for (size_t i = 0; i < layer_mse_.size(); ++i) {  // the per-layer MSE curves (interval means)
     log_.write(MetricEvent{fmt::format("transfer_mse.{}", teacher_.layers[i]), at, layer_mse_[i] / steps});
@@ -618,7 +677,11 @@ void TrainingRun::evaluate_and_checkpoint(bool last) {
       st_.best_step = st_.step + 1;
       best_metadata_["fwlab.step"] = std::to_string(st_.step + 1);
       save_model(best_path(job_dir_), model_, best_metadata_);
-      log_.write({{"type", "checkpoint"}, {"kind", "best"}, {"step", st_.step + 1}, {"path", "best.safetensors"}, {"valid_loss", r.loss}});
+      log_.write({{"type", "checkpoint"},
+                  {"kind", "best"},
+                  {"step", st_.step + 1},
+                  {"path", "best.safetensors"},
+                  {"valid_loss", r.loss}});
     }
   }
   if (((st_.step + 1) % ckpt_every_ == 0 || do_eval) && !last) {
@@ -648,7 +711,8 @@ std::optional<int> TrainingRun::one_step() {
     // A signal (Ctrl-C, a sweep stopping, Slurm's warning before the time limit or a preemption): the state at
     // this step boundary is saved, so the job resumes here and its curve is the one it would have had.
     if (st_.step > first_step_) save_resume(job_dir_, model_, *opt_, st_);
-    return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal", nlohmann::json::object());
+    return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal",
+                  nlohmann::json::object());
   }
   const auto t0 = std::chrono::steady_clock::now();
   const double lr = learning_rate(spec_.optim, st_.step, spec_.train.steps);
@@ -658,7 +722,8 @@ std::optional<int> TrainingRun::one_step() {
   if (micro.exit) return micro.exit;
   double grad_norm = 0.0;
   if (const auto code = optimizer_step(lr, grad_norm)) return code;
-  if (st_.spikes.diverged_after(micro.loss, spec_.divergence)) return diverge("loss_spike", micro.loss, lr, nlohmann::json::object());
+  if (st_.spikes.diverged_after(micro.loss, spec_.divergence))
+    return diverge("loss_spike", micro.loss, lr, nlohmann::json::object());
   st_.last_finite_loss = micro.loss;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   st_.interval_loss += micro.loss;
@@ -674,7 +739,9 @@ std::optional<int> TrainingRun::one_step() {
 
 int TrainingRun::run() {
   log_.write(start());
-  write_status(job_dir_, StatusFile{JobStatus::running, {}, "", "", {{"step", st_.step}, {"pid", static_cast<int64_t>(getpid())}}});
+  write_status(
+      job_dir_,
+      StatusFile{JobStatus::running, {}, "", "", {{"step", st_.step}, {"pid", static_cast<int64_t>(getpid())}}});
   for (; st_.step < spec_.train.steps; ++st_.step)
     if (const auto code = one_step()) return *code;
   final_test();
@@ -684,6 +751,8 @@ int TrainingRun::run() {
 
 }  // namespace
 
-int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) { return TrainingRun(spec, job_dir, log).run(); }
+int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
+  return TrainingRun(spec, job_dir, log).run();
+}
 
 }  // namespace fwlab

@@ -25,13 +25,16 @@ void log_conversion(EventLog& log, const std::string& source, const ConversionRe
 int run_training(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);
 int run_attention_analysis(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // kind = "attention"
-int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log);                // kind = "eval" (eval_job.cpp)
+int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // kind = "eval" (eval_job.cpp)
 
 // Common fields of the "start" event: the job.json as run, the resolved model, sizes, host, versions.
 StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const GPT& model);
-StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params, torch::ScalarType dtype);
+StartEvent start_event(const JobSpec& spec, const std::string& job_dir, const ModelConfig& cfg, int64_t params,
+                       torch::ScalarType dtype);
 int run_translate(const JobSpec& spec, const std::string& job_dir, EventLog& log);
-int run_translation_bench(const JobSpec& spec, const std::string& job_dir, EventLog& log);  // generation-bench of an encoder-decoder  // kind = "translate" (translate_job.cpp)
+int run_translation_bench(
+    const JobSpec& spec, const std::string& job_dir,
+    EventLog& log);  // generation-bench of an encoder-decoder  // kind = "translate" (translate_job.cpp)
 int64_t peak_rss_bytes();
 
 }  // namespace fwlab

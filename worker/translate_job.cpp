@@ -32,7 +32,8 @@ Seq2Seq build_seq2seq(const JobSpec& spec, EventLog& log) {
 namespace {
 
 // Mean negative log-likelihood per target token (EOS included) over `pairs`, no smoothing, no dropout.
-double validation_loss(Seq2Seq& model, const std::vector<TokenPair>& pairs, int64_t batch_tokens, torch::Device device) {
+double validation_loss(Seq2Seq& model, const std::vector<TokenPair>& pairs, int64_t batch_tokens,
+                       torch::Device device) {
   torch::NoGradGuard guard;
   model->eval();
   double nll = 0;
@@ -80,9 +81,11 @@ TranslateRun::TranslateRun(const JobSpec& spec, const std::string& job_dir, Even
   sp_ = std::make_unique<SentencePieceModel>(vocab.c_str());
   check_vocabulary_ids(*sp_, vocab);
   if (sp_->piece_size() > model_->config().vocab)
-    throw SpecError("model.vocab", fmt::format("{} is smaller than the vocabulary {} ({} pieces)", model_->config().vocab, vocab, sp_->piece_size()));
+    throw SpecError("model.vocab", fmt::format("{} is smaller than the vocabulary {} ({} pieces)",
+                                               model_->config().vocab, vocab, sp_->piece_size()));
   data_ = load_parallel_data(spec.data, *sp_, model_->config().context, spec.translate.test_limit);
-  auto start = start_event(spec, job_dir, model_->config(), count_parameters(model_->config()), model_->embed->weight.scalar_type());
+  auto start = start_event(spec, job_dir, model_->config(), count_parameters(model_->config()),
+                           model_->embed->weight.scalar_type());
   start.details["vocabulary"] = vocab;
   start.details["pairs"] = {{"train", data_.train.size()}, {"valid", data_.valid.size()}, {"test", data_.test.size()}};
   start.details["dropped_pairs"] = {{"train", data_.dropped_train}, {"valid", data_.dropped_valid}};
@@ -101,7 +104,8 @@ double TranslateRun::train_step(const std::vector<PairBatch>& batches, double lr
   opt.zero_grad();
   double nll = 0;
   for (const auto& batch : batches) {
-    auto sl = label_smoothed_loss(model_->forward(batch.src, batch.prev), batch.target, spec_.translate.label_smoothing, kPadId);
+    auto sl = label_smoothed_loss(model_->forward(batch.src, batch.prev), batch.target, spec_.translate.label_smoothing,
+                                  kPadId);
     auto loss = sl.loss / static_cast<double>(tokens);
     if (!std::isfinite(loss.item<double>())) return loss.item<double>();
     loss.backward();
@@ -153,7 +157,8 @@ int TranslateRun::finish(JobStatus status, int code, const std::string& cause, c
 std::vector<PairBatch> TranslateRun::next_batches() {
   std::vector<PairBatch> out;
   for (int64_t i = 0; i < spec_.train.grad_accum; ++i) {
-    if (next_ == epoch_.size()) epoch_ = token_batches(data_.train, spec_.translate.batch_tokens, spec_.seed + epochs_++), next_ = 0;
+    if (next_ == epoch_.size())
+      epoch_ = token_batches(data_.train, spec_.translate.batch_tokens, spec_.seed + epochs_++), next_ = 0;
     out.push_back(collate(data_.train, epoch_[next_++], device_));
   }
   return out;
@@ -165,15 +170,24 @@ int TranslateRun::run() {
   AdamW opt(params, spec_.optim);
   double last_finite = NAN;
   for (step_ = 0; step_ < spec_.train.steps; ++step_) {
-    if (stop_requested()) return finish(JobStatus::interrupted, kExitInterrupted, "signal", fmt::format("stopped at step {}", step_));
+    if (stop_requested())
+      return finish(JobStatus::interrupted, kExitInterrupted, "signal", fmt::format("stopped at step {}", step_));
     const double lr = learning_rate(spec_.optim, step_, spec_.train.steps);
     const double loss = train_step(next_batches(), lr, opt);
     if (!std::isfinite(loss)) {
-      log_.write(DivergenceEvent{step_, "nonfinite_loss", json_number(loss), std::isnan(last_finite) ? std::nullopt : std::optional(last_finite), lr, {}, {}});
-      return finish(JobStatus::diverged, kExitDiverged, "nonfinite_loss", fmt::format("nonfinite_loss at step {}", step_));
+      log_.write(DivergenceEvent{step_,
+                                 "nonfinite_loss",
+                                 json_number(loss),
+                                 std::isnan(last_finite) ? std::nullopt : std::optional(last_finite),
+                                 lr,
+                                 {},
+                                 {}});
+      return finish(JobStatus::diverged, kExitDiverged, "nonfinite_loss",
+                    fmt::format("nonfinite_loss at step {}", step_));
     }
     last_finite = loss;
-    if ((step_ + 1) % spec_.train.log_every == 0) log_.write(MetricEvent{"train_loss", step_ + 1, loss}), log_.write(MetricEvent{"lr", step_ + 1, lr});
+    if ((step_ + 1) % spec_.train.log_every == 0)
+      log_.write(MetricEvent{"train_loss", step_ + 1, loss}), log_.write(MetricEvent{"lr", step_ + 1, lr});
     const bool last = step_ + 1 == spec_.train.steps;
     if (last || (spec_.eval.every > 0 && (step_ + 1) % spec_.eval.every == 0)) evaluate(step_ + 1);
   }
@@ -186,6 +200,8 @@ int TranslateRun::run() {
 
 }  // namespace
 
-int run_translate(const JobSpec& spec, const std::string& job_dir, EventLog& log) { return TranslateRun(spec, job_dir, log).run(); }
+int run_translate(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
+  return TranslateRun(spec, job_dir, log).run();
+}
 
 }  // namespace fwlab

@@ -40,18 +40,20 @@ struct Decoded {
 
 // Sources sorted by length so that a batch pads little; each batch's output limit is a * its longest source + b
 // (fairseq's max_len_a / max_len_b), within the model's context.
-Decoded decode_all(Seq2Seq& model, const SentencePieceModel& sp, const std::vector<TokenPair>& test, const TranslateSpec& t,
-                   torch::Device device) {
+Decoded decode_all(Seq2Seq& model, const SentencePieceModel& sp, const std::vector<TokenPair>& test,
+                   const TranslateSpec& t, torch::Device device) {
   std::vector<size_t> order(test.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return test[a].source.size() < test[b].source.size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return test[a].source.size() < test[b].source.size(); });
   Decoded out;
   out.hypotheses.resize(test.size());
   auto options = beam_options(t);
   const auto started = std::chrono::steady_clock::now();
   for (size_t first = 0; first < order.size(); first += static_cast<size_t>(t.decode_batch)) {
     std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(first),
-                             order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), first + static_cast<size_t>(t.decode_batch))));
+                             order.begin() + static_cast<std::ptrdiff_t>(
+                                                 std::min(order.size(), first + static_cast<size_t>(t.decode_batch))));
     const auto batch = collate(test, rows, device);
     const auto longest = static_cast<double>(batch.src.size(1));
     options.max_len = std::min(model->config().context - 1, static_cast<int64_t>(t.max_len_a * longest) + t.max_len_b);
@@ -73,8 +75,8 @@ void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
 }
 
 nlohmann::json bleu_json(const BleuScore& b) {
-  return {{"bleu", b.bleu}, {"precisions", b.precisions}, {"brevity_penalty", b.brevity_penalty}, {"sys_len", b.sys_len},
-          {"ref_len", b.ref_len}, {"signature", b.signature}};
+  return {{"bleu", b.bleu},       {"precisions", b.precisions}, {"brevity_penalty", b.brevity_penalty},
+          {"sys_len", b.sys_len}, {"ref_len", b.ref_len},       {"signature", b.signature}};
 }
 
 }  // namespace
@@ -92,13 +94,22 @@ void translate_test(Seq2Seq& model, const SentencePieceModel& sp, const Parallel
   log.write(MetricEvent{"bleu", step, tokenized.bleu});
   log.write(MetricEvent{"sacrebleu", step, sacre.bleu});
   const auto& t = spec.translate;
-  log.write({{"type", "translation"}, {"split", "test"}, {"sentences", decoded.hypotheses.size()}, {"truncated_sources", data.truncated_test},
-             {"beam", t.beam}, {"len_penalty", t.len_penalty}, {"penalty", t.penalty}, {"max_len_a", t.max_len_a}, {"max_len_b", t.max_len_b},
-             {"generated_tokens", decoded.tokens}, {"seconds", decoded.seconds},
+  log.write({{"type", "translation"},
+             {"split", "test"},
+             {"sentences", decoded.hypotheses.size()},
+             {"truncated_sources", data.truncated_test},
+             {"beam", t.beam},
+             {"len_penalty", t.len_penalty},
+             {"penalty", t.penalty},
+             {"max_len_a", t.max_len_a},
+             {"max_len_b", t.max_len_b},
+             {"generated_tokens", decoded.tokens},
+             {"seconds", decoded.seconds},
              {"tokens_per_second", decoded.seconds > 0 ? decoded.tokens / decoded.seconds : 0.0},
-             {"tokenized_bleu", bleu_json(tokenized)}, {"sacrebleu", bleu_json(sacre)}});
-  fmt::print(stderr, "fwlab-worker: test BLEU {:.2f} (tokenized), {:.2f} ({}); {} sentences in {:.1f}s\n", tokenized.bleu, sacre.bleu,
-             sacre.signature, decoded.hypotheses.size(), decoded.seconds);
+             {"tokenized_bleu", bleu_json(tokenized)},
+             {"sacrebleu", bleu_json(sacre)}});
+  fmt::print(stderr, "fwlab-worker: test BLEU {:.2f} (tokenized), {:.2f} ({}); {} sentences in {:.1f}s\n",
+             tokenized.bleu, sacre.bleu, sacre.signature, decoded.hypotheses.size(), decoded.seconds);
 }
 
 }  // namespace fwlab

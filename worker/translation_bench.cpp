@@ -36,14 +36,16 @@ int run_translation_bench(const JobSpec& spec, const std::string& job_dir, Event
   auto model = build_seq2seq(spec, log);
   model->to(device);
   model->eval();
-  log.write(start_event(spec, job_dir, model->config(), count_parameters(model->config()), model->embed->weight.scalar_type()));
+  log.write(start_event(spec, job_dir, model->config(), count_parameters(model->config()),
+                        model->embed->weight.scalar_type()));
   write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
   torch::NoGradGuard guard;
   auto sorted = spec.bench.seq_lens;
   std::sort(sorted.begin(), sorted.end());
   for (int64_t L : sorted) {
     // Ids from 4 on: not pad, unk, bos or eos.
-    auto src = torch::randint(4, model->config().vocab, {spec.bench.batch, L}, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto src = torch::randint(4, model->config().vocab, {spec.bench.batch, L},
+                              torch::TensorOptions().dtype(torch::kLong).device(device));
     std::vector<double> per_token_ms;
     int64_t bytes = 0;
     for (int64_t rep = 0; rep < spec.bench.repeats; ++rep) {
@@ -52,14 +54,15 @@ int run_translation_bench(const JobSpec& spec, const std::string& job_dir, Event
     }
     std::sort(per_token_ms.begin(), per_token_ms.end());
     const double median = per_token_ms[per_token_ms.size() / 2];
-    for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{{"gen_ms_per_token", median},
-                                                                                {"gen_ms_per_token_min", per_token_ms.front()},
-                                                                                {"gen_ms_per_token_max", per_token_ms.back()},
-                                                                                {"gen_state_bytes", static_cast<double>(bytes)},
-                                                                                {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
+    for (const auto& [key, value] :
+         std::vector<std::pair<const char*, double>>{{"gen_ms_per_token", median},
+                                                     {"gen_ms_per_token_min", per_token_ms.front()},
+                                                     {"gen_ms_per_token_max", per_token_ms.back()},
+                                                     {"gen_state_bytes", static_cast<double>(bytes)},
+                                                     {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
       log.write(MetricEvent{key, L, value});
-    fmt::print(stderr, "length {:>6}: {:.3f} ms/token ({:.0f} tokens/s at batch {}), attention memory {} bytes\n", L, median,
-               1000.0 * static_cast<double>(spec.bench.batch) / median, spec.bench.batch, bytes);
+    fmt::print(stderr, "length {:>6}: {:.3f} ms/token ({:.0f} tokens/s at batch {}), attention memory {} bytes\n", L,
+               median, 1000.0 * static_cast<double>(spec.bench.batch) / median, spec.bench.batch, bytes);
   }
   log.write(EndEvent{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});
   write_status(job_dir, StatusFile{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});

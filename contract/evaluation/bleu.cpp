@@ -43,8 +43,8 @@ void add_segment(BleuScore& s, const Tokens& hyp, const Tokens& ref, const std::
   }
 }
 
-BleuScore corpus_counts(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, const std::string& unk,
-                        Tokens (*tokenize)(const std::string&)) {
+BleuScore corpus_counts(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
+                        const std::string& unk, Tokens (*tokenize)(const std::string&)) {
   if (hyps.size() != refs.size())
     throw std::invalid_argument(fmt::format("BLEU: {} hypotheses for {} references", hyps.size(), refs.size()));
   BleuScore s;
@@ -60,18 +60,21 @@ double brevity_penalty(const BleuScore& s) {
 Tokens tokens_13a(const std::string& segment) { return whitespace_tokens(tokenize_13a(segment)); }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
 }
 
 }  // namespace
 
-BleuScore tokenized_bleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references, const std::string& unk) {
+BleuScore tokenized_bleu(const std::vector<std::string>& hypotheses, const std::vector<std::string>& references,
+                         const std::string& unk) {
   auto s = corpus_counts(hypotheses, references, unk, whitespace_tokens);
   s.brevity_penalty = brevity_penalty(s);
   double log_sum = 0;
   bool zero = s.sys_len == 0;
   for (size_t n = 0; n < 4; ++n) {
-    s.precisions[n] = s.totals[n] > 0 ? 100.0 * static_cast<double>(s.matches[n]) / static_cast<double>(s.totals[n]) : 0.0;
+    s.precisions[n] =
+        s.totals[n] > 0 ? 100.0 * static_cast<double>(s.matches[n]) / static_cast<double>(s.totals[n]) : 0.0;
     zero = zero || s.matches[n] == 0;
     if (!zero) log_sum += std::log(s.precisions[n] / 100.0);
   }

@@ -15,12 +15,12 @@
 namespace fwlab {
 
 struct BleuScore {
-  double bleu = 0;                   // 0..100
+  double bleu = 0;                     // 0..100
   std::array<double, 4> precisions{};  // per order, in percent (smoothed where the method smooths)
   std::array<int64_t, 4> matches{}, totals{};
   double brevity_penalty = 0;
   int64_t sys_len = 0, ref_len = 0;
-  std::string signature;             // sacreBLEU's, for detokenized BLEU; "" for tokenized
+  std::string signature;  // sacreBLEU's, for detokenized BLEU; "" for tokenized
 };
 
 // fairseq's tokenized BLEU. A reference token equal to `unk` (when not empty) never matches, as fairseq's

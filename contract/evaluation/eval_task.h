@@ -28,24 +28,27 @@ struct EvalDoc {
   std::string text;
   std::vector<std::string> choices;
   int64_t gold = 0;
-  std::string target;        // multiple_input only
+  std::string target;  // multiple_input only
   bool multiple_input = false;
-  std::string subject;       // MMLU: few-shot examples come from the same subject, and the description names it
-  std::string key, value;    // recall extraction (SWDE / FDA): the attribute asked for and its value
+  std::string subject;     // MMLU: few-shot examples come from the same subject, and the description names it
+  std::string key, value;  // recall extraction (SWDE / FDA): the attribute asked for and its value
 };
 
 // Reads one JSON document's fields; errors name the file, line and field.
 class DocFields {
  public:
-  DocFields(const nlohmann::json& doc, std::string file, int64_t line) : doc_(doc), file_(std::move(file)), line_(line) {}
-  std::string text(const std::string& field) const;               // a string (may be empty)
-  std::string nonempty_text(const std::string& field) const;      // a string with at least one character
-  int64_t integer(const std::string& field) const;                // an integer, or a string holding one ("2")
-  std::vector<std::string> texts(const std::string& field) const; // a non-empty list of strings
+  DocFields(const nlohmann::json& doc, std::string file, int64_t line)
+      : doc_(doc), file_(std::move(file)), line_(line) {}
+  std::string text(const std::string& field) const;                  // a string (may be empty)
+  std::string nonempty_text(const std::string& field) const;         // a string with at least one character
+  int64_t integer(const std::string& field) const;                   // an integer, or a string holding one ("2")
+  std::vector<std::string> texts(const std::string& field) const;    // a non-empty list of strings
   std::vector<std::string> choices(const std::string& field) const;  // ... none of them empty
-  int64_t index(const std::string& field, int64_t n, int64_t first = 0) const;  // a gold index in [first, first + n), less first
-  int64_t index_of(const std::string& field, const std::vector<std::string>& labels) const;  // a label's index (ARC's "B")
-  const nlohmann::json& member(const std::string& field) const;   // any value
+  int64_t index(const std::string& field, int64_t n,
+                int64_t first = 0) const;  // a gold index in [first, first + n), less first
+  int64_t index_of(const std::string& field,
+                   const std::vector<std::string>& labels) const;  // a label's index (ARC's "B")
+  const nlohmann::json& member(const std::string& field) const;    // any value
   [[noreturn]] void fail(const std::string& field, const std::string& message) const;
   int64_t line() const { return line_; }
 
@@ -65,12 +68,12 @@ enum class TaskKind {
 // One row per adapter; contract/evaluation/task_table.cpp registers them, contract/tasks/ holds each one's reader.
 struct TaskAdapter {
   std::string name;
-  std::string source;             // lm-eval task (or paper) it follows
+  std::string source;  // lm-eval task (or paper) it follows
   TaskKind kind = TaskKind::multiple_choice;
-  std::vector<std::string> fields;  // what it reads from a document (experiments/README.md lists them)
-  std::vector<std::string> metrics; // what it reports ("acc", "acc_norm"; lambada: "acc", "ppl"; recall: "contains")
-  std::string headline;           // the metric a table shows for it, as papers report the task
-  bool first_n_shots = false;     // MMLU: the first k same-subject dev documents, not a seeded draw
+  std::vector<std::string> fields;   // what it reads from a document (experiments/README.md lists them)
+  std::vector<std::string> metrics;  // what it reports ("acc", "acc_norm"; lambada: "acc", "ppl"; recall: "contains")
+  std::string headline;              // the metric a table shows for it, as papers report the task
+  bool first_n_shots = false;        // MMLU: the first k same-subject dev documents, not a seeded draw
   EvalDoc (*read)(const DocFields&) = nullptr;  // nullptr: passkey
 };
 
@@ -92,7 +95,8 @@ struct LlRequest {
 // choice and followed by "\n\n" (lm-eval's fewshot_delimiter). Shots: MMLU the first k documents of `pool` with
 // the doc's subject; other tasks the k documents whose SHA-256 of "SEED:LINE" is smallest (a fixed draw that
 // another implementation can repeat).
-std::string fewshot_prefix(const TaskAdapter& adapter, const EvalDoc& doc, const std::vector<EvalDoc>& pool, int64_t k, uint64_t seed);
+std::string fewshot_prefix(const TaskAdapter& adapter, const EvalDoc& doc, const std::vector<EvalDoc>& pool, int64_t k,
+                           uint64_t seed);
 
 // The requests of one document, one per choice, with `prefix` before every context.
 std::vector<LlRequest> doc_requests(const TaskAdapter& adapter, const EvalDoc& doc, const std::string& prefix);

@@ -7,10 +7,14 @@
 
 namespace fwlab {
 
-TaskFileError::TaskFileError(const std::string& file, int64_t line, const std::string& field, const std::string& message)
-    : DataError(line > 0 ? fmt::format("{}:{}: {}: {}", file, line, field, message) : fmt::format("{}: {}", file, message)) {}
+TaskFileError::TaskFileError(const std::string& file, int64_t line, const std::string& field,
+                             const std::string& message)
+    : DataError(line > 0 ? fmt::format("{}:{}: {}: {}", file, line, field, message)
+                         : fmt::format("{}: {}", file, message)) {}
 
-void DocFields::fail(const std::string& field, const std::string& message) const { throw TaskFileError(file_, line_, field, message); }
+void DocFields::fail(const std::string& field, const std::string& message) const {
+  throw TaskFileError(file_, line_, field, message);
+}
 
 const nlohmann::json& DocFields::member(const std::string& field) const {
   const auto dot = field.find('.');  // "choices.text": a member of a member, as ARC's documents nest them

@@ -57,7 +57,8 @@ std::vector<std::pair<std::string, double>> task_metrics(const TaskAdapter& adap
   }
   std::vector<std::pair<std::string, double>> out = {{"acc", mean(acc)}, {"acc_stderr", mean_stderr(acc)}};
   for (const auto& m : adapter.metrics) {
-    if (m == "acc_norm") out.insert(out.end(), {{"acc_norm", mean(acc_norm)}, {"acc_norm_stderr", mean_stderr(acc_norm)}});
+    if (m == "acc_norm")
+      out.insert(out.end(), {{"acc_norm", mean(acc_norm)}, {"acc_norm_stderr", mean_stderr(acc_norm)}});
     if (m == "ppl") out.emplace_back("ppl", std::exp(-mean(ll)));
   }
   return out;

@@ -16,8 +16,8 @@ std::string render_shot(const EvalDoc& shot) {
   return shot.text + " " + shot.choices[static_cast<size_t>(shot.gold)];
 }
 
-std::vector<const EvalDoc*> choose_shots(const TaskAdapter& adapter, const EvalDoc& doc, const std::vector<EvalDoc>& pool, int64_t k,
-                                         uint64_t seed) {
+std::vector<const EvalDoc*> choose_shots(const TaskAdapter& adapter, const EvalDoc& doc,
+                                         const std::vector<EvalDoc>& pool, int64_t k, uint64_t seed) {
   std::vector<const EvalDoc*> shots;
   if (adapter.first_n_shots) {  // lm-eval's first_n sampler over the subject's dev split
     for (const auto& d : pool)
@@ -33,7 +33,8 @@ std::vector<const EvalDoc*> choose_shots(const TaskAdapter& adapter, const EvalD
 
 }  // namespace
 
-std::string fewshot_prefix(const TaskAdapter& adapter, const EvalDoc& doc, const std::vector<EvalDoc>& pool, int64_t k, uint64_t seed) {
+std::string fewshot_prefix(const TaskAdapter& adapter, const EvalDoc& doc, const std::vector<EvalDoc>& pool, int64_t k,
+                           uint64_t seed) {
   std::string prefix;
   if (adapter.first_n_shots) {  // MMLU's description, with the subject's underscores as spaces
     std::string subject = doc.subject;
@@ -48,9 +49,12 @@ std::string fewshot_prefix(const TaskAdapter& adapter, const EvalDoc& doc, const
 std::vector<LlRequest> doc_requests(const TaskAdapter& adapter, const EvalDoc& doc, const std::string& prefix) {
   std::vector<LlRequest> out;
   for (const auto& choice : doc.choices) {
-    if (doc.multiple_input) out.push_back({prefix + choice, " " + doc.target});
-    else if (adapter.kind == TaskKind::loglikelihood) out.push_back({prefix + doc.text, choice});
-    else out.push_back({prefix + doc.text, " " + choice});
+    if (doc.multiple_input)
+      out.push_back({prefix + choice, " " + doc.target});
+    else if (adapter.kind == TaskKind::loglikelihood)
+      out.push_back({prefix + doc.text, choice});
+    else
+      out.push_back({prefix + doc.text, " " + choice});
   }
   return out;
 }

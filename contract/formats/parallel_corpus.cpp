@@ -50,13 +50,17 @@ std::vector<std::string> read_side(const std::string& path) {
 
 }  // namespace
 
-ParallelSplit read_parallel(const std::string& dir, const std::string& split, const std::string& source, const std::string& target) {
-  const auto source_path = fmt::format("{}/{}.{}", dir, split, source), target_path = fmt::format("{}/{}.{}", dir, split, target);
+ParallelSplit read_parallel(const std::string& dir, const std::string& split, const std::string& source,
+                            const std::string& target) {
+  const auto source_path = fmt::format("{}/{}.{}", dir, split, source),
+             target_path = fmt::format("{}/{}.{}", dir, split, target);
   ParallelSplit out{read_side(source_path), read_side(target_path)};
   if (out.source.size() != out.target.size()) {
     const bool source_longer = out.source.size() > out.target.size();
-    throw DataError(fmt::format("{}:{}: {} has {} lines and {} has {}: parallel files are line-aligned", source_longer ? source_path : target_path,
-                                std::min(out.source.size(), out.target.size()) + 1, source_path, out.source.size(), target_path, out.target.size()));
+    throw DataError(fmt::format("{}:{}: {} has {} lines and {} has {}: parallel files are line-aligned",
+                                source_longer ? source_path : target_path,
+                                std::min(out.source.size(), out.target.size()) + 1, source_path, out.source.size(),
+                                target_path, out.target.size()));
   }
   for (size_t i = 0; i < out.source.size(); ++i) {
     const bool source_empty = out.source[i].find_first_not_of(" \t") == std::string::npos;

@@ -46,14 +46,16 @@ Header read_header(const std::string& path) {
   std::error_code ec;
   const auto file_size = std::filesystem::file_size(path, ec);
   if (ec) throw FormatError(fmt::format("{}: cannot read: {}", path, ec.message()));
-  if (file_size < 8) throw FormatError(fmt::format("{}: file is {} bytes, too short for the 8-byte header length", path, file_size));
+  if (file_size < 8)
+    throw FormatError(fmt::format("{}: file is {} bytes, too short for the 8-byte header length", path, file_size));
   std::ifstream in(path, std::ios::binary);
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
   if (n > file_size - 8)
-    throw FormatError(fmt::format("{}: header length {} at offset 0 exceeds the {} bytes that follow it", path, n, file_size - 8));
+    throw FormatError(
+        fmt::format("{}: header length {} at offset 0 exceeds the {} bytes that follow it", path, n, file_size - 8));
   if (n > kMaxHeaderBytes) throw FormatError(fmt::format("{}: header length {} is implausibly large", path, n));
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
@@ -83,7 +85,9 @@ Header read_header(const std::string& path) {
       }
       continue;
     }
-    auto fail = [&](const std::string& what) { return FormatError(fmt::format("{}: tensor '{}': {}", path, name, what)); };
+    auto fail = [&](const std::string& what) {
+      return FormatError(fmt::format("{}: tensor '{}': {}", path, name, what));
+    };
     if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
       throw fail("entry needs dtype, shape and data_offsets");
     TensorEntry t;
@@ -93,8 +97,10 @@ Header read_header(const std::string& path) {
     if (!dtype_sizes().count(t.dtype)) throw fail(fmt::format("unknown dtype '{}'", t.dtype));
     if (!value["shape"].is_array()) throw fail("shape is not a list");
     for (const auto& d : value["shape"]) {
-      if (!d.is_number_unsigned()) throw fail(fmt::format("shape {} has a non-integer or negative dimension", value["shape"].dump()));
-      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) throw fail(fmt::format("shape {} has a dimension too large", value["shape"].dump()));
+      if (!d.is_number_unsigned())
+        throw fail(fmt::format("shape {} has a non-integer or negative dimension", value["shape"].dump()));
+      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        throw fail(fmt::format("shape {} has a dimension too large", value["shape"].dump()));
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = value["data_offsets"];
@@ -125,7 +131,8 @@ Header read_header(const std::string& path) {
 std::string encode_header(const std::vector<TensorEntry>& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json j;
   if (!metadata.empty()) j["__metadata__"] = metadata;
-  for (const auto& t : tensors) j[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
+  for (const auto& t : tensors)
+    j[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
   std::string text = j.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data section to 8 bytes, as the reference writer does
   std::string out(8, '\0');

@@ -23,7 +23,7 @@ struct TensorEntry {
   std::string dtype;  // F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte offsets into the data section
-  int64_t numel() const;  // -1 when the product overflows
+  int64_t numel() const;        // -1 when the product overflows
 };
 
 struct Header {

@@ -24,7 +24,9 @@ std::vector<std::string> brown_files(const std::string& dir) {
         std::isdigit(static_cast<unsigned char>(name[2])) && std::isdigit(static_cast<unsigned char>(name[3])))
       files.push_back(entry.path().string());
   }
-  if (ec) throw DataError(fmt::format("{}: cannot list the Brown corpus directory: {} (run scripts/fetch_data.sh)", dir, ec.message()));
+  if (ec)
+    throw DataError(
+        fmt::format("{}: cannot list the Brown corpus directory: {} (run scripts/fetch_data.sh)", dir, ec.message()));
   if (files.empty()) throw DataError(fmt::format("{}: no Brown corpus files (ca01 ... cr09) found", dir));
   std::sort(files.begin(), files.end());
   return files;
@@ -57,7 +59,8 @@ int64_t largest_token_id(const std::string& path, int width, size_t max_bytes) {
     const auto n = static_cast<size_t>(in.gcount()) / static_cast<size_t>(width) * static_cast<size_t>(width);
     for (size_t i = 0; i < n; i += static_cast<size_t>(width)) {
       uint32_t id = 0;  // little-endian, as nanoGPT's numpy files are written on x86 and ARM
-      for (int b = width - 1; b >= 0; --b) id = (id << 8) | static_cast<unsigned char>(buffer[i + static_cast<size_t>(b)]);
+      for (int b = width - 1; b >= 0; --b)
+        id = (id << 8) | static_cast<unsigned char>(buffer[i + static_cast<size_t>(b)]);
       largest = std::max<int64_t>(largest, id);
     }
     read += static_cast<size_t>(in.gcount());

@@ -112,7 +112,8 @@ double number_or_nonfinite(const nlohmann::json& e, const char* key) {
   const auto text = text_field(e, key);
   return text == "inf" ? HUGE_VAL : text == "-inf" ? -HUGE_VAL : std::nan("");
 }
-nlohmann::json scalar_field(const nlohmann::json& e, const char* key) {  // strings and numbers as given, others as JSON text
+nlohmann::json scalar_field(const nlohmann::json& e,
+                            const char* key) {  // strings and numbers as given, others as JSON text
   const auto it = e.find(key);
   if (it == e.end() || it->is_null()) return nullptr;
   return it->is_string() || it->is_number() ? *it : nlohmann::json(it->dump());
@@ -139,22 +140,25 @@ Event typed_event(const std::string& type, const nlohmann::json& e) {
     return m;
   }
   if (type == "eval") {
-    EvalEvent v{text_field(e, "split"), int_field(e, "step").value_or(0), text_field(e, "checkpoint"),
-                number_field(e, "loss"), number_field(e, "ppl"), number_field(e, "bpc"), number_field(e, "accuracy"),
-                int_field(e, "tokens")};
+    EvalEvent v{
+        text_field(e, "split"), int_field(e, "step").value_or(0), text_field(e, "checkpoint"), number_field(e, "loss"),
+        number_field(e, "ppl"), number_field(e, "bpc"),           number_field(e, "accuracy"), int_field(e, "tokens")};
     return v;
   }
   if (type == "divergence") {
-    DivergenceEvent d{int_field(e, "step").value_or(0), text_field(e, "cause"), scalar_field(e, "value"),
-                      number_field(e, "last_finite_loss"), number_field(e, "lr"), scalar_field(e, "first_nonfinite_layer"),
-                      scalar_field(e, "state_layer")};
+    DivergenceEvent d{
+        int_field(e, "step").value_or(0),    text_field(e, "cause"), scalar_field(e, "value"),
+        number_field(e, "last_finite_loss"), number_field(e, "lr"),  scalar_field(e, "first_nonfinite_layer"),
+        scalar_field(e, "state_layer")};
     return d;
   }
-  if (type == "start") return StartEvent{text_field(e, "host"), int_field(e, "params"), details_without(e, {"host", "params"})};
+  if (type == "start")
+    return StartEvent{text_field(e, "host"), int_field(e, "params"), details_without(e, {"host", "params"})};
   if (type == "end") {
     const auto status = parse_job_status(text_field(e, "status"));
-    EndEvent end{status.value_or(JobStatus::crashed), static_cast<int>(int_field(e, "exit_code").value_or(kExitCrashed)),
-                 text_field(e, "cause"), text_field(e, "reason"), details_without(e, {"status", "exit_code", "cause", "reason"})};
+    EndEvent end{status.value_or(JobStatus::crashed),
+                 static_cast<int>(int_field(e, "exit_code").value_or(kExitCrashed)), text_field(e, "cause"),
+                 text_field(e, "reason"), details_without(e, {"status", "exit_code", "cause", "reason"})};
     return end;
   }
   return OtherEvent{type};
@@ -178,7 +182,10 @@ nlohmann::json to_json(const EvalEvent& e) {
 }
 
 nlohmann::json to_json(const DivergenceEvent& e) {
-  nlohmann::json j = {{"type", "divergence"}, {"step", e.step}, {"cause", e.cause}, {"value", e.value},
+  nlohmann::json j = {{"type", "divergence"},
+                      {"step", e.step},
+                      {"cause", e.cause},
+                      {"value", e.value},
                       {"first_nonfinite_layer", e.first_nonfinite_layer}};
   put(j, "last_finite_loss", e.last_finite_loss);
   put(j, "lr", e.lr);
@@ -203,8 +210,12 @@ nlohmann::json to_json(const EndEvent& e) {
 }
 
 nlohmann::json to_json(const KernelFallbackEvent& e) {
-  return {{"type", "kernel_fallback"}, {"kernel", e.kernel}, {"shape_class", e.shape_class}, {"where", e.where},
-          {"max_error", json_number(e.max_error)}, {"tolerance", e.tolerance}};
+  return {{"type", "kernel_fallback"},
+          {"kernel", e.kernel},
+          {"shape_class", e.shape_class},
+          {"where", e.where},
+          {"max_error", json_number(e.max_error)},
+          {"tolerance", e.tolerance}};
 }
 
 struct EventReader::Fast {
@@ -219,7 +230,8 @@ namespace {
 
 // A well-formed metric line read in place; nullopt sends the line to the general path. Error codes throughout:
 // simdjson throws when a failed result is iterated, and a damaged line must not.
-std::optional<RecordLine> read_metric_fast(simdjson::ondemand::parser& parser, const char* line, size_t len, size_t capacity) {
+std::optional<RecordLine> read_metric_fast(simdjson::ondemand::parser& parser, const char* line, size_t len,
+                                           size_t capacity) {
   auto doc = parser.iterate(line, len, capacity);
   if (doc.error()) return std::nullopt;
   std::string_view type, key;
@@ -250,7 +262,8 @@ std::optional<RecordLine> read_metric_fast(simdjson::ondemand::parser& parser, c
   }
   // Not finite ("nan" / "inf" strings): the general path reads which.
   if (type != "metric" || !have_value) return std::nullopt;
-  RecordLine r{seq, "metric", have_time ? std::optional<double>(time) : std::nullopt, MetricEvent{std::string(key), step, value}};
+  RecordLine r{seq, "metric", have_time ? std::optional<double>(time) : std::nullopt,
+               MetricEvent{std::string(key), step, value}};
   return r;
 }
 
@@ -259,7 +272,8 @@ std::optional<RecordLine> read_metric_fast(simdjson::ondemand::parser& parser, c
 std::optional<RecordLine> EventReader::read(std::string_view line) {
   fast_->buffer.assign(line);
   fast_->buffer.append(simdjson::SIMDJSON_PADDING, '\0');
-  if (auto metric = read_metric_fast(fast_->parser, fast_->buffer.data(), line.size(), fast_->buffer.size())) return metric;
+  if (auto metric = read_metric_fast(fast_->parser, fast_->buffer.data(), line.size(), fast_->buffer.size()))
+    return metric;
   auto e = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
   if (!e.is_object()) return std::nullopt;
   const auto type = text_field(e, "type");

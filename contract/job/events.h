@@ -24,7 +24,7 @@ struct MetricEvent {  // a curve point: train_loss, lr, gen_ms_per_token, ... at
   double value = 0;  // not finite: written as "nan" / "inf" / "-inf", read back as such
 };
 struct EvalEvent {
-  std::string split;       // valid | test
+  std::string split;  // valid | test
   int64_t step = 0;
   std::string checkpoint;  // "" (the current weights) or "best"
   std::optional<double> loss, ppl, bpc, accuracy;
@@ -32,8 +32,8 @@ struct EvalEvent {
 };
 struct DivergenceEvent {
   int64_t step = 0;
-  std::string cause;         // nonfinite_loss | loss_spike | state_overflow | ...
-  nlohmann::json value;      // the value that tripped (a number, or "nan" / "inf")
+  std::string cause;     // nonfinite_loss | loss_spike | state_overflow | ...
+  nlohmann::json value;  // the value that tripped (a number, or "nan" / "inf")
   std::optional<double> last_finite_loss, lr;
   nlohmann::json first_nonfinite_layer, state_layer;  // null when not found
 };
@@ -100,7 +100,9 @@ class EventLog {
   // Adds "seq" (0, 1, 2, ... over the file's life) and "time" (Unix seconds) and appends the line.
   void write(nlohmann::json event);
   template <typename E>
-  void write(const E& event) { write(to_json(event)); }
+  void write(const E& event) {
+    write(to_json(event));
+  }
   int64_t next_seq() const { return next_seq_; }
   bool repaired_torn_line() const { return repaired_; }
 
@@ -113,9 +115,9 @@ class EventLog {
 struct EventsRead {
   std::vector<nlohmann::json> events;
   std::vector<std::string> lines;  // the text of each event, as written
-  uint64_t end_offset = 0;   // byte offset just past the last complete line read
-  bool torn_tail = false;    // bytes after end_offset form an incomplete line
-  int64_t bad_lines = 0;     // complete lines that are not JSON objects (skipped)
+  uint64_t end_offset = 0;         // byte offset just past the last complete line read
+  bool torn_tail = false;          // bytes after end_offset form an incomplete line
+  int64_t bad_lines = 0;           // complete lines that are not JSON objects (skipped)
 };
 // Reads the complete lines from `offset` on (for incremental ingestion).
 EventsRead read_events(const std::string& path, uint64_t offset = 0);

@@ -29,7 +29,8 @@ std::string file_problem(const fs::path& path, uintmax_t unit = 1, const char* u
   const auto size = fs::file_size(path, ec);
   if (ec) return fmt::format("{}: {}", path.string(), ec.message());
   if (size == 0) return fmt::format("{} is empty", path.string());
-  if (size % unit) return fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), size, unit_name);
+  if (size % unit)
+    return fmt::format("{}: {} bytes is not a whole number of {} tokens", path.string(), size, unit_name);
   return "";
 }
 
@@ -79,7 +80,8 @@ void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecErr
       add(e.what());
     }
   } else if (d.source == "wikitext103") {
-    for (const char* name : {"wiki.train.raw", "wiki.valid.raw", "wiki.test.raw"}) add(file_problem(fs::path(d.path) / name));
+    for (const char* name : {"wiki.train.raw", "wiki.valid.raw", "wiki.test.raw"})
+      add(file_problem(fs::path(d.path) / name));
   } else if (d.source == "parallel") {
     parallel_problems(d, out);
   } else if (d.source == "tokens") {
@@ -88,14 +90,16 @@ void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecErr
     const uintmax_t width = d.token_dtype == "uint32" ? 4 : 2;
     const char* unit = d.token_dtype == "uint32" ? "uint32" : "uint16";
     const bool val = fs::exists(dir / "val.bin") || !fs::exists(dir / "valid.bin");
-    for (const auto& name : {std::string("train.bin"), std::string(val ? "val.bin" : "valid.bin"), std::string("test.bin")}) {
+    for (const auto& name :
+         {std::string("train.bin"), std::string(val ? "val.bin" : "valid.bin"), std::string("test.bin")}) {
       if (name == "test.bin" && !fs::exists(dir / name)) continue;  // optional
       const auto problem = file_problem(dir / name, width, unit);
       add(problem);
       if (problem.empty() && model_vocab > 0)
-        if (const auto largest = largest_token_id((dir / name).string(), static_cast<int>(width)); largest >= model_vocab)
-          add(fmt::format("{}: token id {} is outside the model's vocabulary of {} (ids 0..{})", (dir / name).string(), largest,
-                          model_vocab, model_vocab - 1));
+        if (const auto largest = largest_token_id((dir / name).string(), static_cast<int>(width));
+            largest >= model_vocab)
+          add(fmt::format("{}: token id {} is outside the model's vocabulary of {} (ids 0..{})", (dir / name).string(),
+                          largest, model_vocab, model_vocab - 1));
     }
   }
 }
@@ -105,14 +109,16 @@ void corpus_problems(const DataSpec& d, int64_t model_vocab, std::vector<SpecErr
 // states, which are the ids it loads with in files the tokenizers library wrote. A tokenizer.model (SentencePiece)
 // is counted by the worker only: 0 here.
 int64_t hf_tokenizer_json_vocab(const nlohmann::json& j) {
-  if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab") || !j["model"]["vocab"].is_object())
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("vocab") ||
+      !j["model"]["vocab"].is_object())
     return 0;
   int64_t largest = -1;
   for (const auto& id : j["model"]["vocab"])
     if (id.is_number_integer()) largest = std::max(largest, id.get<int64_t>());
   if (j.contains("added_tokens") && j["added_tokens"].is_array())
     for (const auto& t : j["added_tokens"])
-      if (t.is_object() && t.contains("id") && t["id"].is_number_integer()) largest = std::max(largest, t["id"].get<int64_t>());
+      if (t.is_object() && t.contains("id") && t["id"].is_number_integer())
+        largest = std::max(largest, t["id"].get<int64_t>());
   return largest + 1;
 }
 
@@ -122,7 +128,8 @@ int64_t hf_tokenizer_json_vocab(const nlohmann::json& j) {
 int64_t tokenizer_vocab(const DataSpec& d) {
   if (d.tokenizer == "byte") return 256;
   static std::map<std::string, int64_t> known;
-  const auto path = d.hf_tokenizer() ? (fs::path(d.hf_tokenizer_dir()) / "tokenizer.json").string() : (fs::path(d.bpe_dir) / "encoder.json").string();
+  const auto path = d.hf_tokenizer() ? (fs::path(d.hf_tokenizer_dir()) / "tokenizer.json").string()
+                                     : (fs::path(d.bpe_dir) / "encoder.json").string();
   if (auto it = known.find(path); it != known.end()) return it->second;
   std::ifstream in(path);
   const auto j = nlohmann::json::parse(in, nullptr, false);
@@ -138,12 +145,14 @@ void hf_tokenizer_problems(const DataSpec& d, int64_t model_vocab, std::vector<S
     return;
   }
   std::error_code ec;
-  if (!fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) && !fs::is_regular_file(fs::path(dir) / "tokenizer.model", ec)) {
+  if (!fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec) &&
+      !fs::is_regular_file(fs::path(dir) / "tokenizer.model", ec)) {
     out.emplace_back("data.tokenizer", fmt::format("{} holds neither tokenizer.json nor tokenizer.model", dir));
     return;
   }
   if (const int64_t n = tokenizer_vocab(d); model_vocab > 0 && n > model_vocab)
-    out.emplace_back("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", model_vocab, d.tokenizer, n));
+    out.emplace_back("model.vocab", fmt::format("{} is smaller than the {} tokenizer's vocabulary of {}", model_vocab,
+                                                d.tokenizer, n));
 }
 
 void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {
@@ -153,8 +162,9 @@ void hf_problems(const JobSpec& spec, std::vector<SpecError>& out) {
     // Smaller is how checkpoints ship (Qwen2.5: 151,665 tokens in a vocabulary padded to 151,936): the rows past
     // the tokenizer are never read. Larger would give ids the model has no row for.
     if (const int64_t n = text ? tokenizer_vocab(spec.data) : 0; n > ck.config.vocab)
-      out.emplace_back("data.tokenizer", fmt::format("the {} tokenizer has {} tokens but {}/config.json has vocab_size = {}",
-                                                     spec.data.tokenizer, n, hf_dir(spec.init_checkpoint), ck.config.vocab));
+      out.emplace_back("data.tokenizer",
+                       fmt::format("the {} tokenizer has {} tokens but {}/config.json has vocab_size = {}",
+                                   spec.data.tokenizer, n, hf_dir(spec.init_checkpoint), ck.config.vocab));
   } catch (const safetensors::FormatError& e) {
     out.emplace_back("init_checkpoint", e.what());
   }
@@ -164,7 +174,8 @@ void checkpoint_problems(const std::string& path, std::vector<SpecError>& out) {
   try {
     const auto header = safetensors::read_header(path);
     if (!header.metadata.count(kModelConfigKey))
-      out.emplace_back("init_checkpoint", fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint", path, kModelConfigKey));
+      out.emplace_back("init_checkpoint", fmt::format("{}: no '{}' in __metadata__: not an fwlab model checkpoint",
+                                                      path, kModelConfigKey));
   } catch (const safetensors::FormatError& e) {
     out.emplace_back("init_checkpoint", e.what());
   }
@@ -191,7 +202,8 @@ void task_problems(const JobSpec& spec, std::vector<SpecError>& out) {
     if (!adapter || adapter->kind == TaskKind::passkey) continue;
     if (auto p = task_file_problem(task.path, *adapter); !p.empty()) out.emplace_back("tasks." + name + ".path", p);
     if (task.num_fewshot > 0)
-      if (auto p = task_file_problem(task.fewshot_path, *adapter); !p.empty()) out.emplace_back("tasks." + name + ".fewshot_path", p);
+      if (auto p = task_file_problem(task.fewshot_path, *adapter); !p.empty())
+        out.emplace_back("tasks." + name + ".fewshot_path", p);
   }
 }
 
@@ -203,11 +215,14 @@ std::vector<SpecError> input_problems(const JobSpec& spec, bool check_checkpoint
   const bool text = spec.data.source != "tokens" && !spec.data.generated();
   if (text && spec.data.tokenizer == "gpt2")
     for (const char* name : {"encoder.json", "vocab.bpe"})
-      if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty()) out.emplace_back("data.bpe_dir", problem);
+      if (auto problem = file_problem(fs::path(spec.data.bpe_dir) / name); !problem.empty())
+        out.emplace_back("data.bpe_dir", problem);
   if (text && spec.data.hf_tokenizer()) hf_tokenizer_problems(spec.data, model_vocab, out);
   task_problems(spec, out);
-  if (check_checkpoint && is_hf_source(spec.init_checkpoint)) hf_problems(spec, out);
-  else if (check_checkpoint && !spec.init_checkpoint.empty()) checkpoint_problems(spec.init_checkpoint, out);
+  if (check_checkpoint && is_hf_source(spec.init_checkpoint))
+    hf_problems(spec, out);
+  else if (check_checkpoint && !spec.init_checkpoint.empty())
+    checkpoint_problems(spec.init_checkpoint, out);
   return out;
 }
 

@@ -24,7 +24,8 @@ void read_job_keys(Reader& r, JobSpec& s) {
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
   at_most(s.threads, 4096, "threads");
   r.get("device", s.device);
-  require(s.device == "cpu" || s.device.rfind("cuda", 0) == 0, "device", fmt::format("'{}' is not cpu, cuda or cuda:N", s.device));
+  require(s.device == "cpu" || s.device.rfind("cuda", 0) == 0, "device",
+          fmt::format("'{}' is not cpu, cuda or cuda:N", s.device));
   r.get("kernel_check", s.kernel_check);
   r.get("init_checkpoint", s.init_checkpoint);
   if (const auto* m = r.raw("model")) {
@@ -64,13 +65,17 @@ void read_data(Reader& r, JobSpec& s, const std::string& repo_root) {
   if (s.data.path.empty() && s.data.source == "brown") s.data.path = repo_root + "/data/brown";
   // A relative data path is the fwlab source tree's (data/freedict-de-en, a user's data/wikitext-103-raw), as task
   // files are: the same corpus whichever directory the sweep or the worker runs in.
-  if (!s.data.path.empty() && std::filesystem::path(s.data.path).is_relative()) s.data.path = repo_root + "/" + s.data.path;
+  if (!s.data.path.empty() && std::filesystem::path(s.data.path).is_relative())
+    s.data.path = repo_root + "/" + s.data.path;
   if (s.data.bpe_dir.empty()) s.data.bpe_dir = repo_root + "/data/gpt2-bpe";
-  require(!s.data.path.empty() || s.data.generated(), "data.path", fmt::format("is required for source '{}'", s.data.source));
+  require(!s.data.path.empty() || s.data.generated(), "data.path",
+          fmt::format("is required for source '{}'", s.data.source));
   if (s.data.generated()) {
     try {
-      if (s.data.source == "mqar") validate_mqar(s.data.mqar);
-      else validate_retrieval(s.data.retrieval);
+      if (s.data.source == "mqar")
+        validate_mqar(s.data.mqar);
+      else
+        validate_retrieval(s.data.retrieval);
     } catch (const std::invalid_argument& e) {  // "<source>.<key>: message"
       const std::string what = e.what();
       const auto colon = what.find(": ");
@@ -91,7 +96,8 @@ void read_optim(Reader& r, JobSpec& s) {
   o.get("warmup_steps", s.optim.warmup_steps);
   o.reject_unknown();
   require(s.optim.lr > 0, "optim.lr", fmt::format("must be positive, got {}", s.optim.lr));
-  require(s.optim.min_lr >= 0 && s.optim.min_lr <= s.optim.lr, "optim.min_lr", fmt::format("must be in [0, lr], got {}", s.optim.min_lr));
+  require(s.optim.min_lr >= 0 && s.optim.min_lr <= s.optim.lr, "optim.min_lr",
+          fmt::format("must be in [0, lr], got {}", s.optim.min_lr));
   require(s.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0");
   require(s.optim.beta1 >= 0 && s.optim.beta1 < 1, "optim.beta1", "must be in [0, 1)");
   require(s.optim.beta2 >= 0 && s.optim.beta2 < 1, "optim.beta2", "must be in [0, 1)");
@@ -126,7 +132,8 @@ void read_train(Reader& r, JobSpec& s) {
   at_most(s.train.seq_len, int64_t{1} << 24, "train.seq_len");
   at_most(s.train.grad_accum, int64_t{1} << 20, "train.grad_accum");
   require(s.train.batch_size * s.train.seq_len <= (int64_t{1} << 26), "train.batch_size",
-          fmt::format("{} sequences of {} tokens is {} tokens per step, beyond what fwlab supports (at most {}; use train.grad_accum)",
+          fmt::format("{} sequences of {} tokens is {} tokens per step, beyond what fwlab supports (at most {}; use "
+                      "train.grad_accum)",
                       s.train.batch_size, s.train.seq_len, s.train.batch_size * s.train.seq_len, int64_t{1} << 26));
 }
 
@@ -143,7 +150,9 @@ void read_eval(Reader& r, JobSpec& s, const std::string& repo_root) {
   at_most(s.eval.batch_size, int64_t{1} << 16, "eval.batch_size");
   s.tasks = parse_task_specs(r.raw("tasks"), s.kind, repo_root);
   if (s.kind == "eval")
-    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'eval' evaluates a checkpoint: set init_checkpoint (an fwlab checkpoint or hf:DIR), or a stage's from");
+    require(
+        !s.init_checkpoint.empty(), "init_checkpoint",
+        "kind 'eval' evaluates a checkpoint: set init_checkpoint (an fwlab checkpoint or hf:DIR), or a stage's from");
   require(s.eval.every >= 0, "eval.every", "must be >= 0 (0: only at the end)");
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
@@ -159,17 +168,24 @@ void read_transfer(Reader& r, JobSpec& s) {
   tr.get("teacher", s.transfer.teacher);
   tr.reject_unknown();
   require(s.transfer.kl_weight >= 0, "transfer.kl_weight", fmt::format("must be >= 0, got {}", s.transfer.kl_weight));
-  require(s.transfer.kl_temperature > 0, "transfer.kl_temperature", fmt::format("must be positive, got {}", s.transfer.kl_temperature));
+  require(s.transfer.kl_temperature > 0, "transfer.kl_temperature",
+          fmt::format("must be positive, got {}", s.transfer.kl_temperature));
   const bool kl = s.transfer.kl_weight > 0;
-  require(!kl || s.kind == "train" || s.kind == "transfer", "transfer.kl_weight", fmt::format("kind '{}' does not train", s.kind));
-  require(!kl || !s.data.generated(), "transfer.kl_weight", "distillation matches next-token distributions of text; generated tasks have none");
-  require(kl || !tr.has("kl_temperature"), "transfer.kl_temperature", "is set but transfer.kl_weight is 0: it would change nothing");
+  require(!kl || s.kind == "train" || s.kind == "transfer", "transfer.kl_weight",
+          fmt::format("kind '{}' does not train", s.kind));
+  require(!kl || !s.data.generated(), "transfer.kl_weight",
+          "distillation matches next-token distributions of text; generated tasks have none");
+  require(kl || !tr.has("kl_temperature"), "transfer.kl_temperature",
+          "is set but transfer.kl_weight is 0: it would change nothing");
   require(s.transfer.teacher.empty() || (kl && s.kind == "train"), "transfer.teacher",
-          "names a distillation teacher, which only a train job with transfer.kl_weight > 0 reads (attention transfer's teacher is init_checkpoint)");
-  require(s.transfer.mse_weight > 0, "transfer.mse_weight", fmt::format("must be positive, got {}", s.transfer.mse_weight));
+          "names a distillation teacher, which only a train job with transfer.kl_weight > 0 reads (attention "
+          "transfer's teacher is init_checkpoint)");
+  require(s.transfer.mse_weight > 0, "transfer.mse_weight",
+          fmt::format("must be positive, got {}", s.transfer.mse_weight));
   require(s.transfer.ce_weight >= 0, "transfer.ce_weight", fmt::format("must be >= 0, got {}", s.transfer.ce_weight));
   if (s.kind == "transfer") {
-    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
+    require(!s.init_checkpoint.empty(), "init_checkpoint",
+            "kind 'transfer' needs the teacher: a checkpoint with the softmax layers to imitate");
     require(!s.model.empty(), "model", "kind 'transfer' needs a model that swaps some of the teacher's mixers");
   }
 }
@@ -179,11 +195,14 @@ void read_attention(Reader& r, JobSpec& s) {
   at.get("teacher", s.attention.teacher);
   at.get("max_tokens", s.attention.max_tokens);
   at.reject_unknown();
-  require(s.attention.max_tokens > 0, "attention.max_tokens", fmt::format("must be positive, got {}", s.attention.max_tokens));
+  require(s.attention.max_tokens > 0, "attention.max_tokens",
+          fmt::format("must be positive, got {}", s.attention.max_tokens));
   at_most(s.attention.max_tokens, int64_t{1} << 30, "attention.max_tokens");
   if (s.kind == "attention") {
-    require(!s.init_checkpoint.empty(), "init_checkpoint", "kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
-    require(!s.data.generated(), "data.source", fmt::format("kind 'attention' compares attention on validation text; '{}' has none", s.data.source));
+    require(!s.init_checkpoint.empty(), "init_checkpoint",
+            "kind 'attention' analyses a checkpoint: set init_checkpoint (or a stage's from)");
+    require(!s.data.generated(), "data.source",
+            fmt::format("kind 'attention' compares attention on validation text; '{}' has none", s.data.source));
   }
 }
 
@@ -194,9 +213,11 @@ void read_divergence(Reader& r, JobSpec& s) {
   dv.get("spike_min_rise", s.divergence.spike_min_rise);
   dv.get("max_state", s.divergence.max_state);
   dv.reject_unknown();
-  require(s.divergence.spike_factor > 1, "divergence.spike_factor", fmt::format("must be > 1, got {}", s.divergence.spike_factor));
+  require(s.divergence.spike_factor > 1, "divergence.spike_factor",
+          fmt::format("must be > 1, got {}", s.divergence.spike_factor));
   require(s.divergence.spike_steps > 0, "divergence.spike_steps", "must be positive");
-  require(s.divergence.spike_min_rise >= 0, "divergence.spike_min_rise", fmt::format("must be >= 0 (nats), got {}", s.divergence.spike_min_rise));
+  require(s.divergence.spike_min_rise >= 0, "divergence.spike_min_rise",
+          fmt::format("must be >= 0 (nats), got {}", s.divergence.spike_min_rise));
   require(s.divergence.max_state > 0, "divergence.max_state", "must be positive");
 }
 
@@ -236,19 +257,24 @@ void check_model(const JobSpec& s) {
   try {
     auto cfg = model_config_from_json(s.model);
     check_translate_model(s, cfg);
-    if (s.kind == "translate") return;  // sentences longer than the context are the worker's to drop (translate_job.cpp)
+    if (s.kind == "translate")
+      return;  // sentences longer than the context are the worker's to drop (translate_job.cpp)
     if (s.data.source == "mqar")
-      require(cfg.vocab >= s.data.mqar.vocab, "model.vocab", fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
+      require(cfg.vocab >= s.data.mqar.vocab, "model.vocab",
+              fmt::format("must be >= data.mqar.vocab = {}", s.data.mqar.vocab));
     else if (s.data.source == "retrieval")
       require(cfg.vocab >= s.data.retrieval.vocab(), "model.vocab",
               fmt::format("must be >= {} (retrieval: keys + values + keys * values tokens)", s.data.retrieval.vocab()));
-    else if (s.data.source != "tokens" && !s.data.hf_tokenizer())  // hf: known once its files are read (the worker checks)
+    else if (s.data.source != "tokens" &&
+             !s.data.hf_tokenizer())  // hf: known once its files are read (the worker checks)
       require(cfg.vocab >= (s.data.tokenizer == "byte" ? 256 : 50257), "model.vocab",
               fmt::format("{} is smaller than the {} tokenizer's vocabulary", cfg.vocab, s.data.tokenizer));
-    const int64_t len = s.kind != "generation-bench" ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
-                                          : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) +
-                                                (cfg.encoder_decoder() ? 0 : s.bench.tokens);  // an encoder-decoder decodes L tokens
-    require(len <= cfg.context, "model.context", fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
+    const int64_t len = s.kind != "generation-bench"
+                            ? (s.data.generated() ? s.data.task_seq_len() : s.train.seq_len)
+                            : *std::max_element(s.bench.seq_lens.begin(), s.bench.seq_lens.end()) +
+                                  (cfg.encoder_decoder() ? 0 : s.bench.tokens);  // an encoder-decoder decodes L tokens
+    require(len <= cfg.context, "model.context",
+            fmt::format("{} is shorter than the {} tokens this job feeds", cfg.context, len));
   } catch (const ConfigError& err) {
     if (err.field().rfind("model", 0) == 0) throw;
     throw SpecError("model." + err.field(), std::string(err.what()).substr(err.field().size() + 2));

@@ -21,16 +21,16 @@ struct DataSpec {
   // brown | wikitext103 | enwik8 | tokens (train.bin, val.bin, [test.bin]) | mqar | retrieval (the last two are
   // generated tasks: no files, labels only where a question is asked, scored by accuracy)
   std::string source = "brown";
-  std::string path;              // directory or file; default for brown: <repo>/data/brown
+  std::string path;  // directory or file; default for brown: <repo>/data/brown
   // byte | gpt2 | hf:DIR (a Hugging Face tokenizer directory: tokenizer.json, else tokenizer.model) (ignored by
   // tokens and the generated tasks)
   std::string tokenizer = "byte";
-  std::string bpe_dir;           // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
+  std::string bpe_dir;                 // encoder.json + vocab.bpe; default <repo>/data/gpt2-bpe
   std::string token_dtype = "uint16";  // tokens: uint16 (nanoGPT) or uint32 (vocabularies over 65,535)
   MqarSpec mqar;
   RetrievalSpec retrieval;
-  // parallel (kind = "translate"; contract/formats/parallel_corpus.h): DIR/{train,valid,test}.{src,tgt} under `path`, and
-  // the joint vocabulary: an existing SentencePiece model `vocab` (relative: to `path`), or one of vocab_size
+  // parallel (kind = "translate"; contract/formats/parallel_corpus.h): DIR/{train,valid,test}.{src,tgt} under `path`,
+  // and the joint vocabulary: an existing SentencePiece model `vocab` (relative: to `path`), or one of vocab_size
   // pieces learned on the training split and cached beside it (text/tokenizers/joint_vocabulary.h).
   std::string src, tgt;
   std::string vocab;
@@ -101,34 +101,35 @@ struct AttentionSpec {
   int64_t max_tokens = 8192;  // validation tokens compared (windows of train.seq_len)
 };
 
-// kind = "eval": one task (contract/evaluation/eval_task.h), under its name in `tasks` (the name is the table's column).
+// kind = "eval": one task (contract/evaluation/eval_task.h), under its name in `tasks` (the name is the table's
+// column).
 struct TaskSpec {
-  std::string adapter;           // a row of contract/evaluation/eval_task.h's task_table(); default: the task's name
-  std::string path;              // JSONL documents (not passkey); relative: to the fwlab source tree (data/tasks/...)
-  int64_t limit = 0;             // the first N documents (0: all)
-  int64_t num_fewshot = 0;       // multiple choice and LAMBADA: examples before each document ...
-  std::string fewshot_path;      // ... from this file (MMLU: the dev split, first k of the subject)
-  uint64_t fewshot_seed = 1234;  // ... drawn with this seed (every adapter but MMLU)
-  int64_t context_length = 1000; // recall: tokens of text kept around the answer (as --cutting_context)
-  int64_t max_new_tokens = 0;    // recall and passkey: greedy tokens generated (0: 48 for recall, 10 for passkey)
-  std::vector<int64_t> lengths;  // passkey: prompt lengths in tokens
+  std::string adapter;            // a row of contract/evaluation/eval_task.h's task_table(); default: the task's name
+  std::string path;               // JSONL documents (not passkey); relative: to the fwlab source tree (data/tasks/...)
+  int64_t limit = 0;              // the first N documents (0: all)
+  int64_t num_fewshot = 0;        // multiple choice and LAMBADA: examples before each document ...
+  std::string fewshot_path;       // ... from this file (MMLU: the dev split, first k of the subject)
+  uint64_t fewshot_seed = 1234;   // ... drawn with this seed (every adapter but MMLU)
+  int64_t context_length = 1000;  // recall: tokens of text kept around the answer (as --cutting_context)
+  int64_t max_new_tokens = 0;     // recall and passkey: greedy tokens generated (0: 48 for recall, 10 for passkey)
+  std::vector<int64_t> lengths;   // passkey: prompt lengths in tokens
   std::vector<int64_t> depths = {0, 25, 50, 75, 100};  // passkey: where the key sits, in percent of the filler
-  int64_t trials = 10;           // passkey: prompts per (length, depth), each with its own key
-  std::string filler = "corpus"; // passkey: "corpus" (test-split text of data) or "repeat" (landmark's sentences)
+  int64_t trials = 10;                                 // passkey: prompts per (length, depth), each with its own key
+  std::string filler = "corpus";  // passkey: "corpus" (test-split text of data) or "repeat" (landmark's sentences)
   int64_t generated_tokens() const { return max_new_tokens > 0 ? max_new_tokens : (adapter == "passkey" ? 10 : 48); }
 };
 
 struct DivergenceSpec {
-  double spike_factor = 3.0;  // loss above factor x running minimum ...
+  double spike_factor = 3.0;    // loss above factor x running minimum ...
   double spike_min_rise = 1.0;  // ... and more than this many nats above it (worker/loss_spike.h) ...
-  int64_t spike_steps = 5;    // ... for this many consecutive steps
-  double max_state = 1e6;     // |state| element above this: state_overflow (recurrent mixers)
+  int64_t spike_steps = 5;      // ... for this many consecutive steps
+  double max_state = 1e6;       // |state| element above this: state_overflow (recurrent mixers)
 };
 
 struct BenchSpec {
   std::vector<int64_t> seq_lens = {64, 128, 256};
-  int64_t repeats = 5;   // timed runs per length; median and spread are recorded
-  int64_t tokens = 16;   // tokens generated (and timed) after reaching each length
+  int64_t repeats = 5;  // timed runs per length; median and spread are recorded
+  int64_t tokens = 16;  // tokens generated (and timed) after reaching each length
   int64_t batch = 1;
 };
 
@@ -136,8 +137,8 @@ struct BenchSpec {
 struct DebugSpec {
   int64_t nan_param_at_step = -1;  // before this step's forward, fill `nan_param` with NaN
   std::string nan_param;
-  int64_t nan_grad_at_step = -1;   // after this step's backward, put a NaN in the first gradient
-  int64_t exit_at_step = -1;       // stop abruptly (as if killed) after this step
+  int64_t nan_grad_at_step = -1;  // after this step's backward, put a NaN in the first gradient
+  int64_t exit_at_step = -1;      // stop abruptly (as if killed) after this step
   // "": none; decay_fused_cpu | decay_chunks_cuda: that custom kernel's outputs come out 10% wrong, so that the
   // first-use self-check and its fallback (kernels/kernel_guard.h) can be seen working where no GPU is.
   std::string wrong_kernel;
@@ -145,25 +146,26 @@ struct DebugSpec {
 
 // kind = "translate" (worker/translate_job.cpp): an encoder-decoder trained on a parallel corpus with label
 // smoothing, then the last average_last checkpoints averaged and the test split decoded; BLEU two ways
-// (contract/evaluation/bleu.h). The papers' recipe (T2R): label smoothing 0.1, the last 5 averaged, beam 5, length penalty 0.6.
+// (contract/evaluation/bleu.h). The papers' recipe (T2R): label smoothing 0.1, the last 5 averaged, beam 5, length
+// penalty 0.6.
 struct TranslateSpec {
   double label_smoothing = 0.1;
-  int64_t average_last = 1;      // checkpoints averaged at the end (one every eval.every steps); 1: the last alone
-  int64_t batch_tokens = 4096;   // training batch: sentence pairs up to this many source + target tokens
-  int64_t beam = 5;              // 1: greedy
-  double len_penalty = 1.0;      // alpha (fairseq's default 1)
+  int64_t average_last = 1;         // checkpoints averaged at the end (one every eval.every steps); 1: the last alone
+  int64_t batch_tokens = 4096;      // training batch: sentence pairs up to this many source + target tokens
+  int64_t beam = 5;                 // 1: greedy
+  double len_penalty = 1.0;         // alpha (fairseq's default 1)
   std::string penalty = "fairseq";  // fairseq: logprob / len^alpha; gnmt: logprob / ((5 + len) / 6)^alpha
-  double max_len_a = 1.2;        // outputs of at most a * source length + b tokens (fairseq's --max-len-a/b, as
-  int64_t max_len_b = 10;        // its translation examples set them), and never past the model's context
-  int64_t decode_batch = 32;     // test sentences decoded together
-  int64_t test_limit = 0;        // the first N test sentences (0: all)
+  double max_len_a = 1.2;           // outputs of at most a * source length + b tokens (fairseq's --max-len-a/b, as
+  int64_t max_len_b = 10;           // its translation examples set them), and never past the model's context
+  int64_t decode_batch = 32;        // test sentences decoded together
+  int64_t test_limit = 0;           // the first N test sentences (0: all)
 };
 
 struct JobSpec {
   std::string kind = "train";  // train | transfer | attention | generation-bench | eval | translate
   uint64_t seed = 0;
-  int64_t threads = 0;          // 0: hardware concurrency
-  std::string device = "cpu";   // cpu | cuda | cuda:N
+  int64_t threads = 0;         // 0: hardware concurrency
+  std::string device = "cpu";  // cpu | cuda | cuda:N
   // Check each custom kernel against libtorch's own form at its first use for a shape class, and fall back where
   // they disagree (kernels/kernel_guard.h). Off for benchmarks that time the kernels themselves.
   bool kernel_check = true;
@@ -193,7 +195,8 @@ JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
 // job.json's `tasks` (contract/job/task_keys.cpp): each task's keys checked against what its adapter reads; a key
 // that would change nothing for that adapter is refused by name.
 // Relative paths are resolved against `repo_root` (the committed task files under data/tasks/).
-std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind, const std::string& repo_root);
+std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind,
+                                                 const std::string& repo_root);
 // The parallel corpus's data keys and the `translate` object (contract/job/translate_keys.cpp): read by
 // parse_job_spec, checked against the job's kind and data source.
 namespace spec_reader {

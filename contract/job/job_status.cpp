@@ -31,10 +31,14 @@ std::string_view to_string(JobStatus s) {
 
 std::string_view to_string(SweepStatus s) {
   switch (s) {
-    case SweepStatus::running: return "running";
-    case SweepStatus::finished: return "finished";
-    case SweepStatus::failed: return "failed";
-    case SweepStatus::interrupted: return "interrupted";
+    case SweepStatus::running:
+      return "running";
+    case SweepStatus::finished:
+      return "finished";
+    case SweepStatus::failed:
+      return "failed";
+    case SweepStatus::interrupted:
+      return "interrupted";
   }
   return "unknown";
 }
@@ -56,11 +60,16 @@ std::string sql_list(std::initializer_list<JobStatus> statuses) {
 
 JobStatus status_of_exit(int code) {
   switch (code) {
-    case kExitFinished: return JobStatus::finished;
-    case kExitBadSpec: return JobStatus::failed;
-    case kExitDiverged: return JobStatus::diverged;
-    case kExitInterrupted: return JobStatus::interrupted;
-    default: return JobStatus::crashed;
+    case kExitFinished:
+      return JobStatus::finished;
+    case kExitBadSpec:
+      return JobStatus::failed;
+    case kExitDiverged:
+      return JobStatus::diverged;
+    case kExitInterrupted:
+      return JobStatus::interrupted;
+    default:
+      return JobStatus::crashed;
   }
 }
 

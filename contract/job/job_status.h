@@ -9,8 +9,8 @@
 namespace fwlab {
 
 enum class JobStatus {
-  pending,      // registered, not started (or waiting for a retry)
-  submitted,    // handed to a batch system (Slurm), not known to run yet
+  pending,    // registered, not started (or waiting for a retry)
+  submitted,  // handed to a batch system (Slurm), not known to run yet
   running,
   finished,     // a result
   diverged,     // a result: the record says where and why
@@ -41,7 +41,13 @@ enum class SweepStatus { running, finished, failed, interrupted };
 std::string_view to_string(SweepStatus s);
 
 // Exit codes of fwlab-worker (documented in worker/README.md).
-enum WorkerExit : int { kExitFinished = 0, kExitCrashed = 1, kExitBadSpec = 2, kExitDiverged = 3, kExitInterrupted = 4 };
+enum WorkerExit : int {
+  kExitFinished = 0,
+  kExitCrashed = 1,
+  kExitBadSpec = 2,
+  kExitDiverged = 3,
+  kExitInterrupted = 4
+};
 
 // The status a worker's exit code stands for (crashed for codes it never uses).
 JobStatus status_of_exit(int code);

@@ -16,11 +16,14 @@ std::string take_model_dtype(nlohmann::json& model, const std::string& kind, boo
     throw ConfigError("model.dtype", fmt::format("'{}' is not one of float32, bfloat16, float16, file", dtype));
   const bool trains = kind == "train" || kind == "transfer" || kind == "translate";
   if (trains && dtype != "float32")
-    throw ConfigError("model.dtype", fmt::format("kind '{}' trains float32 weights ('{}' would let the optimizer lose updates smaller than "
-                                                 "a 16-bit weight's spacing): use train.precision = \"bf16\" to compute in bfloat16",
-                                                 kind, dtype));
+    throw ConfigError(
+        "model.dtype",
+        fmt::format("kind '{}' trains float32 weights ('{}' would let the optimizer lose updates smaller than "
+                    "a 16-bit weight's spacing): use train.precision = \"bf16\" to compute in bfloat16",
+                    kind, dtype));
   if (dtype == "file" && !has_checkpoint)
-    throw ConfigError("model.dtype", "'file' is the checkpoint's dtype, and this job starts from no checkpoint (init_checkpoint)");
+    throw ConfigError("model.dtype",
+                      "'file' is the checkpoint's dtype, and this job starts from no checkpoint (init_checkpoint)");
   return dtype;
 }
 

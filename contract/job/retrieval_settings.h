@@ -10,9 +10,10 @@
 namespace fwlab {
 
 struct RetrievalSpec {
-  int64_t keys = 16;    // K: the key alphabet; a sequence's keys are distinct
-  int64_t values = 16;  // V: the value alphabet; a sequence's values are distinct (the paper draws both without replacement)
-  int64_t pairs = 4;    // S: pairs per sequence, the memory load
+  int64_t keys = 16;  // K: the key alphabet; a sequence's keys are distinct
+  int64_t values =
+      16;  // V: the value alphabet; a sequence's values are distinct (the paper draws both without replacement)
+  int64_t pairs = 4;  // S: pairs per sequence, the memory load
   // Queries after the pairs, each a distinct key of the sequence (1: the paper's one query; 0: every key, in a
   // random order). More queries give more labels per sequence (the paper evaluates every key, one sequence each);
   // a causal model reads each after the ones before it, so a fast-weight layer must learn not to overwrite its

@@ -21,7 +21,8 @@ using SpecError = ConfigError;
 class Reader {
  public:
   Reader(const nlohmann::json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) throw SpecError(prefix_.empty() ? "job" : prefix_.substr(0, prefix_.size() - 1), "must be an object");
+    if (!j_.is_object())
+      throw SpecError(prefix_.empty() ? "job" : prefix_.substr(0, prefix_.size() - 1), "must be an object");
   }
 
   template <typename T>
@@ -40,7 +41,8 @@ class Reader {
         if (!e.is_number_integer()) throw SpecError(field, fmt::format("must be a list of integers, got {}", v.dump()));
     } else if constexpr (std::is_integral_v<T>) {
       if (!v.is_number_integer()) throw SpecError(field, fmt::format("must be an integer, got {}", v.dump()));
-      if (std::is_unsigned_v<T> && v.get<int64_t>() < 0) throw SpecError(field, fmt::format("must be >= 0, got {}", v.dump()));
+      if (std::is_unsigned_v<T> && v.get<int64_t>() < 0)
+        throw SpecError(field, fmt::format("must be >= 0, got {}", v.dump()));
     } else {
       if (!v.is_number()) throw SpecError(field, fmt::format("must be a number, got {}", v.dump()));
     }
@@ -61,7 +63,8 @@ class Reader {
   void reject_unknown() const {
     for (const auto& [key, value] : j_.items()) {
       if (known_.count(key)) continue;
-      throw SpecError(prefix_ + key, "unknown key" + did_you_mean(key, std::vector<std::string>(known_.begin(), known_.end())));
+      throw SpecError(prefix_ + key,
+                      "unknown key" + did_you_mean(key, std::vector<std::string>(known_.begin(), known_.end())));
     }
   }
 
@@ -91,6 +94,5 @@ inline void one_of(const std::string& v, std::initializer_list<const char*> allo
   for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
   throw SpecError(field, fmt::format("'{}' is not one of {}", v, list));
 }
-
 
 }  // namespace fwlab::spec_reader

@@ -29,24 +29,34 @@ void require_fairseq_block(const ModelConfig& c) {
 void validate_cross(const ModelConfig& c) {
   const auto& s = c.cross;
   if (s.kind != "softmax" && s.kind != "fast_weight")
-    throw ConfigError("cross.kind", fmt::format("cross attention is 'softmax' or 'fast_weight' (T2R's read of the summed source), got '{}'", s.kind));
+    throw ConfigError(
+        "cross.kind",
+        fmt::format("cross attention is 'softmax' or 'fast_weight' (T2R's read of the summed source), got '{}'",
+                    s.kind));
   if (s.kind == "softmax") return;
   // The source is read whole at every step: there is no order to decay or gate over, only T2R's sum.
   if (const auto* rule = find_rule(s.rule); rule && !rule->reads_a_source)  // an unknown name: validate_mixer says so
-    throw ConfigError("cross.rule", fmt::format("cross attention sums the source (rule '{}'), got '{}'", fmt::join(rules_with(&RuleRow::reads_a_source), "' or '"), s.rule));
+    throw ConfigError("cross.rule", fmt::format("cross attention sums the source (rule '{}'), got '{}'",
+                                                fmt::join(rules_with(&RuleRow::reads_a_source), "' or '"), s.rule));
   if (s.norm != "attn") throw ConfigError("cross.norm", "cross attention divides by phi(q).z (norm 'attn', T2R)");
   if (s.swa_window > 0) throw ConfigError("cross.swa_window", "cross attention has no sliding window");
-  if (s.conv > 0) throw ConfigError("cross.conv", "cross attention reads the whole source: it has no short convolution");
-  if (s.out_norm != "none") throw ConfigError("cross.out_norm", "cross attention is T2R's normalised read: it has no output norm");
+  if (s.conv > 0)
+    throw ConfigError("cross.conv", "cross attention reads the whole source: it has no short convolution");
+  if (s.out_norm != "none")
+    throw ConfigError("cross.out_norm", "cross attention is T2R's normalised read: it has no output norm");
   validate_mixer(s, c, "cross.");
 }
 
 void validate_encoder(const ModelConfig& c) {
   const auto& s = c.encoder;
   if (s.kind != "softmax" && s.kind != "srupp")
-    throw ConfigError("encoder.kind", fmt::format("the encoder's mixer is 'softmax' or 'srupp' (bidirectional SRU++), got '{}'", s.kind));
+    throw ConfigError(
+        "encoder.kind",
+        fmt::format("the encoder's mixer is 'softmax' or 'srupp' (bidirectional SRU++), got '{}'", s.kind));
   if (s.kind == "srupp" && c.d_model % 2 != 0)
-    throw ConfigError("d_model", fmt::format("a bidirectional SRU++ encoder gives each direction half the width: {} is odd", c.d_model));
+    throw ConfigError(
+        "d_model",
+        fmt::format("a bidirectional SRU++ encoder gives each direction half the width: {} is odd", c.d_model));
   validate_mixer(s, c, "encoder.");
 }
 
@@ -54,9 +64,11 @@ void validate_encoder(const ModelConfig& c) {
 
 void validate_encoder_decoder(const ModelConfig& c) {
   if (c.encoder_layers < 0 || c.encoder_layers > kMaxEncoderLayers)
-    throw ConfigError("encoder_layers", fmt::format("must be in [0, {}] (0: a decoder-only model), got {}", kMaxEncoderLayers, c.encoder_layers));
+    throw ConfigError("encoder_layers", fmt::format("must be in [0, {}] (0: a decoder-only model), got {}",
+                                                    kMaxEncoderLayers, c.encoder_layers));
   if (!c.encoder_decoder()) {
-    if (c.positions == "sinusoidal") throw ConfigError("positions", "sinusoidal positions are the encoder-decoder's (encoder_layers > 0)");
+    if (c.positions == "sinusoidal")
+      throw ConfigError("positions", "sinusoidal positions are the encoder-decoder's (encoder_layers > 0)");
     return;
   }
   require_fairseq_block(c);
@@ -85,7 +97,8 @@ void write_encoder_decoder_keys(const ModelConfig& c, nlohmann::json& j) {
   if (!c.encoder_decoder()) return;  // decoder-only configurations read back unchanged
   j["encoder_layers"] = c.encoder_layers;
   j["cross"] = to_json(c.cross);
-  if (!(c.encoder == MixerSpec{})) j["encoder"] = to_json(c.encoder);  // only when set: earlier configurations read back unchanged
+  if (!(c.encoder == MixerSpec{}))
+    j["encoder"] = to_json(c.encoder);  // only when set: earlier configurations read back unchanged
 }
 
 }  // namespace fwlab

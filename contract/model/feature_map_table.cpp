@@ -16,24 +16,31 @@ int64_t query_and_key_projections(const LayerDims& d) { return 2 * d.n_heads * (
 
 void m_is_head_dim(const MixerSpec& s, const LayerDims& d, const std::string& p) {
   if (s.m != d.head_dim)
-    throw ConfigError(p + "m", fmt::format("feature map 'elu1' keeps the head dimension: m must be head_dim = {}, got {}", d.head_dim, s.m));
+    throw ConfigError(
+        p + "m",
+        fmt::format("feature map 'elu1' keeps the head dimension: m must be head_dim = {}, got {}", d.head_dim, s.m));
 }
 
 void dpfp_size(const MixerSpec& s, const LayerDims& d, const std::string& p) {
   if (s.dpfp_nu < 1 || s.dpfp_nu > 3) throw ConfigError(p + "dpfp_nu", fmt::format("must be 1..3, got {}", s.dpfp_nu));
   if (s.m != 2 * s.dpfp_nu * d.head_dim)
-    throw ConfigError(p + "m", fmt::format("feature map 'dpfp' with nu = {} has size 2 * nu * head_dim = {}, got m = {}", s.dpfp_nu,
-                                           2 * s.dpfp_nu * d.head_dim, s.m));
+    throw ConfigError(
+        p + "m", fmt::format("feature map 'dpfp' with nu = {} has size 2 * nu * head_dim = {}, got m = {}", s.dpfp_nu,
+                             2 * s.dpfp_nu * d.head_dim, s.m));
 }
 
 void rfa_even(const MixerSpec& s, const LayerDims&, const std::string& p) {
   if (s.m % 2 != 0)
-    throw ConfigError(p + "m", fmt::format("feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got {}", s.m));
+    throw ConfigError(
+        p + "m", fmt::format("feature map 'rfa' is [sin, cos] of m/2 random features: m must be even, got {}", s.m));
 }
 
 void hedgehog_even(const MixerSpec& s, const LayerDims&, const std::string& p) {
   if (s.m % 2 != 0)
-    throw ConfigError(p + "m", fmt::format("feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got {}", s.m));
+    throw ConfigError(
+        p + "m",
+        fmt::format("feature map 'hedgehog' is [softmax(Wx), softmax(-Wx)] of m/2 projections: m must be even, got {}",
+                    s.m));
 }
 
 }  // namespace

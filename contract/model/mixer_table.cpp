@@ -14,7 +14,9 @@ StateSize softmax_state(const MixerSpec&, const ModelConfig& c) {
   const int64_t kv = c.kv_heads() * c.head_dim;
   return c.attention_window > 0 ? StateSize{2 * kv * c.attention_window, 0} : StateSize{0, 2 * kv};
 }
-StateSize local_state(const MixerSpec& s, const ModelConfig& c) { return {2 * c.kv_heads() * c.head_dim * s.window, 0}; }
+StateSize local_state(const MixerSpec& s, const ModelConfig& c) {
+  return {2 * c.kv_heads() * c.head_dim * s.window, 0};
+}
 
 // SRU: W (3d x d, no bias), v_f, v_r, b_f, b_r; its cell c: d_model.
 int64_t sru_parameters(const MixerSpec&, const ModelConfig& c) { return 3 * c.d_model * c.d_model + 4 * c.d_model; }
@@ -29,10 +31,14 @@ int64_t srupp_parameters(const MixerSpec& s, const ModelConfig& c) {
   if (s.attention) n += da * 2 * da + 1 + 2 * da;
   return n;
 }
-StateSize srupp_state(const MixerSpec& s, const ModelConfig& c) { return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0}; }
+StateSize srupp_state(const MixerSpec& s, const ModelConfig& c) {
+  return {c.d_model, s.attention ? 2 * srupp_attn_dim(s, c) : 0};
+}
 
 // Zoology's BaseConv: the projection and the convolution, each with a bias; its last conv - 1 inputs.
-int64_t base_conv_parameters(const MixerSpec& s, const ModelConfig& c) { return c.d_model * c.d_model + c.d_model + s.conv * c.d_model + c.d_model; }
+int64_t base_conv_parameters(const MixerSpec& s, const ModelConfig& c) {
+  return c.d_model * c.d_model + c.d_model + s.conv * c.d_model + c.d_model;
+}
 StateSize base_conv_state(const MixerSpec& s, const ModelConfig& c) { return {(s.conv - 1) * c.d_model, 0}; }
 
 }  // namespace

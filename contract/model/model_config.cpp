@@ -13,7 +13,9 @@
 namespace fwlab {
 
 ConfigError::ConfigError(std::string field, const std::string& message)
-    : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)), message_(message) {}
+    : std::runtime_error(field.empty() ? message : field + ": " + message),
+      field_(std::move(field)),
+      message_(message) {}
 
 namespace {
 
@@ -32,7 +34,8 @@ void require_positive(int64_t value, const std::string& field) {
 // Sizes far beyond any model fwlab can hold are mistakes (a typo'd exponent); they are refused here so that no
 // product of them overflows and no job starts allocating them.
 void require_at_most(int64_t value, int64_t limit, const std::string& field) {
-  if (value > limit) throw ConfigError(field, fmt::format("{} is beyond what fwlab supports (at most {})", value, limit));
+  if (value > limit)
+    throw ConfigError(field, fmt::format("{} is beyond what fwlab supports (at most {})", value, limit));
 }
 
 constexpr int64_t kMaxParameters = int64_t{1} << 40;
@@ -67,10 +70,12 @@ std::string MixerSpec::describe() const {
 namespace {
 
 // The layers a plan lists by index (keep_softmax_layers, base_conv_layers): each exists, once, in one list only.
-void check_listed_layers(const std::vector<int64_t>& layers, const char* key, int64_t n_layers, std::set<int64_t>& seen) {
+void check_listed_layers(const std::vector<int64_t>& layers, const char* key, int64_t n_layers,
+                         std::set<int64_t>& seen) {
   for (const auto layer : layers) {
     if (layer < 0 || layer >= n_layers)
-      throw ConfigError(key, fmt::format("layer {} does not exist (the model has layers 0 to {})", layer, n_layers - 1));
+      throw ConfigError(key,
+                        fmt::format("layer {} does not exist (the model has layers 0 to {})", layer, n_layers - 1));
     if (!seen.insert(layer).second) throw ConfigError(key, fmt::format("layer {} is listed twice", layer));
   }
 }
@@ -79,7 +84,9 @@ void check_kept_layers(const LayerPlan& plan, int64_t n_layers) {
   if (!plan.keep_softmax_layers.empty() && plan.keep_softmax_every > 0)
     throw ConfigError("keep_softmax_layers", "give keep_softmax_every or keep_softmax_layers, not both");
   if (!plan.base_conv_layers.empty() && plan.keep_softmax_every > 0)
-    throw ConfigError("base_conv_layers", "with keep_softmax_every some layers would be both: list the softmax layers in keep_softmax_layers");
+    throw ConfigError(
+        "base_conv_layers",
+        "with keep_softmax_every some layers would be both: list the softmax layers in keep_softmax_layers");
   std::set<int64_t> seen;
   check_listed_layers(plan.keep_softmax_layers, "keep_softmax_layers", n_layers, seen);
   check_listed_layers(plan.base_conv_layers, "base_conv_layers", n_layers, seen);
@@ -122,23 +129,29 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
   require_at_most(s.chunk, int64_t{1} << 16, p + "chunk");
   const auto& rule = *find_rule(s.rule);
   if (std::find(rule.norms.begin(), rule.norms.end(), s.norm) == rule.norms.end())
-    throw ConfigError(p + "norm", fmt::format("'{}' normalization is not defined for rule '{}'{}; use '{}'", s.norm, s.rule,
-                                              rule.in_mao_2022 ? " (Mao 2022, Table 1: N/A)" : "", fmt::join(rule.norms, "' or '")));
+    throw ConfigError(
+        p + "norm", fmt::format("'{}' normalization is not defined for rule '{}'{}; use '{}'", s.norm, s.rule,
+                                rule.in_mao_2022 ? " (Mao 2022, Table 1: N/A)" : "", fmt::join(rule.norms, "' or '")));
   if (!rule.feature_maps.empty()) require_one_of(s.feature_map, rule.feature_maps, p + "feature_map");
   if (!s.key_norm.empty()) {
     if (rule.key_norms.empty())
-      throw ConfigError(p + "key_norm", fmt::format("rule '{}' normalises no keys: key_norm would change nothing", s.rule));
+      throw ConfigError(p + "key_norm",
+                        fmt::format("rule '{}' normalises no keys: key_norm would change nothing", s.rule));
     require_one_of(s.key_norm, rule.key_norms, p + "key_norm");
   }
   if (s.chunk < 0) throw ConfigError(p + "chunk", fmt::format("must be >= 0 (0: chosen per rule), got {}", s.chunk));
   if (s.chunk > 0 && rule.default_chunk == 0)
-    throw ConfigError(p + "chunk", fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
+    throw ConfigError(
+        p + "chunk",
+        fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
   if (s.beta_init != 0.0) {
     if (!rule.beta_bias)
-      throw ConfigError(p + "beta_init", fmt::format("only the write strength of rule '{}' has a bias to initialise; rule '{}' has none",
-                                                     fmt::join(rules_with(&RuleRow::beta_bias), "' or '"), s.rule));
+      throw ConfigError(p + "beta_init",
+                        fmt::format("only the write strength of rule '{}' has a bias to initialise; rule '{}' has none",
+                                    fmt::join(rules_with(&RuleRow::beta_bias), "' or '"), s.rule));
     if (!(s.beta_init > 0.0 && s.beta_init < 1.0))
-      throw ConfigError(p + "beta_init", fmt::format("must lie strictly between 0 and 1 (it is σ(b_β)), got {}", s.beta_init));
+      throw ConfigError(p + "beta_init",
+                        fmt::format("must lie strictly between 0 and 1 (it is σ(b_β)), got {}", s.beta_init));
   }
   const auto& map = *find_feature_map(s.feature_map);
   if (map.check_size) map.check_size(s, LayerDims{cfg.d_model, cfg.n_heads, cfg.head_dim, s.m}, p);
@@ -149,21 +162,28 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
   require_one_of(s.kind, mixer_names(), p + "kind");
   if (s.kind == "local") require_positive(s.window, p + "window");
-  if (s.swa_window < 0) throw ConfigError(p + "swa_window", fmt::format("must be >= 0 (0: none), got {}", s.swa_window));
+  if (s.swa_window < 0)
+    throw ConfigError(p + "swa_window", fmt::format("must be >= 0 (0: none), got {}", s.swa_window));
   if (s.swa_window > 0 && s.kind != "fast_weight")
-    throw ConfigError(p + "swa_window", fmt::format("only fast_weight layers mix in a sliding window, not '{}'", s.kind));
+    throw ConfigError(p + "swa_window",
+                      fmt::format("only fast_weight layers mix in a sliding window, not '{}'", s.kind));
   if (s.swa_window > cfg.context)
-    throw ConfigError(p + "swa_window", fmt::format("{} is larger than the model's context of {}", s.swa_window, cfg.context));
+    throw ConfigError(p + "swa_window",
+                      fmt::format("{} is larger than the model's context of {}", s.swa_window, cfg.context));
   if (s.conv < 0 || s.conv == 1 || s.conv > kMaxConvTaps)
     throw ConfigError(p + "conv", fmt::format("must be 0 (none) or 2 to {} taps, got {}", kMaxConvTaps, s.conv));
   if (s.conv > 0 && s.kind != "fast_weight" && s.kind != "base_conv")
-    throw ConfigError(p + "conv", fmt::format("only fast_weight and base_conv layers have a short convolution, not '{}'", s.kind));
-  if (s.kind == "base_conv" && s.conv == 0) throw ConfigError(p + "conv", "a base_conv layer is its convolution: give its taps (Zoology: 3)");
+    throw ConfigError(p + "conv",
+                      fmt::format("only fast_weight and base_conv layers have a short convolution, not '{}'", s.kind));
+  if (s.kind == "base_conv" && s.conv == 0)
+    throw ConfigError(p + "conv", "a base_conv layer is its convolution: give its taps (Zoology: 3)");
   require_one_of(s.out_norm, kOutNorms, p + "out_norm");
   if (s.out_norm != "none" && s.kind != "fast_weight")
-    throw ConfigError(p + "out_norm", fmt::format("only a fast_weight layer normalises its heads' outputs, not '{}'", s.kind));
+    throw ConfigError(p + "out_norm",
+                      fmt::format("only a fast_weight layer normalises its heads' outputs, not '{}'", s.kind));
   if (s.beta_init != 0.0 && s.kind != "fast_weight")
-    throw ConfigError(p + "beta_init", fmt::format("only a fast_weight layer's delta rule has a write strength, not '{}'", s.kind));
+    throw ConfigError(p + "beta_init",
+                      fmt::format("only a fast_weight layer's delta rule has a write strength, not '{}'", s.kind));
   require_at_most(s.window, int64_t{1} << 24, p + "window");
   require_at_most(s.attn_dim, int64_t{1} << 16, p + "attn_dim");
   if (s.kind == "srupp") {
@@ -189,12 +209,15 @@ void validate(const ModelConfig& cfg) {
   require_at_most(cfg.n_heads * cfg.head_dim, int64_t{1} << 18, "head_dim");
   require_at_most(cfg.context, int64_t{1} << 24, "context");
   require_at_most(cfg.d_ff, int64_t{1} << 20, "d_ff");
-  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
+  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0))
+    throw ConfigError("dropout", fmt::format("must be in [0, 1), got {}", cfg.dropout));
   require_one_of(cfg.activation, {"gelu_tanh", "gelu", "silu", "relu"}, "activation");
   validate_block(cfg);
   validate_encoder_decoder(cfg);
-  if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0)) throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
-  if (cfg.lora_rank < 0) throw ConfigError("lora_rank", fmt::format("must be >= 0 (0: no LoRA), got {}", cfg.lora_rank));
+  if (!(cfg.ln_eps > 0.0 && cfg.ln_eps < 1.0))
+    throw ConfigError("ln_eps", fmt::format("must be in (0, 1), got {}", cfg.ln_eps));
+  if (cfg.lora_rank < 0)
+    throw ConfigError("lora_rank", fmt::format("must be >= 0 (0: no LoRA), got {}", cfg.lora_rank));
   require_at_most(cfg.lora_rank, cfg.d_model, "lora_rank");
   if (!(cfg.lora_alpha >= 0.0 && cfg.lora_alpha <= 1e6))
     throw ConfigError("lora_alpha", fmt::format("must be >= 0 (0: the rank), got {}", cfg.lora_alpha));
@@ -202,7 +225,9 @@ void validate(const ModelConfig& cfg) {
     throw ConfigError("layers", fmt::format("has {} entries but n_layers = {}", cfg.layers.size(), cfg.n_layers));
   for (size_t i = 0; i < cfg.layers.size(); ++i) validate_mixer(cfg.layers[i], cfg, fmt::format("layers[{}].", i));
   if (const auto n = count_parameters(cfg); n > kMaxParameters)
-    throw ConfigError("d_model", fmt::format("the model would hold {} parameters, beyond what fwlab supports (at most {})", n, kMaxParameters));
+    throw ConfigError(
+        "d_model",
+        fmt::format("the model would hold {} parameters, beyond what fwlab supports (at most {})", n, kMaxParameters));
 }
 
 namespace {
@@ -215,17 +240,25 @@ void validate_rope(const ModelConfig& cfg) {
     if (!(r == defaults)) throw ConfigError("positions", "rope_* settings change nothing unless positions = \"rope\"");
     return;
   }
-  if (cfg.head_dim % 2 != 0) throw ConfigError("head_dim", fmt::format("rotary positions rotate pairs of channels: {} is odd", cfg.head_dim));
-  if (!(r.theta > 1.0 && r.theta < 1e12)) throw ConfigError("rope_theta", fmt::format("must be in (1, 1e12), got {}", r.theta));
+  if (cfg.head_dim % 2 != 0)
+    throw ConfigError("head_dim", fmt::format("rotary positions rotate pairs of channels: {} is odd", cfg.head_dim));
+  if (!(r.theta > 1.0 && r.theta < 1e12))
+    throw ConfigError("rope_theta", fmt::format("must be in (1, 1e12), got {}", r.theta));
   require_one_of(r.scaling, {"none", "linear", "llama3"}, "rope_scaling");
-  if (r.scaling == "none" && r.factor != defaults.factor) throw ConfigError("rope_factor", "changes nothing with rope_scaling = \"none\"");
-  if (!(r.factor > 0.0 && r.factor < 1e6)) throw ConfigError("rope_factor", fmt::format("must be in (0, 1e6), got {}", r.factor));
-  const bool llama3_keys = r.low_freq_factor != defaults.low_freq_factor || r.high_freq_factor != defaults.high_freq_factor ||
+  if (r.scaling == "none" && r.factor != defaults.factor)
+    throw ConfigError("rope_factor", "changes nothing with rope_scaling = \"none\"");
+  if (!(r.factor > 0.0 && r.factor < 1e6))
+    throw ConfigError("rope_factor", fmt::format("must be in (0, 1e6), got {}", r.factor));
+  const bool llama3_keys = r.low_freq_factor != defaults.low_freq_factor ||
+                           r.high_freq_factor != defaults.high_freq_factor ||
                            r.original_context != defaults.original_context;
   if (r.scaling != "llama3" && llama3_keys)
-    throw ConfigError("rope_scaling", "rope_low_freq_factor, rope_high_freq_factor and rope_original_context change nothing unless it is \"llama3\"");
+    throw ConfigError(
+        "rope_scaling",
+        "rope_low_freq_factor, rope_high_freq_factor and rope_original_context change nothing unless it is \"llama3\"");
   if (!(r.low_freq_factor > 0.0 && r.low_freq_factor < r.high_freq_factor))
-    throw ConfigError("rope_high_freq_factor", fmt::format("must exceed rope_low_freq_factor ({} <= {})", r.high_freq_factor, r.low_freq_factor));
+    throw ConfigError("rope_high_freq_factor", fmt::format("must exceed rope_low_freq_factor ({} <= {})",
+                                                           r.high_freq_factor, r.low_freq_factor));
   require_positive(r.original_context, "rope_original_context");
 }
 
@@ -236,14 +269,22 @@ void validate_block(const ModelConfig& cfg) {
   require_one_of(cfg.positions, {"learned", "rope", "sinusoidal", "none"}, "positions");
   require_one_of(cfg.mlp, {"plain", "gated", "none"}, "mlp");
   if (cfg.mlp == "none" && cfg.d_ff > 0)
-    throw ConfigError("d_ff", fmt::format("a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = {} would change nothing", cfg.d_ff));
+    throw ConfigError(
+        "d_ff",
+        fmt::format("a block without an MLP (mlp = \"none\") has no feed-forward width: d_ff = {} would change nothing",
+                    cfg.d_ff));
   if (cfg.n_kv_heads < 0 || cfg.n_kv_heads > cfg.n_heads)
-    throw ConfigError("n_kv_heads", fmt::format("must be in [0, n_heads = {}] (0: n_heads), got {}", cfg.n_heads, cfg.n_kv_heads));
+    throw ConfigError("n_kv_heads",
+                      fmt::format("must be in [0, n_heads = {}] (0: n_heads), got {}", cfg.n_heads, cfg.n_kv_heads));
   if (cfg.n_kv_heads > 0 && cfg.n_heads % cfg.n_kv_heads != 0)
-    throw ConfigError("n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}: query heads share key/value heads in equal groups",
-                                                cfg.n_heads, cfg.n_kv_heads));
+    throw ConfigError(
+        "n_kv_heads",
+        fmt::format(
+            "n_heads = {} is not a multiple of n_kv_heads = {}: query heads share key/value heads in equal groups",
+            cfg.n_heads, cfg.n_kv_heads));
   if (cfg.attention_window < 0 || cfg.attention_window > cfg.context)
-    throw ConfigError("attention_window", fmt::format("must be in [0, context = {}] (0: none), got {}", cfg.context, cfg.attention_window));
+    throw ConfigError("attention_window",
+                      fmt::format("must be in [0, context = {}] (0: none), got {}", cfg.context, cfg.attention_window));
   validate_rope(cfg);
 }
 
@@ -258,7 +299,7 @@ nlohmann::json to_json(const MixerSpec& s) {
     j["m"] = s.m;
     j["chunk"] = s.chunk;
     if (const auto* map = find_feature_map(s.feature_map); map && map->uses_nu) j["dpfp_nu"] = s.dpfp_nu;
-    if (!s.key_norm.empty()) j["key_norm"] = s.key_norm;  // only when set: older configurations read back unchanged
+    if (!s.key_norm.empty()) j["key_norm"] = s.key_norm;   // only when set: older configurations read back unchanged
     if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
     if (s.conv > 0) j["conv"] = s.conv;                    // likewise
     if (s.beta_init != 0.0) j["beta_init"] = s.beta_init;  // likewise
@@ -292,7 +333,8 @@ T get_typed(const nlohmann::json& j, const std::string& key, const std::string& 
 }
 
 void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known, const std::string& prefix) {
-  if (!j.is_object()) throw ConfigError(prefix.empty() ? "model" : prefix.substr(0, prefix.size() - 1), "must be an object");
+  if (!j.is_object())
+    throw ConfigError(prefix.empty() ? "model" : prefix.substr(0, prefix.size() - 1), "must be an object");
   for (const auto& [key, value] : j.items())
     if (!known.count(key)) throw ConfigError(prefix + key, "unknown key");
 }
@@ -300,7 +342,10 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 }  // namespace
 
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
-  reject_unknown(j, {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim", "chunk", "swa_window", "conv", "beta_init", "out_norm"}, p);
+  reject_unknown(j,
+                 {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim",
+                  "chunk", "swa_window", "conv", "beta_init", "out_norm"},
+                 p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
     if (j.contains(key)) out = get_typed<std::decay_t<decltype(out)>>(j, key, p + key);
@@ -349,9 +394,21 @@ void write_block_keys(const ModelConfig& c, nlohmann::json& j) {
 }
 
 const std::set<std::string>& block_keys() {
-  static const std::set<std::string> keys = {"block_norm", "positions", "mlp", "n_kv_heads", "tied_head", "qkv_bias", "o_bias", "mlp_bias",
-                                             "attention_window", "rope_theta", "rope_scaling", "rope_factor", "rope_low_freq_factor",
-                                             "rope_high_freq_factor", "rope_original_context"};
+  static const std::set<std::string> keys = {"block_norm",
+                                             "positions",
+                                             "mlp",
+                                             "n_kv_heads",
+                                             "tied_head",
+                                             "qkv_bias",
+                                             "o_bias",
+                                             "mlp_bias",
+                                             "attention_window",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "rope_factor",
+                                             "rope_low_freq_factor",
+                                             "rope_high_freq_factor",
+                                             "rope_original_context"};
   return keys;
 }
 
@@ -360,9 +417,9 @@ const std::set<std::string>& block_keys() {
 nlohmann::json to_json(const ModelConfig& c) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : c.layers) layers.push_back(to_json(l));
-  nlohmann::json j = {{"vocab", c.vocab},     {"d_model", c.d_model}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-                      {"head_dim", c.head_dim}, {"context", c.context}, {"d_ff", c.d_ff},         {"dropout", c.dropout},
-                      {"layers", layers}};
+  nlohmann::json j = {{"vocab", c.vocab},     {"d_model", c.d_model},   {"n_layers", c.n_layers},
+                      {"n_heads", c.n_heads}, {"head_dim", c.head_dim}, {"context", c.context},
+                      {"d_ff", c.d_ff},       {"dropout", c.dropout},   {"layers", layers}};
   // Written only when they differ from GPT-2's, so the configurations of models built before they existed
   // read back unchanged.
   const ModelConfig defaults;
@@ -389,9 +446,27 @@ std::vector<int64_t> layer_list(const nlohmann::json& v, const char* key) {
 }  // namespace
 
 ModelConfig model_config_from_json(const nlohmann::json& j) {
-  std::set<std::string> known = {"vocab", "d_model", "n_layers", "n_heads", "head_dim", "context", "d_ff", "dropout", "activation",
-                                 "ln_eps", "lora_rank", "lora_alpha", "layers", "mixer", "keep_softmax_every", "keep_softmax_layers",
-                                 "base_conv_layers", "attention_every", "encoder_layers", "cross", "encoder"};
+  std::set<std::string> known = {"vocab",
+                                 "d_model",
+                                 "n_layers",
+                                 "n_heads",
+                                 "head_dim",
+                                 "context",
+                                 "d_ff",
+                                 "dropout",
+                                 "activation",
+                                 "ln_eps",
+                                 "lora_rank",
+                                 "lora_alpha",
+                                 "layers",
+                                 "mixer",
+                                 "keep_softmax_every",
+                                 "keep_softmax_layers",
+                                 "base_conv_layers",
+                                 "attention_every",
+                                 "encoder_layers",
+                                 "cross",
+                                 "encoder"};
   known.insert(block_keys().begin(), block_keys().end());
   reject_unknown(j, known, "");
   ModelConfig c;
@@ -437,7 +512,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
     LayerPlan plan;
     if (j.contains("mixer")) plan.mixer = mixer_spec_from_json(j["mixer"], "mixer.");
     opt("keep_softmax_every", plan.keep_softmax_every);
-    if (j.contains("keep_softmax_layers")) plan.keep_softmax_layers = layer_list(j["keep_softmax_layers"], "keep_softmax_layers");
+    if (j.contains("keep_softmax_layers"))
+      plan.keep_softmax_layers = layer_list(j["keep_softmax_layers"], "keep_softmax_layers");
     if (j.contains("base_conv_layers")) plan.base_conv_layers = layer_list(j["base_conv_layers"], "base_conv_layers");
     opt("attention_every", plan.attention_every);
     require_positive(c.n_layers, "n_layers");
@@ -451,13 +527,14 @@ ModelConfig model_config_from_json(const nlohmann::json& j) {
 void check_only_mixers_change(const ModelConfig& src, const ModelConfig& target) {
   auto same = [&](const char* field, const auto& a, const auto& b) {
     if (a != b)
-      throw ConfigError(field, fmt::format("the target model has {} = {} but the source checkpoint has {}; only mixers may change", field,
-                                           b, a));
+      throw ConfigError(
+          field, fmt::format("the target model has {} = {} but the source checkpoint has {}; only mixers may change",
+                             field, b, a));
   };
   same("vocab", src.vocab, target.vocab);
   same("d_model", src.d_model, target.d_model);
   same("n_layers", src.n_layers, target.n_layers);
-  same("encoder_layers", src.encoder_layers, target.encoder_layers);  // the cross attention may change: it is a mixer
+  same("encoder_layers", src.encoder_layers, target.encoder_layers);   // the cross attention may change: it is a mixer
   same("encoder", src.encoder.describe(), target.encoder.describe());  // conversion swaps the decoder's mixers only
   same("n_heads", src.n_heads, target.n_heads);
   same("head_dim", src.head_dim, target.head_dim);

@@ -23,17 +23,20 @@ class ConfigError : public std::runtime_error {
 
 // The token mixer of one layer.
 struct MixerSpec {
-  std::string kind = "softmax";        // a row of contract/model/mixer_table.h (softmax | local | fast_weight | sru | srupp | base_conv)
-  std::string rule = "add";            // fast_weight: a row of contract/model/rule_table.h (add | gated | delta | decay | gated_delta)
-  std::string feature_map = "relu";    // fast_weight: a row of contract/model/feature_map_table.h (relu | elu1 | identity | dpfp | rfa | hedgehog)
-  std::string norm = "none";           // fast_weight: attn | none, as the rule's row allows
-  std::string key_norm;                // fast_weight, delta family: sum | l2 as the rule's row allows; empty: the rule's default
-  int64_t m = 0;                       // fast_weight: feature (= state key) size per head
-  int64_t dpfp_nu = 1;                 // dpfp: nu, feature size = 2 * nu * head_dim
-  int64_t window = 32;                 // local: attention window (tokens, the current one included)
-  bool attention = true;               // srupp: whether this layer has attention
-  int64_t attn_dim = 0;                // srupp: attention size d' (0: d_model / 4, as in SRU++)
-  int64_t chunk = 0;                   // fast_weight: chunk length of the parallel form (0: chosen per rule)
+  std::string kind =
+      "softmax";  // a row of contract/model/mixer_table.h (softmax | local | fast_weight | sru | srupp | base_conv)
+  std::string rule =
+      "add";  // fast_weight: a row of contract/model/rule_table.h (add | gated | delta | decay | gated_delta)
+  std::string feature_map = "relu";  // fast_weight: a row of contract/model/feature_map_table.h (relu | elu1 | identity
+                                     // | dpfp | rfa | hedgehog)
+  std::string norm = "none";         // fast_weight: attn | none, as the rule's row allows
+  std::string key_norm;   // fast_weight, delta family: sum | l2 as the rule's row allows; empty: the rule's default
+  int64_t m = 0;          // fast_weight: feature (= state key) size per head
+  int64_t dpfp_nu = 1;    // dpfp: nu, feature size = 2 * nu * head_dim
+  int64_t window = 32;    // local: attention window (tokens, the current one included)
+  bool attention = true;  // srupp: whether this layer has attention
+  int64_t attn_dim = 0;   // srupp: attention size d' (0: d_model / 4, as in SRU++)
+  int64_t chunk = 0;      // fast_weight: chunk length of the parallel form (0: chosen per rule)
   // fast_weight: softmax attention over the last swa_window tokens (the current one included), mixed half and
   // half with the fast-weight output (Liger's 0.5 SWA + 0.5 linear); 0: none (models/README.md).
   int64_t swa_window = 0;
@@ -48,7 +51,7 @@ struct MixerSpec {
   // the head's value dimension with a learned weight shared by the heads: DeltaNet's and Gated DeltaNet's o_norm).
   std::string out_norm = "none";
 
-  bool is_recurrent() const;    // its row in contract/model/mixer_table.h: a fixed-size state, no cache that grows
+  bool is_recurrent() const;     // its row in contract/model/mixer_table.h: a fixed-size state, no cache that grows
   std::string describe() const;  // short human-readable name, e.g. "decay/identity/none/m=4"
   bool operator==(const MixerSpec&) const = default;
 };
@@ -76,7 +79,7 @@ struct ModelConfig {
   // GPT-2's MLP nonlinearity: "gelu_tanh" (gelu_new, the tanh approximation GPT-2 was trained with) or "gelu"
   // (the exact erf form, Hugging Face's "gelu"); and the LayerNorm epsilon (layer_norm_epsilon).
   std::string activation = "gelu_tanh";  // also "silu" (Llama's SwiGLU)
-  double ln_eps = 1e-5;                   // of LayerNorm, or RMSNorm's epsilon (rms_norm_eps)
+  double ln_eps = 1e-5;                  // of LayerNorm, or RMSNorm's epsilon (rms_norm_eps)
   // The block's parts beyond GPT-2's (Llama, Mistral, Qwen2; models/README.md). Defaults are GPT-2's, and are
   // not written to JSON, so configurations of models built before these existed read back unchanged.
   std::string block_norm = "layernorm";  // layernorm | rmsnorm (no bias)
@@ -87,15 +90,15 @@ struct ModelConfig {
   int64_t n_kv_heads = 0;                // grouped-query attention: key/value heads (0: n_heads)
   bool tied_head = true;                 // output projection = token embedding (GPT-2); false: its own lm_head
   bool qkv_bias = true, o_bias = true, mlp_bias = true;  // Llama: none; Qwen2: q, k, v only
-  int64_t attention_window = 0;          // softmax layers see the last W keys, the current one included (Mistral)
-  RopeSpec rope;                         // with positions = rope
+  int64_t attention_window = 0;  // softmax layers see the last W keys, the current one included (Mistral)
+  RopeSpec rope;                 // with positions = rope
   // LoRA (Hu et al. 2021) on the attention projections of every softmax, local and fast-weight layer: rank r
   // adapters for q, k, v and o each, scaled by alpha / r (alpha 0: alpha = r). 0: none (models/lora.h).
   int64_t lora_rank = 0;
   double lora_alpha = 0.0;
   std::vector<MixerSpec> layers;  // one per layer, bottom first
-  // Encoder-decoder (translation, models/seq2seq/seq2seq.h; contract/model/encoder_decoder.cpp): encoder_layers > 0 puts a
-  // bidirectional softmax encoder of that many layers under the decoder, and cross attention `cross` in every
+  // Encoder-decoder (translation, models/seq2seq/seq2seq.h; contract/model/encoder_decoder.cpp): encoder_layers > 0
+  // puts a bidirectional softmax encoder of that many layers under the decoder, and cross attention `cross` in every
   // decoder layer; n_layers and layers are then the decoder's. The papers' fairseq transformer: post-LN, shared
   // source / target / output embeddings scaled by sqrt(d_model), sinusoidal positions, ReLU MLP.
   int64_t encoder_layers = 0;
@@ -106,7 +109,11 @@ struct ModelConfig {
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   bool rope_positions() const { return positions == "rope"; }
-  double lora_scale() const { return lora_rank > 0 ? (lora_alpha > 0 ? lora_alpha : static_cast<double>(lora_rank)) / static_cast<double>(lora_rank) : 0.0; }
+  double lora_scale() const {
+    return lora_rank > 0
+               ? (lora_alpha > 0 ? lora_alpha : static_cast<double>(lora_rank)) / static_cast<double>(lora_rank)
+               : 0.0;
+  }
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -180,8 +187,8 @@ struct StateSize {
 };
 StateSize mixer_state_size(const MixerSpec& spec, const ModelConfig& cfg);
 StateSize state_size(const ModelConfig& cfg);
-// What the decoder's cross attention holds per sentence (contract/model/encoder_decoder.cpp): a fast-weight read's S and
-// z (fixed), or nothing counted here for softmax, whose cache is the encoder's keys and values (per source token).
+// What the decoder's cross attention holds per sentence (contract/model/encoder_decoder.cpp): a fast-weight read's S
+// and z (fixed), or nothing counted here for softmax, whose cache is the encoder's keys and values (per source token).
 StateSize cross_state_size(const ModelConfig& cfg);
 
 }  // namespace fwlab

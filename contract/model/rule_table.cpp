@@ -19,19 +19,55 @@ int64_t matrix_state(const LayerDims& d) { return d.n_heads * d.head_dim * d.m; 
 // Function-local statics only: tests register one case per row at static-initialisation time.
 const std::vector<RuleRow>& rule_table() {
   static const std::vector<RuleRow> rows = {
-      {"add", "Katharopoulos et al. 2020; Schlag et al. 2021", true, {}, {"attn", "none"}, {}, KernelFamily::decay, 32,
-       no_parameters, matrix_state, false, true},
+      {"add",
+       "Katharopoulos et al. 2020; Schlag et al. 2021",
+       true,
+       {},
+       {"attn", "none"},
+       {},
+       KernelFamily::decay,
+       32,
+       no_parameters,
+       matrix_state,
+       false,
+       true},
       // Key normalization: "sum" is Schlag et al.'s; "l2" is DeltaNet's (Yang et al. 2024, "Parallelizing Linear
       // Transformers with the Delta Rule over Sequence Length").
-      {"delta", "Schlag et al. 2021", true, {}, {"attn", "none"}, {"sum", "l2"}, KernelFamily::delta, 0, one_scalar_gate_per_head,
-       matrix_state, true},
-      {"gated", "Mao 2022, eq. 5", true, {}, {"attn", "none"}, {}, KernelFamily::decay, 32, one_scalar_gate_per_head, matrix_state},
+      {"delta",
+       "Schlag et al. 2021",
+       true,
+       {},
+       {"attn", "none"},
+       {"sum", "l2"},
+       KernelFamily::delta,
+       0,
+       one_scalar_gate_per_head,
+       matrix_state,
+       true},
+      {"gated",
+       "Mao 2022, eq. 5",
+       true,
+       {},
+       {"attn", "none"},
+       {},
+       KernelFamily::decay,
+       32,
+       one_scalar_gate_per_head,
+       matrix_state},
       // Mao 2022, Table 1: decay has no normalized form (N/A).
       {"decay", "Mao 2022, sec. 3", true, {}, {"none"}, {}, KernelFamily::decay, 8, decay_gates, matrix_state},
       // Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks": L2-normalised q and k, no normaliser (as
       // flash-linear-attention's GatedDeltaNet layer).
-      {"gated_delta", "Yang, Kautz & Hatamizadeh 2024", false, {}, {"none"}, {"l2"}, KernelFamily::delta, 0,
-       gated_delta_gates, matrix_state},
+      {"gated_delta",
+       "Yang, Kautz & Hatamizadeh 2024",
+       false,
+       {},
+       {"none"},
+       {"l2"},
+       KernelFamily::delta,
+       0,
+       gated_delta_gates,
+       matrix_state},
   };
   return rows;
 }

@@ -23,14 +23,15 @@ enum class KernelFamily { decay, delta };
 
 struct RuleRow {
   std::string name;
-  std::string source;                    // where the rule comes from (paper)
-  bool in_mao_2022 = false;              // one of the four rules of Mao 2022's tables
-  std::vector<std::string> feature_maps; // the maps that apply; empty: every map
-  std::vector<std::string> norms;        // the `norm` values that apply
-  std::vector<std::string> key_norms;    // the `key_norm` values that apply, the default first; empty: the key is not used
+  std::string source;                     // where the rule comes from (paper)
+  bool in_mao_2022 = false;               // one of the four rules of Mao 2022's tables
+  std::vector<std::string> feature_maps;  // the maps that apply; empty: every map
+  std::vector<std::string> norms;         // the `norm` values that apply
+  std::vector<std::string>
+      key_norms;  // the `key_norm` values that apply, the default first; empty: the key is not used
   KernelFamily family = KernelFamily::decay;
-  int64_t default_chunk = 0;             // chunk of the parallel form when `chunk` = 0; 0: no chunked form
-  int64_t (*parameters)(const LayerDims&) = nullptr;      // what the rule adds to a layer
+  int64_t default_chunk = 0;                          // chunk of the parallel form when `chunk` = 0; 0: no chunked form
+  int64_t (*parameters)(const LayerDims&) = nullptr;  // what the rule adds to a layer
   int64_t (*state_elements)(const LayerDims&) = nullptr;  // the state S per sequence (a normaliser comes on top)
   // The write strength β = σ(w_β·x + b_β) has a bias whose initial value `beta_init` sets (the delta rule; the
   // gated delta rule's β, as fla's, has none).

@@ -1,5 +1,6 @@
-// 16-bit stages for the chunked kernel's host runs (kernels/decay/cuda/chunks_host.h), so that the host rounds the tensor-core
-// operands as the GPU does: HostBf16 holds bfloat16 bits (the upper half of a float, rounded to nearest even, as
+// 16-bit stages for the chunked kernel's host runs (kernels/decay/cuda/chunks_host.h), so that the host rounds the
+// tensor-core operands as the GPU does: HostBf16 holds bfloat16 bits (the upper half of a float, rounded to nearest
+// even, as
 // __float2bfloat16); fp16 is the compiler's _Float16 where it has one (GCC and clang on x86-64 and aarch64), whose
 // conversions round to nearest and overflow to infinity like __float2half. Host code only: never on the GPU.
 #pragma once
@@ -20,7 +21,7 @@ inline HostBf16 convert<HostBf16, float>(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   if ((u & 0x7fffffffu) > 0x7f800000u) return HostBf16{uint16_t((u >> 16) | 0x40u)};  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                                   // round to nearest even
+  u += 0x7fffu + ((u >> 16) & 1u);                                                    // round to nearest even
   return HostBf16{uint16_t(u >> 16)};
 }
 

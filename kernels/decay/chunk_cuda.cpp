@@ -103,13 +103,21 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 template <typename F>
 void dispatch_host(torch::ScalarType t, F&& f) {
   switch (t) {
-    case torch::kFloat64: return f(double{}, double{});
-    case torch::kFloat32: return f(float{}, float{});
-    case torch::kBFloat16: return f(cuda::HostBf16{}, float{});
+    case torch::kFloat64:
+      return f(double{}, double{});
+    case torch::kFloat32:
+      return f(float{}, float{});
+    case torch::kBFloat16:
+      return f(cuda::HostBf16{}, float{});
 #if defined(FWLAB_HOST_FP16)
-    case torch::kFloat16: return f(cuda::HostFp16{}, float{});
+    case torch::kFloat16:
+      return f(cuda::HostFp16{}, float{});
 #endif
-    default: TORCH_CHECK(false, "decay_recurrence_chunks_host: float64, float32, bfloat16 or float16 (where the compiler has _Float16) tensors expected, got ", t);
+    default:
+      TORCH_CHECK(false,
+                  "decay_recurrence_chunks_host: float64, float32, bfloat16 or float16 (where the compiler has "
+                  "_Float16) tensors expected, got ",
+                  t);
   }
 }
 
@@ -128,18 +136,19 @@ void host_forward(const Prepared& p, ForwardOut& out) {
   dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
-    cuda::run_forward_on_host(host_problem<In, Acc>(p, {}, {}), static_cast<Acc*>(out.y.data_ptr()), static_cast<Acc*>(out.states.data_ptr()),
-                              p.host_threads);
+    cuda::run_forward_on_host(host_problem<In, Acc>(p, {}, {}), static_cast<Acc*>(out.y.data_ptr()),
+                              static_cast<Acc*>(out.states.data_ptr()), p.host_threads);
   });
 }
 
-void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
-                   torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
+                   torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
   dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
     auto out = [](torch::Tensor& x) { return static_cast<Acc*>(x.data_ptr()); };
-    cuda::run_backward_on_host(host_problem<In, Acc>(p, dy, dS), out(states), out(dstates), out(dq), out(dk), out(dv), p.host_threads);
+    cuda::run_backward_on_host(host_problem<In, Acc>(p, dy, dS), out(states), out(dstates), out(dq), out(dk), out(dv),
+                               p.host_threads);
   });
 }
 
@@ -149,11 +158,17 @@ void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 cuda::ChunkDtype chunk_dtype(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat64: return cuda::ChunkDtype::f64;
-    case torch::kFloat32: return cuda::ChunkDtype::f32;
-    case torch::kBFloat16: return cuda::ChunkDtype::bf16;
-    case torch::kFloat16: return cuda::ChunkDtype::f16;
-    default: TORCH_CHECK(false, "decay_recurrence_cuda_chunked: float64, float32, bfloat16 or float16 tensors expected, got ", t);
+    case torch::kFloat64:
+      return cuda::ChunkDtype::f64;
+    case torch::kFloat32:
+      return cuda::ChunkDtype::f32;
+    case torch::kBFloat16:
+      return cuda::ChunkDtype::bf16;
+    case torch::kFloat16:
+      return cuda::ChunkDtype::f16;
+    default:
+      TORCH_CHECK(false, "decay_recurrence_cuda_chunked: float64, float32, bfloat16 or float16 tensors expected, got ",
+                  t);
   }
 }
 
@@ -175,8 +190,8 @@ cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torc
   a.heads = p.heads(), a.steps = p.Tp, a.D = p.Dp, a.M = p.Mp, a.a_width = p.a_width;
   const int limit = shared_memory_limit();
   const int64_t need = cuda::decay_chunks_shared_bytes(a);
-  TORCH_CHECK(need <= limit, "decay_recurrence_cuda_chunked: D = ", p.D, ", M = ", p.M, " in ", p.q.scalar_type(), " needs ", need,
-              " bytes of shared memory per block, the GPU allows ", limit);
+  TORCH_CHECK(need <= limit, "decay_recurrence_cuda_chunked: D = ", p.D, ", M = ", p.M, " in ", p.q.scalar_type(),
+              " needs ", need, " bytes of shared memory per block, the GPU allows ", limit);
   return a;
 }
 
@@ -184,15 +199,16 @@ void check(cudaError_t e, const char* what) { TORCH_CHECK(e == cudaSuccess, what
 
 void cuda_forward(const Prepared& p, ForwardOut& out) {
   const CudaDeviceGuard guard(p.q.get_device());
-  check(cuda::decay_chunks_forward(cuda_args(p, {}, {}), out.y.data_ptr(), out.states.data_ptr(), current_cuda_stream(p.q.get_device())),
+  check(cuda::decay_chunks_forward(cuda_args(p, {}, {}), out.y.data_ptr(), out.states.data_ptr(),
+                                   current_cuda_stream(p.q.get_device())),
         "decay_recurrence_cuda_chunked");
 }
 
-void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states, torch::Tensor& dstates,
-                   torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
+                   torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
   const CudaDeviceGuard guard(p.q.get_device());
-  check(cuda::decay_chunks_backward(cuda_args(p, dy, dS), states.data_ptr(), dstates.data_ptr(), dq.data_ptr(), dk.data_ptr(),
-                                    dv.data_ptr(), current_cuda_stream(p.q.get_device())),
+  check(cuda::decay_chunks_backward(cuda_args(p, dy, dS), states.data_ptr(), dstates.data_ptr(), dq.data_ptr(),
+                                    dk.data_ptr(), dv.data_ptr(), current_cuda_stream(p.q.get_device())),
         "decay_recurrence_cuda_chunked backward");
 }
 
@@ -206,7 +222,8 @@ void run_forward(Runner r, const Prepared& p, ForwardOut& out) {
 #if defined(FWLAB_HAVE_CUDA)
   if (r == Runner::gpu) return cuda_forward(p, out);
 #endif
-  TORCH_CHECK(r == Runner::host, "decay_recurrence_cuda_chunked: fwlab was built without CUDA (no nvcc found; see cmake/cuda.cmake)");
+  TORCH_CHECK(r == Runner::host,
+              "decay_recurrence_cuda_chunked: fwlab was built without CUDA (no nvcc found; see cmake/cuda.cmake)");
   host_forward(p, out);
 }
 
@@ -229,12 +246,13 @@ struct Rounded {
       : q(q_.to(acc)), k(k_.to(q_.scalar_type()).to(acc)), v(v_.to(q_.scalar_type()).to(acc)) {}
 };
 
-// The gates' gradients from the kernel's sums without the diagonal pair (kernels/decay/cuda/chunks.h says why), dS the final
-// state's gradient (undefined: none) and S the final state.
-std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const torch::Tensor& y_off, const torch::Tensor& dy,
-                                                       const torch::Tensor& dq_off, const torch::Tensor& dk_off, const torch::Tensor& dv_off,
-                                                       const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& dS,
-                                                       const torch::Tensor& S) {
+// The gates' gradients from the kernel's sums without the diagonal pair (kernels/decay/cuda/chunks.h says why), dS the
+// final state's gradient (undefined: none) and S the final state.
+std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const torch::Tensor& y_off,
+                                                       const torch::Tensor& dy, const torch::Tensor& dq_off,
+                                                       const torch::Tensor& dk_off, const torch::Tensor& dv_off,
+                                                       const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                                       const torch::Tensor& dS, const torch::Tensor& S) {
   const auto acc = y_off.scalar_type();
   const int64_t T = y_off.size(2);
   const auto final_term = dS.defined() ? dS.to(acc) * S.to(acc) : torch::Tensor();  // [B, H, D, M]
@@ -254,8 +272,9 @@ std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const 
 }
 
 struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
-  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
-                               torch::Tensor log_b, torch::Tensor S0, int64_t runner, int64_t host_threads) {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                               torch::Tensor log_a, torch::Tensor log_b, torch::Tensor S0, int64_t runner,
+                               int64_t host_threads) {
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(host_threads);
     ForwardOut out;
@@ -264,7 +283,8 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     run_forward(static_cast<Runner>(runner), p, out);
     // The final state is copied out of `states` (every chunk-start state): a view would keep all of them alive as
     // long as the caller holds S, and through save_for_backward until the backward and beyond.
-    const auto y_off = p.steps_out(out.y, p.D), S = p.state_out(out.states, p.chunks()).clone(at::MemoryFormat::Contiguous);
+    const auto y_off = p.steps_out(out.y, p.D),
+               S = p.state_out(out.states, p.chunks()).clone(at::MemoryFormat::Contiguous);
     const Rounded in(q, k, v, p.acc);
     const auto y = (y_off + (in.q * in.k).sum(3, true) * in.v).to(q.scalar_type());  // plus the diagonal pair
     ctx->saved_data["runner"] = runner;
@@ -275,8 +295,8 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5], &y_off = saved[6],
-               &S = saved[7];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5],
+               &y_off = saved[6], &S = saved[7];
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
@@ -286,8 +306,10 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, acc), dstates = torch::empty_like(states);
     auto dq_flat = torch::empty({p.heads(), p.Tp, p.Mp}, acc), dk_flat = torch::empty_like(dq_flat);
     auto dv_flat = torch::empty({p.heads(), p.Tp, p.Dp}, acc);
-    run_backward(static_cast<Runner>(ctx->saved_data["runner"].toInt()), p, dy_flat, dS_flat, states, dstates, dq_flat, dk_flat, dv_flat);
-    const auto dq_off = p.steps_out(dq_flat, p.M), dk_off = p.steps_out(dk_flat, p.M), dv_off = p.steps_out(dv_flat, p.D);
+    run_backward(static_cast<Runner>(ctx->saved_data["runner"].toInt()), p, dy_flat, dS_flat, states, dstates, dq_flat,
+                 dk_flat, dv_flat);
+    const auto dq_off = p.steps_out(dq_flat, p.M), dk_off = p.steps_out(dk_flat, p.M),
+               dv_off = p.steps_out(dv_flat, p.D);
     const Rounded in(q, k, v, p.acc);
     const auto dy_acc = dy.to(p.acc);
     const auto [dlog_a, dlog_b] = gate_gradients(in, y_off, dy_acc, dq_off, dk_off, dv_off, log_a, log_b, grads[1], S);
@@ -295,20 +317,24 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     const auto qk = (in.q * in.k).sum(3, true), dyv = (dy_acc * in.v).sum(3, true);
     const auto dq = dq_off + dyv * in.k, dk = dk_off + dyv * in.q, dv = dv_off + qk * dy_acc;
     const auto dS0 = p.state_out(dstates, 0).to(S0.scalar_type());
-    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0, torch::Tensor(), torch::Tensor()};
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0,
+            torch::Tensor(),        torch::Tensor()};
   }
 };
 
-RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
-                            const torch::Tensor& log_b, const torch::Tensor& state0, Runner runner, int host_threads, const char* name) {
-  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) && v.size(0) == q.size(0) &&
-                  v.size(1) == q.size(1),
+RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
+                            Runner runner, int host_threads, const char* name) {
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) &&
+                  v.size(0) == q.size(0) && v.size(1) == q.size(1),
               name, ": q, k [B, H, T, M] and v [B, H, T, D] expected");
-  TORCH_CHECK(!log_a.defined() || (log_a.dim() == 4 && log_a.size(2) == q.size(2) && (log_a.size(3) == v.size(3) || log_a.size(3) == 1)),
+  TORCH_CHECK(!log_a.defined() || (log_a.dim() == 4 && log_a.size(2) == q.size(2) &&
+                                   (log_a.size(3) == v.size(3) || log_a.size(3) == 1)),
               name, ": log_a must be [B, H, T, D] or [B, H, T, 1]");
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), name, ": log_b must be [B, H, T, M]");
   const auto acc = acc_type(q.scalar_type());
-  auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options().dtype(acc));
+  auto S0 =
+      state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options().dtype(acc));
   if (q.size(2) == 0) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3)}, q.options()), S0.to(acc)};
   const auto absent = torch::empty({0}, q.options().dtype(acc));  // a custom Function takes no undefined inputs
   auto out = ChunksFunction::apply(q, k, v, log_a.defined() ? log_a : absent, log_b.defined() ? log_b : absent, S0,
@@ -333,14 +359,15 @@ bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
 }
 
 RecurrenceResult decay_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                               const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0) {
+                                               const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                               const torch::Tensor& state0) {
   TORCH_CHECK(q.is_cuda(), "decay_recurrence_cuda_chunked: CUDA tensors expected");
   return run_chunks(q, k, v, log_a, log_b, state0, Runner::gpu, 1, "decay_recurrence_cuda_chunked");
 }
 
 RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                              const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
-                                              int threads_per_block) {
+                                              const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                              const torch::Tensor& state0, int threads_per_block) {
   TORCH_CHECK(q.is_cpu(), "decay_recurrence_chunks_host: CPU tensors expected");
   TORCH_CHECK(threads_per_block >= 1, "decay_recurrence_chunks_host: threads_per_block must be >= 1");
   return run_chunks(q, k, v, log_a, log_b, state0, Runner::host, threads_per_block, "decay_recurrence_chunks_host");

@@ -68,8 +68,10 @@ RecurrenceResult decay_recurrence_chunked(const torch::Tensor& q, const torch::T
   // zero gradient the size of the whole tensor, which made the backward O(N^2) in the number of chunks (the
   // chunked form's superlinear growth in T, 983 ms at T = 2048 against 4 x 233 ms at T = 1024).
   const auto writes = torch::matmul(v_write.transpose(-1, -2), k_write).unbind(2);  // N x [B, H, D, M]
-  const auto a_total = has_a ? A.select(3, C - 1).exp().unsqueeze(-1).unbind(2) : std::vector<torch::Tensor>();  // N x [B, H, D|1, 1]
-  const auto b_total = has_b ? Bc.select(3, C - 1).exp().unsqueeze(-2).unbind(2) : std::vector<torch::Tensor>();  // N x [B, H, 1, M]
+  const auto a_total =
+      has_a ? A.select(3, C - 1).exp().unsqueeze(-1).unbind(2) : std::vector<torch::Tensor>();  // N x [B, H, D|1, 1]
+  const auto b_total =
+      has_b ? Bc.select(3, C - 1).exp().unsqueeze(-2).unbind(2) : std::vector<torch::Tensor>();  // N x [B, H, 1, M]
 
   torch::Tensor S = state0.defined() ? state0 : torch::zeros({B, H, D, M}, v.options());
   std::vector<torch::Tensor> starts;  // state at the start of each chunk

@@ -19,8 +19,10 @@ RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k
   // The CPU kernels and the libtorch form keep one dtype throughout: the widest given (fp32 for mixed precision).
   const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
   auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
-  const auto q_ = as_wide(q), k_ = as_wide(k), v_ = as_wide(v), a_ = as_wide(log_a), b_ = as_wide(log_b), s_ = as_wide(state0);
-  if (q.is_cpu() && kernel_trusted(CustomKernel::cpu_fused, q_, v_, a_, b_)) return custom_kernel(CustomKernel::cpu_fused)(q_, k_, v_, a_, b_, s_);
+  const auto q_ = as_wide(q), k_ = as_wide(k), v_ = as_wide(v), a_ = as_wide(log_a), b_ = as_wide(log_b),
+             s_ = as_wide(state0);
+  if (q.is_cpu() && kernel_trusted(CustomKernel::cpu_fused, q_, v_, a_, b_))
+    return custom_kernel(CustomKernel::cpu_fused)(q_, k_, v_, a_, b_, s_);
   return decay_recurrence_chunked(q_, k_, v_, a_, b_, s_, chunk);
 }
 

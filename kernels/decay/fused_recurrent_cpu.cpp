@@ -55,11 +55,14 @@ struct HeadView {
 
 template <typename T>
 FWLAB_HOT void step_decays(const HeadView<T>& h, int64_t t, T* a, T* b) {
-  if (h.a_width == 0) std::fill(a, a + h.D, T(1));
-  else if (h.a_width == 1) std::fill(a, a + h.D, std::exp(h.la[t]));
+  if (h.a_width == 0)
+    std::fill(a, a + h.D, T(1));
+  else if (h.a_width == 1)
+    std::fill(a, a + h.D, std::exp(h.la[t]));
   else
     for (int64_t i = 0; i < h.D; ++i) a[i] = std::exp(h.la[t * h.D + i]);
-  if (!h.lb) std::fill(b, b + h.M, T(1));
+  if (!h.lb)
+    std::fill(b, b + h.M, T(1));
   else
     for (int64_t j = 0; j < h.M; ++j) b[j] = std::exp(h.lb[t * h.M + j]);
 }
@@ -98,8 +101,8 @@ FWLAB_HOT void forward_head(const HeadView<T>& h, T* S, T* y, T* checkpoints) {
 }
 
 template <typename T>
-FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T* dy, const T* dS_final, T* dq, T* dk, T* dv, T* dla,
-                   T* dlb, T* dS0) {
+FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T* dy, const T* dS_final, T* dq, T* dk,
+                             T* dv, T* dla, T* dlb, T* dS0) {
   const int64_t D = h.D, M = h.M, DM = D * M;
   std::vector<T> G(static_cast<size_t>(DM), T(0)), states;
   std::vector<T> a(static_cast<size_t>(D)), b(static_cast<size_t>(M)), db(static_cast<size_t>(M));
@@ -109,43 +112,45 @@ FWLAB_HOT void backward_head(const HeadView<T>& h, const T* checkpoints, const T
     advance(h, t, a.data(), b.data(), Sprev, S, static_cast<T*>(nullptr));
   };
   backward_by_segments(h.Tn, DM, checkpoints, states, recompute, [&](int64_t t, const T* Sprev, const T* St) {
-      const T* qt = h.q + t * M;
-      const T* kt = h.k + t * M;
-      const T* vt = h.v + t * D;
-      const T* dyt = dy ? dy + t * D : nullptr;
-      T* dqt = dq + t * M;
-      T* dkt = dk + t * M;
-      step_decays(h, t, a.data(), b.data());
-      std::fill(dqt, dqt + M, T(0));
-      std::fill(dkt, dkt + M, T(0));
-      std::fill(db.begin(), db.end(), T(0));
-      T da_scalar = 0;
-      for (int64_t i = 0; i < D; ++i) {
-        T* Gi = G.data() + i * M;
-        const T* Sti = St + i * M;
-        const T* Spi = Sprev + i * M;
-        const T dyi = dyt ? dyt[i] : T(0), vi = vt[i], ai = a[i];
-        T dv_acc = 0, da_acc = 0;
-        T* dbp = db.data();
-        const T* bp = b.data();
+    const T* qt = h.q + t * M;
+    const T* kt = h.k + t * M;
+    const T* vt = h.v + t * D;
+    const T* dyt = dy ? dy + t * D : nullptr;
+    T* dqt = dq + t * M;
+    T* dkt = dk + t * M;
+    step_decays(h, t, a.data(), b.data());
+    std::fill(dqt, dqt + M, T(0));
+    std::fill(dkt, dkt + M, T(0));
+    std::fill(db.begin(), db.end(), T(0));
+    T da_scalar = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      T* Gi = G.data() + i * M;
+      const T* Sti = St + i * M;
+      const T* Spi = Sprev + i * M;
+      const T dyi = dyt ? dyt[i] : T(0), vi = vt[i], ai = a[i];
+      T dv_acc = 0, da_acc = 0;
+      T* dbp = db.data();
+      const T* bp = b.data();
 #pragma omp simd reduction(+ : dv_acc, da_acc)
-        for (int64_t j = 0; j < M; ++j) {
-          const T g = Gi[j] + dyi * qt[j];  // gradient of S_t, y_t's read included
-          dqt[j] += Sti[j] * dyi;
-          dv_acc += g * kt[j];
-          dkt[j] += g * vi;
-          const T p = g * Spi[j];
-          da_acc += p * bp[j];
-          dbp[j] += p * ai;
-          Gi[j] = g * ai * bp[j];  // gradient of S_{t-1}
-        }
-        dv[t * D + i] = dv_acc;
-        if (h.a_width == 1) da_scalar += ai * da_acc;
-        else if (h.a_width > 1) dla[t * D + i] = ai * da_acc;
+      for (int64_t j = 0; j < M; ++j) {
+        const T g = Gi[j] + dyi * qt[j];  // gradient of S_t, y_t's read included
+        dqt[j] += Sti[j] * dyi;
+        dv_acc += g * kt[j];
+        dkt[j] += g * vi;
+        const T p = g * Spi[j];
+        da_acc += p * bp[j];
+        dbp[j] += p * ai;
+        Gi[j] = g * ai * bp[j];  // gradient of S_{t-1}
       }
-      if (h.a_width == 1) dla[t] = da_scalar;
-      if (dlb)
-        for (int64_t j = 0; j < M; ++j) dlb[t * M + j] = b[j] * db[j];
+      dv[t * D + i] = dv_acc;
+      if (h.a_width == 1)
+        da_scalar += ai * da_acc;
+      else if (h.a_width > 1)
+        dla[t * D + i] = ai * da_acc;
+    }
+    if (h.a_width == 1) dla[t] = da_scalar;
+    if (dlb)
+      for (int64_t j = 0; j < M; ++j) dlb[t * M + j] = b[j] * db[j];
   });
   std::copy(G.begin(), G.end(), dS0);
 }
@@ -156,12 +161,14 @@ FWLAB_VECTOR_CLONES void forward_head_entry(const HeadView<float>& h, float* S, 
 FWLAB_VECTOR_CLONES void forward_head_entry(const HeadView<double>& h, double* S, double* y, double* checkpoints) {
   forward_head(h, S, y, checkpoints);
 }
-FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<float>& h, const float* checkpoints, const float* dy, const float* dS_final,
-                                             float* dq, float* dk, float* dv, float* dla, float* dlb, float* dS0) {
+FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<float>& h, const float* checkpoints, const float* dy,
+                                             const float* dS_final, float* dq, float* dk, float* dv, float* dla,
+                                             float* dlb, float* dS0) {
   backward_head(h, checkpoints, dy, dS_final, dq, dk, dv, dla, dlb, dS0);
 }
-FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<double>& h, const double* checkpoints, const double* dy, const double* dS_final,
-                                             double* dq, double* dk, double* dv, double* dla, double* dlb, double* dS0) {
+FWLAB_VECTOR_CLONES void backward_head_entry(const HeadView<double>& h, const double* checkpoints, const double* dy,
+                                             const double* dS_final, double* dq, double* dk, double* dv, double* dla,
+                                             double* dlb, double* dS0) {
   backward_head(h, checkpoints, dy, dS_final, dq, dk, dv, dla, dlb, dS0);
 }
 
@@ -181,8 +188,15 @@ Sizes sizes_of(const torch::Tensor& q, const torch::Tensor& v, const torch::Tens
 template <typename T>
 HeadView<T> head_view(const Sizes& s, int64_t h, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                       const torch::Tensor& la, const torch::Tensor& lb) {
-  return {q.data_ptr<T>() + h * s.T * s.M, k.data_ptr<T>() + h * s.T * s.M, v.data_ptr<T>() + h * s.T * s.D,
-          ptr_or_null<T>(la, h * s.T * s.a_width), ptr_or_null<T>(lb, h * s.T * s.M), s.T, s.M, s.D, s.a_width};
+  return {q.data_ptr<T>() + h * s.T * s.M,
+          k.data_ptr<T>() + h * s.T * s.M,
+          v.data_ptr<T>() + h * s.T * s.D,
+          ptr_or_null<T>(la, h * s.T * s.a_width),
+          ptr_or_null<T>(lb, h * s.T * s.M),
+          s.T,
+          s.M,
+          s.D,
+          s.a_width};
 }
 
 torch::Tensor contiguous_or_undefined(const torch::Tensor& x) { return x.defined() ? x.contiguous() : x; }
@@ -191,8 +205,8 @@ torch::Tensor contiguous_or_undefined(const torch::Tensor& x) { return x.defined
 torch::Tensor absent_if_empty(const torch::Tensor& x) { return x.numel() == 0 ? torch::Tensor() : x.contiguous(); }
 
 struct DecayFunction : public torch::autograd::Function<DecayFunction> {
-  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor log_a,
-                               torch::Tensor log_b, torch::Tensor S0) {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                               torch::Tensor log_a, torch::Tensor log_b, torch::Tensor S0) {
     q = q.contiguous();
     k = k.contiguous();
     v = v.contiguous();
@@ -206,8 +220,8 @@ struct DecayFunction : public torch::autograd::Function<DecayFunction> {
       at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           forward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b), S.data_ptr<scalar_t>() + h * s.D * s.M,
-                                 y.data_ptr<scalar_t>() + h * s.T * s.D,
-                                 checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M);
+                             y.data_ptr<scalar_t>() + h * s.T * s.D,
+                             checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M);
       });
     });
     ctx->save_for_backward({q, k, v, log_a.defined() ? log_a : torch::empty({0}, v.options()),
@@ -230,11 +244,11 @@ struct DecayFunction : public torch::autograd::Function<DecayFunction> {
       at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           backward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b),
-                                  checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M,
-                                  ptr_or_null<scalar_t>(dy, h * s.T * s.D), ptr_or_null<scalar_t>(dS, h * s.D * s.M),
-                                  dq.data_ptr<scalar_t>() + h * s.T * s.M, dk.data_ptr<scalar_t>() + h * s.T * s.M,
-                                  dv.data_ptr<scalar_t>() + h * s.T * s.D, ptr_or_null<scalar_t>(dla, h * s.T * s.a_width),
-                                  ptr_or_null<scalar_t>(dlb, h * s.T * s.M), dS0.data_ptr<scalar_t>() + h * s.D * s.M);
+                              checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M,
+                              ptr_or_null<scalar_t>(dy, h * s.T * s.D), ptr_or_null<scalar_t>(dS, h * s.D * s.M),
+                              dq.data_ptr<scalar_t>() + h * s.T * s.M, dk.data_ptr<scalar_t>() + h * s.T * s.M,
+                              dv.data_ptr<scalar_t>() + h * s.T * s.D, ptr_or_null<scalar_t>(dla, h * s.T * s.a_width),
+                              ptr_or_null<scalar_t>(dlb, h * s.T * s.M), dS0.data_ptr<scalar_t>() + h * s.D * s.M);
       });
     });
     return {dq, dk, dv, dla, dlb, dS0};
@@ -248,8 +262,10 @@ RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Ten
                                         const torch::Tensor& state0) {
   // The chunked form is the path on other devices (matmul-friendly on GPUs).
   if (!q.device().is_cpu()) return decay_recurrence_chunked(q, k, v, log_a, log_b, state0, 16);
-  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2), "decay_recurrence_fused: bad shapes");
-  TORCH_CHECK(!log_a.defined() || log_a.size(3) == v.size(3) || log_a.size(3) == 1, "decay_recurrence_fused: log_a must be [B, H, T, D] or [B, H, T, 1]");
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2),
+              "decay_recurrence_fused: bad shapes");
+  TORCH_CHECK(!log_a.defined() || log_a.size(3) == v.size(3) || log_a.size(3) == 1,
+              "decay_recurrence_fused: log_a must be [B, H, T, D] or [B, H, T, 1]");
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), "decay_recurrence_fused: log_b must be [B, H, T, M]");
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
   const auto absent = torch::empty({0}, v.options());

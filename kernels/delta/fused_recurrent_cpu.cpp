@@ -19,7 +19,8 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 template <typename T>
-void forward_head(const T* q, const T* k, const T* v, const T* beta, T* S, T* y, T* delta, int64_t Tn, int64_t M, int64_t D) {
+void forward_head(const T* q, const T* k, const T* v, const T* beta, T* S, T* y, T* delta, int64_t Tn, int64_t M,
+                  int64_t D) {
   std::vector<T> u(static_cast<size_t>(D));
   for (int64_t t = 0; t < Tn; ++t) {
     const T* kt = k + t * M;
@@ -48,8 +49,10 @@ void backward_head(const T* q, const T* k, const T* v, const T* beta, const T* d
                    const T* dS_final, T* dq, T* dk, T* dv, T* dbeta, T* dS0, int64_t Tn, int64_t M, int64_t D) {
   std::vector<T> S(S_final, S_final + D * M), G(static_cast<size_t>(D * M)), ddelta(static_cast<size_t>(D)),
       du(static_cast<size_t>(D));
-  if (dS_final) std::copy(dS_final, dS_final + D * M, G.begin());
-  else std::fill(G.begin(), G.end(), T(0));
+  if (dS_final)
+    std::copy(dS_final, dS_final + D * M, G.begin());
+  else
+    std::fill(G.begin(), G.end(), T(0));
   for (int64_t t = Tn - 1; t >= 0; --t) {
     const T* kt = k + t * M;
     const T* qt = q + t * M;
@@ -93,8 +96,8 @@ void backward_head(const T* q, const T* k, const T* v, const T* beta, const T* d
 }
 
 struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
-  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor beta,
-                               torch::Tensor S0) {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                               torch::Tensor beta, torch::Tensor S0) {
     q = q.contiguous();
     k = k.contiguous();
     v = v.contiguous();
@@ -122,18 +125,20 @@ struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
     auto dy = grads[0].defined() ? grads[0].contiguous() : torch::Tensor();
     auto dS = grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
-    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v), dbeta = torch::empty_like(beta);
+    auto dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v),
+         dbeta = torch::empty_like(beta);
     auto dS0 = torch::empty_like(S);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_recurrence_fused_backward", [&] {
       at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
-          backward_head<scalar_t>(
-              q.data_ptr<scalar_t>() + h * T * M, k.data_ptr<scalar_t>() + h * T * M, v.data_ptr<scalar_t>() + h * T * D,
-              beta.data_ptr<scalar_t>() + h * T, delta.data_ptr<scalar_t>() + h * T * D, S.data_ptr<scalar_t>() + h * D * M,
-              dy.defined() ? dy.data_ptr<scalar_t>() + h * T * D : nullptr,
-              dS.defined() ? dS.data_ptr<scalar_t>() + h * D * M : nullptr, dq.data_ptr<scalar_t>() + h * T * M,
-              dk.data_ptr<scalar_t>() + h * T * M, dv.data_ptr<scalar_t>() + h * T * D, dbeta.data_ptr<scalar_t>() + h * T,
-              dS0.data_ptr<scalar_t>() + h * D * M, T, M, D);
+          backward_head<scalar_t>(q.data_ptr<scalar_t>() + h * T * M, k.data_ptr<scalar_t>() + h * T * M,
+                                  v.data_ptr<scalar_t>() + h * T * D, beta.data_ptr<scalar_t>() + h * T,
+                                  delta.data_ptr<scalar_t>() + h * T * D, S.data_ptr<scalar_t>() + h * D * M,
+                                  dy.defined() ? dy.data_ptr<scalar_t>() + h * T * D : nullptr,
+                                  dS.defined() ? dS.data_ptr<scalar_t>() + h * D * M : nullptr,
+                                  dq.data_ptr<scalar_t>() + h * T * M, dk.data_ptr<scalar_t>() + h * T * M,
+                                  dv.data_ptr<scalar_t>() + h * T * D, dbeta.data_ptr<scalar_t>() + h * T,
+                                  dS0.data_ptr<scalar_t>() + h * D * M, T, M, D);
       });
     });
     return {dq, dk, dv, dbeta, dS0};
@@ -145,8 +150,8 @@ struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
 RecurrenceResult delta_recurrence_fused(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
                                         const torch::Tensor& beta_in, const torch::Tensor& state0_in) {
   // Mixed precision: the recurrence runs in fp32 (its state and normalisation must).
-  const auto q = widened_to_fp32(q_in), k = widened_to_fp32(k_in), v = widened_to_fp32(v_in), beta = widened_to_fp32(beta_in),
-             state0 = widened_to_fp32(state0_in);
+  const auto q = widened_to_fp32(q_in), k = widened_to_fp32(k_in), v = widened_to_fp32(v_in),
+             beta = widened_to_fp32(beta_in), state0 = widened_to_fp32(state0_in);
   if (!q.device().is_cpu()) return delta_recurrence_naive(q, k, v, beta, state0);
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
   auto out = DeltaFunction::apply(q, k, v, beta, S0);

@@ -119,8 +119,14 @@ void backward_head(const Head<T>& h, const T* checkpoints, const HeadGrads<T>& g
 template <typename T>
 Head<T> head_at(const std::vector<torch::Tensor>& in, int64_t h) {  // in: q, k, v, alpha, beta (contiguous)
   const int64_t steps = in[0].size(2), M = in[0].size(3), D = in[2].size(3);
-  return {in[0].data_ptr<T>() + h * steps * M, in[1].data_ptr<T>() + h * steps * M, in[2].data_ptr<T>() + h * steps * D,
-          in[3].data_ptr<T>() + h * steps, in[4].data_ptr<T>() + h * steps, steps, M, D};
+  return {in[0].data_ptr<T>() + h * steps * M,
+          in[1].data_ptr<T>() + h * steps * M,
+          in[2].data_ptr<T>() + h * steps * D,
+          in[3].data_ptr<T>() + h * steps,
+          in[4].data_ptr<T>() + h * steps,
+          steps,
+          M,
+          D};
 }
 
 template <typename T>
@@ -129,9 +135,10 @@ T* at_head(const torch::Tensor& x, int64_t h, int64_t per_head) {
 }
 
 struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction> {
-  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor alpha,
-                               torch::Tensor beta, torch::Tensor S0) {
-    const std::vector<torch::Tensor> in{q.contiguous(), k.contiguous(), v.contiguous(), alpha.contiguous(), beta.contiguous()};
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                               torch::Tensor alpha, torch::Tensor beta, torch::Tensor S0) {
+    const std::vector<torch::Tensor> in{q.contiguous(), k.contiguous(), v.contiguous(), alpha.contiguous(),
+                                        beta.contiguous()};
     const int64_t BH = q.size(0) * q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
     auto S = S0.contiguous().clone();
     auto y = torch::empty({q.size(0), q.size(1), T, D}, v.options());
@@ -160,9 +167,10 @@ struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction>
     AT_DISPATCH_FLOATING_TYPES(in[0].scalar_type(), "gated_delta_recurrence_fused_backward", [&] {
       at::parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h) {
-          const HeadGrads<scalar_t> g{at_head<scalar_t>(dy, h, T * D), at_head<scalar_t>(dS, h, D * M), at_head<scalar_t>(dq, h, T * M),
-                                      at_head<scalar_t>(dk, h, T * M), at_head<scalar_t>(dv, h, T * D), at_head<scalar_t>(dalpha, h, T),
-                                      at_head<scalar_t>(dbeta, h, T), at_head<scalar_t>(dS0, h, D * M)};
+          const HeadGrads<scalar_t> g{at_head<scalar_t>(dy, h, T * D), at_head<scalar_t>(dS, h, D * M),
+                                      at_head<scalar_t>(dq, h, T * M), at_head<scalar_t>(dk, h, T * M),
+                                      at_head<scalar_t>(dv, h, T * D), at_head<scalar_t>(dalpha, h, T),
+                                      at_head<scalar_t>(dbeta, h, T),  at_head<scalar_t>(dS0, h, D * M)};
           backward_head(head_at<scalar_t>(in, h), at_head<scalar_t>(checkpoints, h, checkpoints.size(1) * D * M), g);
         }
       });
@@ -173,11 +181,12 @@ struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction>
 
 }  // namespace
 
-RecurrenceResult gated_delta_recurrence_fused(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
-                                              const torch::Tensor& alpha_in, const torch::Tensor& beta_in, const torch::Tensor& state0_in) {
+RecurrenceResult gated_delta_recurrence_fused(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                              const torch::Tensor& v_in, const torch::Tensor& alpha_in,
+                                              const torch::Tensor& beta_in, const torch::Tensor& state0_in) {
   // Mixed precision: the recurrence runs in fp32 (its state must).
-  const auto q = widened_to_fp32(q_in), k = widened_to_fp32(k_in), v = widened_to_fp32(v_in), alpha = widened_to_fp32(alpha_in),
-             beta = widened_to_fp32(beta_in), state0 = widened_to_fp32(state0_in);
+  const auto q = widened_to_fp32(q_in), k = widened_to_fp32(k_in), v = widened_to_fp32(v_in),
+             alpha = widened_to_fp32(alpha_in), beta = widened_to_fp32(beta_in), state0 = widened_to_fp32(state0_in);
   if (!q.device().is_cpu()) return gated_delta_recurrence_naive(q, k, v, alpha, beta, state0);
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
   auto out = GatedDeltaFunction::apply(q, k, v, alpha, beta, S0);

@@ -26,8 +26,8 @@ T sigmoid(T x) {
 }
 
 struct SruFunction : public torch::autograd::Function<SruFunction> {
-  static variable_list forward(AutogradContext* ctx, torch::Tensor u, torch::Tensor x, torch::Tensor v_f, torch::Tensor v_r,
-                               torch::Tensor b_f, torch::Tensor b_r, torch::Tensor c0) {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor u, torch::Tensor x, torch::Tensor v_f,
+                               torch::Tensor v_r, torch::Tensor b_f, torch::Tensor b_r, torch::Tensor c0) {
     u = u.contiguous();
     x = x.contiguous();
     v_f = v_f.contiguous();

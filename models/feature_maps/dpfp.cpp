@@ -21,6 +21,8 @@ class DpfpMap : public FeatureMap {
 
 }  // namespace
 
-std::shared_ptr<FeatureMap> make_dpfp_map(const MixerSpec& spec, int64_t, int64_t) { return std::make_shared<DpfpMap>(spec.dpfp_nu); }
+std::shared_ptr<FeatureMap> make_dpfp_map(const MixerSpec& spec, int64_t, int64_t) {
+  return std::make_shared<DpfpMap>(spec.dpfp_nu);
+}
 
 }  // namespace fwlab

@@ -12,7 +12,9 @@ ProjectionMap::ProjectionMap(int64_t n_heads, int64_t m, int64_t head_dim, bool 
   if (relu) bias = register_parameter("bias", torch::empty({n_heads, m}).uniform_(-bound, bound));
 }
 
-torch::Tensor ProjectionMap::activate(const torch::Tensor& projected) const { return relu_ ? torch::relu(projected) : projected; }
+torch::Tensor ProjectionMap::activate(const torch::Tensor& projected) const {
+  return relu_ ? torch::relu(projected) : projected;
+}
 
 torch::Tensor ProjectionMap::forward(const torch::Tensor& x, bool is_query) {
   auto y = project_heads(is_query ? x * query_scale_ : x, weight);

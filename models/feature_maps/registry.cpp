@@ -33,9 +33,7 @@ std::shared_ptr<FeatureMap> make_feature_map(const MixerSpec& spec, int64_t n_he
   throw ConfigError("feature_map", fmt::format("no feature map '{}' is registered", spec.feature_map));
 }
 
-std::vector<std::string> registered_feature_maps() {
-  return row_names(registry());
-}
+std::vector<std::string> registered_feature_maps() { return row_names(registry()); }
 
 torch::Tensor project_heads(const torch::Tensor& x, const torch::Tensor& w) {
   const bool step = x.dim() == 3;

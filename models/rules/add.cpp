@@ -12,7 +12,9 @@ class AddRule : public UpdateRule {
  public:
   using UpdateRule::UpdateRule;
   void prepare(RuleInputs&, const torch::Tensor&) override {}
-  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override { return recur_decay_family(in, run); }
+  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
+    return recur_decay_family(in, run);
+  }
   torch::Tensor value_coefficients(const RuleInputs& in, bool attn_norm) const override {
     return decay_family_coefficients(in, attn_norm);
   }

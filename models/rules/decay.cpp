@@ -10,7 +10,8 @@ namespace {
 
 class DecayRule : public UpdateRule {
  public:
-  DecayRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg) : UpdateRule(spec), n_heads_(cfg.n_heads) {
+  DecayRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg)
+      : UpdateRule(spec), n_heads_(cfg.n_heads) {
     decay_z_ = layer.register_module("decay_z", torch::nn::Linear(cfg.d_model, cfg.n_heads * cfg.head_dim));
     decay_f_ = layer.register_module("decay_f", torch::nn::Linear(cfg.d_model, cfg.n_heads * spec.m));
     uniform_gate_init(decay_z_->bias);
@@ -21,7 +22,9 @@ class DecayRule : public UpdateRule {
     in.log_a = torch::log_sigmoid(K::widened_to_fp32(split_heads(decay_z_(x), n_heads_)));
     in.log_b = torch::log_sigmoid(K::widened_to_fp32(split_heads(decay_f_(x), n_heads_)));
   }
-  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override { return recur_decay_family(in, run); }
+  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
+    return recur_decay_family(in, run);
+  }
   torch::Tensor value_coefficients(const RuleInputs& in, bool attn_norm) const override {
     return decay_family_coefficients(in, attn_norm);
   }

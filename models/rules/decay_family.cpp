@@ -46,11 +46,14 @@ torch::Tensor decay_family_coefficients(const RuleInputs& in, bool attn_norm) {
   for (int64_t b = 0; b < in.fq.size(0); ++b) {
     const auto q = in.fq[b], k = in.fk[b];  // [H, T, m]
     torch::Tensor keys;                     // [H, T, T]
-    if (in.log_b.defined()) keys = (q.transpose(1, 2).unsqueeze(-1) * k.transpose(1, 2).unsqueeze(-2) * decay_between(in.log_b[b])).sum(1);
-    else keys = torch::matmul(q, k.transpose(1, 2)).tril();
-    auto row = keys.unsqueeze(1);  // [H, 1, T, T]
+    if (in.log_b.defined())
+      keys = (q.transpose(1, 2).unsqueeze(-1) * k.transpose(1, 2).unsqueeze(-2) * decay_between(in.log_b[b])).sum(1);
+    else
+      keys = torch::matmul(q, k.transpose(1, 2)).tril();
+    auto row = keys.unsqueeze(1);                                    // [H, 1, T, T]
     if (in.log_a.defined()) row = row * decay_between(in.log_a[b]);  // [H, 1 or hd, T, T]
-    if (in.write.defined()) row = row * in.write[b].transpose(1, 2).unsqueeze(1);  // the gated rule writes (1 - g_s) v_s
+    if (in.write.defined())
+      row = row * in.write[b].transpose(1, 2).unsqueeze(1);  // the gated rule writes (1 - g_s) v_s
     rows.push_back(row);
   }
   auto c = torch::stack(rows);

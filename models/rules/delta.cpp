@@ -26,7 +26,9 @@ class DeltaRule : public UpdateRule {
     normalize_keys(in, key_norm_);
     in.beta = torch::sigmoid(split_heads(gate_(x), n_heads_));  // [B, H, T, 1]
   }
-  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override { return recur_delta_family(in, run); }
+  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
+    return recur_delta_family(in, run);
+  }
   torch::Tensor value_coefficients(const RuleInputs& in, bool attn_norm) const override {
     return delta_family_coefficients(in, attn_norm);
   }

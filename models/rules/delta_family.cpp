@@ -23,7 +23,8 @@ torch::Tensor l2_normalize(const torch::Tensor& x_in) {
   return x / torch::sqrt((x * x).sum(-1, true) + kL2NormEps);
 }
 
-kernels::RecurrenceResult run_kernel(const RuleInputs& in, const torch::Tensor& values, const torch::Tensor& S0, bool reference) {
+kernels::RecurrenceResult run_kernel(const RuleInputs& in, const torch::Tensor& values, const torch::Tensor& S0,
+                                     bool reference) {
   namespace K = kernels;
   if (in.alpha.defined())
     return reference ? K::gated_delta_recurrence_naive(in.fq, in.fk, values, in.alpha, in.beta, S0)

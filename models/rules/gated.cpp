@@ -9,18 +9,22 @@ namespace {
 
 class GatedRule : public UpdateRule {
  public:
-  GatedRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg) : UpdateRule(spec), n_heads_(cfg.n_heads) {
+  GatedRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg)
+      : UpdateRule(spec), n_heads_(cfg.n_heads) {
     gate_ = layer.register_module("gate", torch::nn::Linear(cfg.d_model, cfg.n_heads));
     // NOTES gives no initialisation for the gated rule's bias; we use the UGI of the decay rule's gates. The
     // weights keep torch.nn.Linear's default initialisation.
     uniform_gate_init(gate_->bias);
   }
   void prepare(RuleInputs& in, const torch::Tensor& x) override {
-    const auto g_logit = kernels::widened_to_fp32(split_heads(gate_(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
+    const auto g_logit =
+        kernels::widened_to_fp32(split_heads(gate_(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
     in.log_a = torch::log_sigmoid(g_logit);
     in.write = torch::sigmoid(-g_logit);  // (1 - g_t) v_t
   }
-  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override { return recur_decay_family(in, run); }
+  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
+    return recur_decay_family(in, run);
+  }
   torch::Tensor value_coefficients(const RuleInputs& in, bool attn_norm) const override {
     return decay_family_coefficients(in, attn_norm);
   }

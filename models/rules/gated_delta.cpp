@@ -26,11 +26,14 @@ constexpr double kAFloor = 1e-6;
 
 class GatedDeltaRule : public UpdateRule {
  public:
-  GatedDeltaRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg) : UpdateRule(spec), n_heads_(cfg.n_heads) {
+  GatedDeltaRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg)
+      : UpdateRule(spec), n_heads_(cfg.n_heads) {
     // No bias on the gate projections (fla); their weights keep torch.nn.Linear's default initialisation, as
     // every new projection in fwlab does.
-    a_proj_ = layer.register_module("a_proj", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.n_heads).bias(false)));
-    b_proj_ = layer.register_module("b_proj", torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.n_heads).bias(false)));
+    a_proj_ = layer.register_module("a_proj",
+                                    torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.n_heads).bias(false)));
+    b_proj_ = layer.register_module("b_proj",
+                                    torch::nn::Linear(torch::nn::LinearOptions(cfg.d_model, cfg.n_heads).bias(false)));
     torch::NoGradGuard guard;
     auto A = torch::empty({cfg.n_heads}).uniform_(0.0, kAMax).clamp_min(kAFloor);
     A_log_ = layer.register_parameter("A_log", torch::log(A));
@@ -41,10 +44,12 @@ class GatedDeltaRule : public UpdateRule {
     namespace K = kernels;  // gates in fp32 under mixed precision
     normalize_keys(in, key_norm_of(spec_));
     in.beta = torch::sigmoid(K::widened_to_fp32(split_heads(b_proj_(x), n_heads_)));  // [B, H, T, 1]
-    const auto dt = torch::softplus(K::widened_to_fp32(a_proj_(x) + dt_bias_));  // [B, T, H]
-    in.alpha = torch::exp(split_heads(-torch::exp(A_log_) * dt, n_heads_));       // [B, H, T, 1]
+    const auto dt = torch::softplus(K::widened_to_fp32(a_proj_(x) + dt_bias_));       // [B, T, H]
+    in.alpha = torch::exp(split_heads(-torch::exp(A_log_) * dt, n_heads_));           // [B, H, T, 1]
   }
-  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override { return recur_delta_family(in, run); }
+  kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
+    return recur_delta_family(in, run);
+  }
   torch::Tensor value_coefficients(const RuleInputs& in, bool attn_norm) const override {
     return delta_family_coefficients(in, attn_norm);
   }
@@ -57,7 +62,8 @@ class GatedDeltaRule : public UpdateRule {
 
 }  // namespace
 
-std::unique_ptr<UpdateRule> make_gated_delta_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg) {
+std::unique_ptr<UpdateRule> make_gated_delta_rule(torch::nn::Module& layer, const MixerSpec& spec,
+                                                  const ModelConfig& cfg) {
   return std::make_unique<GatedDeltaRule>(layer, spec, cfg);
 }
 

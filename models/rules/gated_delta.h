@@ -5,6 +5,7 @@
 
 namespace fwlab {
 
-std::unique_ptr<UpdateRule> make_gated_delta_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg);
+std::unique_ptr<UpdateRule> make_gated_delta_rule(torch::nn::Module& layer, const MixerSpec& spec,
+                                                  const ModelConfig& cfg);
 
 }  // namespace fwlab

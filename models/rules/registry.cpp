@@ -36,8 +36,6 @@ std::unique_ptr<UpdateRule> make_rule(torch::nn::Module& layer, const MixerSpec&
   throw ConfigError("rule", fmt::format("no update rule '{}' is registered", spec.rule));
 }
 
-std::vector<std::string> registered_rules() {
-  return row_names(registry());
-}
+std::vector<std::string> registered_rules() { return row_names(registry()); }
 
 }  // namespace fwlab

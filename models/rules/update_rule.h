@@ -17,10 +17,10 @@ namespace fwlab {
 
 // What a recurrence reads, [B, H, T, .].
 struct RuleInputs {
-  torch::Tensor fq, fk, v;    // features (after the rule's own normalization) and values
-  torch::Tensor log_a, log_b; // decay family: value- / key-side log decay (undefined: none)
-  torch::Tensor write;        // decay family: what scales the written value ((1 - g) for the gated rule)
-  torch::Tensor alpha, beta;  // delta family: decay α ∈ [0, 1] (undefined: none) and write strength β
+  torch::Tensor fq, fk, v;     // features (after the rule's own normalization) and values
+  torch::Tensor log_a, log_b;  // decay family: value- / key-side log decay (undefined: none)
+  torch::Tensor write;         // decay family: what scales the written value ((1 - g) for the gated rule)
+  torch::Tensor alpha, beta;   // delta family: decay α ∈ [0, 1] (undefined: none) and write strength β
 };
 
 // What a rule's forms need besides its inputs.
@@ -52,7 +52,8 @@ class UpdateRule {
 };
 
 // `layer` is the fast-weight module: a rule registers its parameters on it, under the names checkpoints use.
-using RuleFactory = std::unique_ptr<UpdateRule> (*)(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg);
+using RuleFactory = std::unique_ptr<UpdateRule> (*)(torch::nn::Module& layer, const MixerSpec& spec,
+                                                    const ModelConfig& cfg);
 
 // The rule named by spec.rule (models/rules/registry.cpp); throws ConfigError for a name it does not hold.
 std::unique_ptr<UpdateRule> make_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg);

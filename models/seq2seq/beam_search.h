@@ -16,10 +16,10 @@ namespace fwlab {
 
 struct BeamOptions {
   int64_t beam = 5;
-  int64_t max_len = 200;      // tokens before EOS at most: at step max_len only EOS may follow
-  double len_penalty = 1.0;   // alpha
-  std::string penalty = "fairseq";  // fairseq: score = sum logprob / len^alpha, len = tokens generated, EOS included
-                                    // gnmt: score = sum logprob / ((5 + len) / 6)^alpha (Wu et al. 2016)
+  int64_t max_len = 200;              // tokens before EOS at most: at step max_len only EOS may follow
+  double len_penalty = 1.0;           // alpha
+  std::string penalty = "fairseq";    // fairseq: score = sum logprob / len^alpha, len = tokens generated, EOS included
+                                      // gnmt: score = sum logprob / ((5 + len) / 6)^alpha (Wu et al. 2016)
   int64_t bos = 2, eos = 3, pad = 0;  // pad and bos are never generated
 };
 

@@ -5,7 +5,8 @@ namespace fwlab {
 SmoothedLoss label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target, double eps, int64_t ignore) {
   const int64_t V = logits.size(-1);
   auto flat_logits = logits.reshape({-1, V});
-  if (flat_logits.scalar_type() != torch::kDouble) flat_logits = flat_logits.to(torch::kFloat32);  // the loss in fp32 at least
+  if (flat_logits.scalar_type() != torch::kDouble)
+    flat_logits = flat_logits.to(torch::kFloat32);  // the loss in fp32 at least
   auto logp = torch::log_softmax(flat_logits, -1);
   auto flat = target.reshape({-1});
   auto keep = flat.ne(ignore).to(logp.scalar_type());

@@ -21,7 +21,9 @@ torch::nn::Linear xavier(int64_t in, int64_t out, bool bias, double gain) {
   return layer;
 }
 
-torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) { return t.defined() ? t.index_select(0, rows) : t; }
+torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) {
+  return t.defined() ? t.index_select(0, rows) : t;
+}
 
 }  // namespace
 
@@ -30,7 +32,8 @@ void CrossMemory::select_rows(const torch::Tensor& rows) {
   S = row_select(S, rows), z = row_select(z, rows);
 }
 
-PaddedAttentionImpl::PaddedAttentionImpl(const MixerSpec& spec, const ModelConfig& cfg) : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim) {
+PaddedAttentionImpl::PaddedAttentionImpl(const MixerSpec& spec, const ModelConfig& cfg)
+    : n_heads_(cfg.n_heads), head_dim_(cfg.head_dim) {
   const int64_t d = cfg.d_model, inner = cfg.n_heads * cfg.head_dim;
   const double in_gain = 1.0 / std::sqrt(2.0);
   q = register_module("q", xavier(d, inner, cfg.qkv_bias, in_gain));
@@ -53,15 +56,17 @@ CrossMemory PaddedAttentionImpl::remember(const torch::Tensor& memory, const tor
 }
 
 torch::Tensor PaddedAttentionImpl::softmax_read(const torch::Tensor& q_heads, const CrossMemory& m) {
-  auto scores = torch::matmul(q_heads, m.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));  // [B, H, T, S]
-  scores = scores.masked_fill(m.pad.view({m.pad.size(0), 1, 1, m.pad.size(1)}), -std::numeric_limits<double>::infinity());
+  auto scores =
+      torch::matmul(q_heads, m.k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));  // [B, H, T, S]
+  scores =
+      scores.masked_fill(m.pad.view({m.pad.size(0), 1, 1, m.pad.size(1)}), -std::numeric_limits<double>::infinity());
   // No dropout on the probabilities: fairseq's transformer defaults attention_dropout to 0.
   return torch::matmul(torch::softmax(scores, -1), m.v);
 }
 
 torch::Tensor PaddedAttentionImpl::fast_weight_read(const torch::Tensor& q_heads, const CrossMemory& m) const {
-  auto phi_q = phi->forward(q_heads, /*is_query=*/true);                              // [B, H, T, m]
-  auto numerator = torch::matmul(phi_q, m.S);                                         // [B, H, T, hd]
+  auto phi_q = phi->forward(q_heads, /*is_query=*/true);                                   // [B, H, T, m]
+  auto numerator = torch::matmul(phi_q, m.S);                                              // [B, H, T, hd]
   auto denominator = torch::matmul(phi_q, m.z.unsqueeze(-1)).abs().clamp_min(kReadFloor);  // [B, H, T, 1]
   return numerator / denominator;
 }

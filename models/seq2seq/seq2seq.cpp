@@ -32,17 +32,23 @@ torch::Tensor sinusoidal_positions(int64_t first, int64_t n, int64_t dim, const 
   return table.to(options.dtype());
 }
 
-torch::Tensor feed_forward(torch::nn::Linear& fc, torch::nn::Linear& proj, const std::string& activation, const torch::Tensor& x) {
+torch::Tensor feed_forward(torch::nn::Linear& fc, torch::nn::Linear& proj, const std::string& activation,
+                           const torch::Tensor& x) {
   auto h = fc(x);
-  if (activation == "relu") h = torch::relu(h);
-  else if (activation == "silu") h = torch::silu(h);
-  else h = torch::gelu(h, activation == "gelu" ? "none" : "tanh");
+  if (activation == "relu")
+    h = torch::relu(h);
+  else if (activation == "silu")
+    h = torch::silu(h);
+  else
+    h = torch::gelu(h, activation == "gelu" ? "none" : "tanh");
   return proj(h);
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& cfg) : activation_(cfg.activation) {
-  if (cfg.encoder.kind == "srupp") sru = register_module("sru", BidirectionalSru(cfg.encoder, cfg));
-  else attn = register_module("attn", PaddedAttention(MixerSpec{}, cfg));
+  if (cfg.encoder.kind == "srupp")
+    sru = register_module("sru", BidirectionalSru(cfg.encoder, cfg));
+  else
+    attn = register_module("attn", PaddedAttention(MixerSpec{}, cfg));
   ln1 = register_module("ln1", layer_norm(cfg));
   fc = register_module("fc", xavier_linear(cfg.d_model, cfg.ff_dim(), cfg.mlp_bias));
   proj = register_module("proj", xavier_linear(cfg.ff_dim(), cfg.d_model, cfg.mlp_bias));
@@ -68,7 +74,8 @@ DecoderLayerImpl::DecoderLayerImpl(const MixerSpec& spec, const ModelConfig& cfg
 }
 
 // Post-LN: each sublayer's output (the mixers apply their own residual dropout) is added, then normalised.
-torch::Tensor DecoderLayerImpl::after_mixer(const torch::Tensor& x, const torch::Tensor& mixed, const CrossMemory& memory) {
+torch::Tensor DecoderLayerImpl::after_mixer(const torch::Tensor& x, const torch::Tensor& mixed,
+                                            const CrossMemory& memory) {
   auto h = ln1(x + mixed);
   h = ln2(h + drop(cross(h, memory)));
   return ln3(h + drop(feed_forward(fc, proj, activation_, h)));

@@ -18,8 +18,8 @@ namespace fwlab {
 // projected keys and values with the pad mask, a fast-weight read keeps S = sum phi(k_j) v_j^T and
 // z = sum phi(k_j) over the non-pad source tokens (T2R's cross_attention.py), whatever the source length.
 struct CrossMemory {
-  torch::Tensor k, v, pad;  // softmax: [B, H, S, hd] x 2, pad [B, S] (true at padding)
-  torch::Tensor S, z;       // fast weight: [B, H, m, hd], [B, H, m]
+  torch::Tensor k, v, pad;                      // softmax: [B, H, S, hd] x 2, pad [B, S] (true at padding)
+  torch::Tensor S, z;                           // fast weight: [B, H, m, hd], [B, H, m]
   void select_rows(const torch::Tensor& rows);  // beam search: new row i is old row rows[i]
 };
 
@@ -30,7 +30,7 @@ class PaddedAttentionImpl : public torch::nn::Module {
  public:
   PaddedAttentionImpl(const MixerSpec& spec, const ModelConfig& cfg);
   CrossMemory remember(const torch::Tensor& memory, const torch::Tensor& pad);  // memory [B, S, d], pad [B, S]
-  torch::Tensor forward(const torch::Tensor& x, const CrossMemory& memory);      // x [B, T, d] -> [B, T, d]
+  torch::Tensor forward(const torch::Tensor& x, const CrossMemory& memory);     // x [B, T, d] -> [B, T, d]
 
   torch::nn::Linear q{nullptr}, kv{nullptr}, o{nullptr};
   std::shared_ptr<FeatureMap> phi;  // fast weight only
@@ -101,7 +101,8 @@ class DecoderLayerImpl : public torch::nn::Module {
 TORCH_MODULE(DecoderLayer);
 
 // The MLP of both layer kinds: proj(act(fc x)).
-torch::Tensor feed_forward(torch::nn::Linear& fc, torch::nn::Linear& proj, const std::string& activation, const torch::Tensor& x);
+torch::Tensor feed_forward(torch::nn::Linear& fc, torch::nn::Linear& proj, const std::string& activation,
+                           const torch::Tensor& x);
 
 // Per-sentence decoding state: each decoder layer's self-mixer state and cross memory. Rows are sentences (times
 // beams); select_rows reorders them all.

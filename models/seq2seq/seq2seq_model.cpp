@@ -9,7 +9,9 @@ namespace fwlab {
 
 namespace {
 
-torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) { return t.defined() ? t.index_select(0, rows) : t; }
+torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) {
+  return t.defined() ? t.index_select(0, rows) : t;
+}
 
 // A self mixer's state, rows reordered. A softmax KV cache is a view of the first tokens of a larger buffer
 // (models/mixer.h): the buffer is reordered and the view taken again.
@@ -21,7 +23,8 @@ void select_state_rows(MixerState& s, const torch::Tensor& rows) {
   } else {
     s.k = row_select(s.k, rows), s.v = row_select(s.v, rows);
   }
-  s.S = row_select(s.S, rows), s.z = row_select(s.z, rows), s.c = row_select(s.c, rows), s.conv = row_select(s.conv, rows);
+  s.S = row_select(s.S, rows), s.z = row_select(s.z, rows), s.c = row_select(s.c, rows),
+  s.conv = row_select(s.conv, rows);
 }
 
 }  // namespace
@@ -43,7 +46,8 @@ int64_t DecoderState::bytes() const {
 
 Seq2SeqImpl::Seq2SeqImpl(const ModelConfig& cfg) : cfg_(cfg) {
   validate(cfg_);
-  if (!cfg_.encoder_decoder()) throw ConfigError("encoder_layers", "a Seq2Seq model needs an encoder (encoder_layers > 0)");
+  if (!cfg_.encoder_decoder())
+    throw ConfigError("encoder_layers", "a Seq2Seq model needs an encoder (encoder_layers > 0)");
   embed = register_module("embed", torch::nn::Embedding(cfg.vocab, cfg.d_model));
   {
     torch::NoGradGuard guard;
@@ -78,7 +82,9 @@ torch::Tensor Seq2SeqImpl::decode(const torch::Tensor& prev, const std::vector<C
   return torch::matmul(x, embed->weight.t());  // shared output embedding
 }
 
-torch::Tensor Seq2SeqImpl::forward(const torch::Tensor& src, const torch::Tensor& prev) { return decode(prev, encode(src)); }
+torch::Tensor Seq2SeqImpl::forward(const torch::Tensor& src, const torch::Tensor& prev) {
+  return decode(prev, encode(src));
+}
 
 DecoderState Seq2SeqImpl::start(const torch::Tensor& src) {
   DecoderState state;

@@ -1,7 +1,7 @@
-// The bidirectional SRU++ encoder mixer (models/seq2seq/seq2seq.h). asappresearch/sru's SRUppCell with bidirectional=True
-// gives each direction half the hidden units; its attention (SRUppAttention) takes the pad mask of the source, and
-// its recurrence leaves the state unchanged over pad positions. Here the backward direction runs on each row
-// reversed within its own length, which keeps the right padding after every real token in both directions.
+// The bidirectional SRU++ encoder mixer (models/seq2seq/seq2seq.h). asappresearch/sru's SRUppCell with
+// bidirectional=True gives each direction half the hidden units; its attention (SRUppAttention) takes the pad mask of
+// the source, and its recurrence leaves the state unchanged over pad positions. Here the backward direction runs on
+// each row reversed within its own length, which keeps the right padding after every real token in both directions.
 #include <limits>
 
 #include "kernels/recurrences.h"
@@ -43,9 +43,11 @@ torch::Tensor BidirectionalSruImpl::forward(const torch::Tensor& x, const torch:
   // Channels are independent: each direction runs on all of them and keeps its half.
   auto forward_h = recurrence(U, x, sru.v_f, sru.v_r, sru.b_f, sru.b_r, torch::Tensor()).y;
   const auto lengths = (~pad).sum(1);
-  auto backward_h = recurrence(reverse_within_lengths(U, lengths), reverse_within_lengths(x, lengths), sru.v_f, sru.v_r, sru.b_f,
-                               sru.b_r, torch::Tensor()).y;
-  auto h = torch::cat({forward_h.narrow(2, 0, half), reverse_within_lengths(backward_h, lengths).narrow(2, half, d - half)}, 2);
+  auto backward_h = recurrence(reverse_within_lengths(U, lengths), reverse_within_lengths(x, lengths), sru.v_f, sru.v_r,
+                               sru.b_f, sru.b_r, torch::Tensor())
+                        .y;
+  auto h = torch::cat(
+      {forward_h.narrow(2, 0, half), reverse_within_lengths(backward_h, lengths).narrow(2, half, d - half)}, 2);
   return sru.resid_drop(h);
 }
 

@@ -65,7 +65,8 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   };
   const size_t HT = static_cast<size_t>(c.heads * c.steps), DM = static_cast<size_t>(c.D * c.M);
   const auto q = random(HT * c.M), k = random(HT * c.M), v = random(HT * c.D), la = random(HT * c.a_width, true),
-             lb = c.key_gate ? random(HT * c.M, true) : std::vector<double>{}, s0 = c.state0 ? random(c.heads * DM) : std::vector<double>{};
+             lb = c.key_gate ? random(HT * c.M, true) : std::vector<double>{},
+             s0 = c.state0 ? random(c.heads * DM) : std::vector<double>{};
   const auto dy = random(HT * c.D), ds = random(c.heads * DM);
 
   // The reference: the row code on the host, float64.
@@ -76,7 +77,8 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   std::vector<double> y(HT * c.D), S(c.heads * DM), ck(static_cast<size_t>(c.heads * hp.segments()) * DM);
   for (int64_t h = 0; h < c.heads; ++h)
     for (int64_t i = 0; i < c.D; ++i) C::decay_row_forward(hp, h, i, y.data(), S.data(), ck.data());
-  std::vector<double> dq(HT * c.M, 0), dk(HT * c.M, 0), dv(HT * c.D, 0), dla(HT * c.a_width, 0), dlb(lb.size(), 0), dS0(c.heads * DM, 0);
+  std::vector<double> dq(HT * c.M, 0), dk(HT * c.M, 0), dv(HT * c.D, 0), dla(HT * c.a_width, 0), dlb(lb.size(), 0),
+      dS0(c.heads * DM, 0);
   C::DecayGrads<double> hg;
   hg.dy = dy.data(), hg.dstate_final = ds.data(), hg.dq = dq.data(), hg.dk = dk.data(), hg.dv = dv.data(),
   hg.dlog_a = c.a_width ? dla.data() : nullptr, hg.dlog_b = c.key_gate ? dlb.data() : nullptr, hg.dstate0 = dS0.data();
@@ -89,14 +91,14 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   auto as = [](const std::vector<double>& x) { return std::vector<T>(x.begin(), x.end()); };
   Device<T> dq_(as(q)), dk_(as(k)), dv_(as(v)), dla_(as(la)), dlb_(as(lb)), ds0_(as(s0)), ddy(as(dy)), dds(as(ds));
   C::DecayProblem<T> p;
-  p.q = dq_.ptr, p.k = dk_.ptr, p.v = dv_.ptr, p.log_a = c.a_width ? dla_.ptr : nullptr, p.log_b = c.key_gate ? dlb_.ptr : nullptr,
-  p.state0 = c.state0 ? ds0_.ptr : nullptr;
+  p.q = dq_.ptr, p.k = dk_.ptr, p.v = dv_.ptr, p.log_a = c.a_width ? dla_.ptr : nullptr,
+  p.log_b = c.key_gate ? dlb_.ptr : nullptr, p.state0 = c.state0 ? ds0_.ptr : nullptr;
   p.heads = c.heads, p.steps = c.steps, p.D = c.D, p.M = c.M, p.a_width = c.a_width;
   Device<T> gy(y.size()), gS(S.size()), gck(ck.size());
   Device<T> gdq(dq.size()), gdk(dk.size()), gdv(dv.size()), gdla(dla.size()), gdlb(dlb.size()), gdS0(dS0.size());
   C::DecayGrads<T> g;
-  g.dy = ddy.ptr, g.dstate_final = dds.ptr, g.dq = gdq.ptr, g.dk = gdk.ptr, g.dv = gdv.ptr, g.dlog_a = c.a_width ? gdla.ptr : nullptr,
-  g.dlog_b = c.key_gate ? gdlb.ptr : nullptr, g.dstate0 = gdS0.ptr;
+  g.dy = ddy.ptr, g.dstate_final = dds.ptr, g.dq = gdq.ptr, g.dk = gdk.ptr, g.dv = gdv.ptr,
+  g.dlog_a = c.a_width ? gdla.ptr : nullptr, g.dlog_b = c.key_gate ? gdlb.ptr : nullptr, g.dstate0 = gdS0.ptr;
   Device<T> workspace(size_t(p.workspace_size()));
   g.workspace = workspace.ptr;
   // On a stream of its own (not the legacy default one): the launches and the zeroing must all follow it.
@@ -108,20 +110,23 @@ void run_case(const Case& c, std::mt19937& rng, double tolerance) {
   if (stream) cudaStreamDestroy(stream);
   const std::string name = std::string(sizeof(T) == 8 ? "float64" : "float32") + " heads=" + std::to_string(c.heads) +
                            " T=" + std::to_string(c.steps) + " D=" + std::to_string(c.D) + " M=" + std::to_string(c.M) +
-                           " a_width=" + std::to_string(c.a_width) + (c.key_gate ? " key gate" : "") + (c.state0 ? " state0" : "");
+                           " a_width=" + std::to_string(c.a_width) + (c.key_gate ? " key gate" : "") +
+                           (c.state0 ? " state0" : "");
   if (e != cudaSuccess) {
     std::printf("FAIL %s: %s\n", name.c_str(), cudaGetErrorString(e));
     ++failures;
     return;
   }
   const std::vector<std::pair<const char*, double>> gaps = {
-      {"y", relative_gap(gy.host(), y)},     {"state", relative_gap(gS.host(), S)},   {"dq", relative_gap(gdq.host(), dq)},
-      {"dk", relative_gap(gdk.host(), dk)},  {"dv", relative_gap(gdv.host(), dv)},    {"dlog_a", relative_gap(gdla.host(), dla)},
+      {"y", relative_gap(gy.host(), y)},          {"state", relative_gap(gS.host(), S)},
+      {"dq", relative_gap(gdq.host(), dq)},       {"dk", relative_gap(gdk.host(), dk)},
+      {"dv", relative_gap(gdv.host(), dv)},       {"dlog_a", relative_gap(gdla.host(), dla)},
       {"dlog_b", relative_gap(gdlb.host(), dlb)}, {"dstate0", relative_gap(gdS0.host(), dS0)}};
   for (const auto& [what, gap] : gaps) {
     const bool ok = gap <= tolerance;
     if (!ok) ++failures;
-    std::printf("%s %s: %s relative gap %.3g (tolerance %.0e)\n", ok ? "ok  " : "FAIL", name.c_str(), what, gap, tolerance);
+    std::printf("%s %s: %s relative gap %.3g (tolerance %.0e)\n", ok ? "ok  " : "FAIL", name.c_str(), what, gap,
+                tolerance);
   }
 }
 

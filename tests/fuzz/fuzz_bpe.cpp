@@ -30,7 +30,8 @@ bool valid_utf8(const uint8_t* s, size_t n) {
 }
 
 const Gpt2Bpe& tokenizer() {
-  static const Gpt2Bpe bpe(std::string(FWLAB_SOURCE_DIR) + "/data/gpt2-bpe/encoder.json", std::string(FWLAB_SOURCE_DIR) + "/data/gpt2-bpe/vocab.bpe");
+  static const Gpt2Bpe bpe(std::string(FWLAB_SOURCE_DIR) + "/data/gpt2-bpe/encoder.json",
+                           std::string(FWLAB_SOURCE_DIR) + "/data/gpt2-bpe/vocab.bpe");
   return bpe;
 }
 

@@ -19,7 +19,8 @@ FWLAB_FUZZ_TARGET(safetensors) {
   uint64_t last_end = 0;
   for (const auto& t : header.tensors) {
     if (t.numel() < 0) fuzz::violated("accepted a tensor whose element count overflows: " + t.name);
-    if (t.end - t.begin != static_cast<uint64_t>(t.numel()) * safetensors::dtype_size(t.dtype)) fuzz::violated("size mismatch: " + t.name);
+    if (t.end - t.begin != static_cast<uint64_t>(t.numel()) * safetensors::dtype_size(t.dtype))
+      fuzz::violated("size mismatch: " + t.name);
     if (t.begin < last_end) fuzz::violated("overlap: " + t.name);
     if (header.data_start + t.end > size) fuzz::violated("tensor past the end of the file: " + t.name);
     last_end = t.end;

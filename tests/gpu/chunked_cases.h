@@ -19,7 +19,9 @@ struct ChunkedShape {
 };
 
 // The shapes of the every-gate-layout sweep, per dtype: fp64 at D = 32 (D = 64 needs 192 KiB, over an A100's).
-inline ChunkedShape chunked_sweep_shape(torch::ScalarType dtype) { return dtype == torch::kFloat64 ? ChunkedShape{32, 32} : ChunkedShape{32, 64}; }
+inline ChunkedShape chunked_sweep_shape(torch::ScalarType dtype) {
+  return dtype == torch::kFloat64 ? ChunkedShape{32, 32} : ChunkedShape{32, 64};
+}
 
 // The extremes: m = 64 in bf16 and D = 65 (attention normalisation's extra row) in fp32.
 constexpr ChunkedShape kChunkedWideKeys{64, 64}, kChunkedOddRows{32, 65};
@@ -31,7 +33,8 @@ struct ChunkedCall {
 
 inline std::vector<ChunkedCall> chunked_test_calls() {
   std::vector<ChunkedCall> calls;
-  for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kFloat16}) calls.push_back({dtype, chunked_sweep_shape(dtype)});
+  for (auto dtype : {torch::kFloat64, torch::kFloat32, torch::kBFloat16, torch::kFloat16})
+    calls.push_back({dtype, chunked_sweep_shape(dtype)});
   calls.push_back({torch::kBFloat16, kChunkedWideKeys});
   calls.push_back({torch::kFloat32, kChunkedOddRows});
   return calls;

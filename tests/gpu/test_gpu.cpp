@@ -35,19 +35,26 @@ namespace {
 
 using Inputs = test::DecayInputs;
 
-// A copy as leaves of another device / dtype (gates and the state in gate_dtype: fp32 or fp64, as the kernels use them).
+// A copy as leaves of another device / dtype (gates and the state in gate_dtype: fp32 or fp64, as the kernels use
+// them).
 Inputs as(const Inputs& in, torch::Device device, torch::ScalarType dtype, torch::ScalarType gate_dtype) {
-  auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) { return t.defined() ? t.detach().to(device, d).requires_grad_(true) : t; };
-  return {leaf(in.q, dtype), leaf(in.k, dtype), leaf(in.v, dtype), leaf(in.log_a, gate_dtype), leaf(in.log_b, gate_dtype),
-          leaf(in.state0, gate_dtype)};
+  auto leaf = [&](const torch::Tensor& t, torch::ScalarType d) {
+    return t.defined() ? t.detach().to(device, d).requires_grad_(true) : t;
+  };
+  return {leaf(in.q, dtype),          leaf(in.k, dtype),          leaf(in.v, dtype),
+          leaf(in.log_a, gate_dtype), leaf(in.log_b, gate_dtype), leaf(in.state0, gate_dtype)};
 }
 
 Inputs make_inputs(int64_t T, int value_gate, bool key_gate, double strength, int64_t M, int64_t D) {
   const int64_t B = 2, H = 3;
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   auto gate = [&](int64_t w) { return torch::log_sigmoid(torch::randn({B, H, T, w}, opt) + 1.0) * strength; };
-  Inputs in{torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)), torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
-            torch::randn({B, H, T, D}, opt), {}, {}, torch::randn({B, H, D, M}, opt)};
+  Inputs in{torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
+            torch::randn({B, H, T, M}, opt) / std::sqrt(double(M)),
+            torch::randn({B, H, T, D}, opt),
+            {},
+            {},
+            torch::randn({B, H, D, M}, opt)};
   if (value_gate == 1) in.log_a = gate(1);
   if (value_gate == 2) in.log_a = gate(D);
   if (key_gate) in.log_b = gate(M);
@@ -62,7 +69,8 @@ struct Outcome {
 template <typename F>
 Outcome run(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs, F recurrence) {
   auto r = recurrence(in);
-  auto loss = (r.y.to(torch::kFloat64) * gy.to(r.y.device())).sum() + (r.state.to(torch::kFloat64) * gs.to(r.y.device())).sum();
+  auto loss =
+      (r.y.to(torch::kFloat64) * gy.to(r.y.device())).sum() + (r.state.to(torch::kFloat64) * gs.to(r.y.device())).sum();
   return {r.y, r.state, torch::autograd::grad({loss}, in.all())};
 }
 
@@ -81,7 +89,9 @@ void check_kernel(Kernel kernel, const Inputs& in64, torch::ScalarType dtype, do
   const auto gpu = as(in64, torch::kCUDA, dtype, gate_dtype);
   auto probe = K::decay_recurrence_naive(rounded.q, rounded.k, rounded.v, rounded.log_a, rounded.log_b, rounded.state0);
   const auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
-  const auto slow = run(rounded, gy, gs, [](const Inputs& i) { return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0); });
+  const auto slow = run(rounded, gy, gs, [](const Inputs& i) {
+    return K::decay_recurrence_naive(i.q, i.k, i.v, i.log_a, i.log_b, i.state0);
+  });
   const auto fast = run(gpu, gy, gs, [&](const Inputs& i) {
     return kernel == Kernel::chunked ? K::decay_recurrence_cuda_chunked(i.q, i.k, i.v, i.log_a, i.log_b, i.state0)
                                      : K::decay_recurrence_cuda_fused(i.q, i.k, i.v, i.log_a, i.log_b, i.state0);
@@ -103,7 +113,8 @@ void check_kernel(Kernel kernel, const Inputs& in64, torch::ScalarType dtype, do
 
 }  // namespace
 
-TEST_CASE("GPU: the chunked CUDA kernel == naive recurrence on the CPU, every gate layout, fp64 / fp32 / bf16 / fp16", "[gpu]") {
+TEST_CASE("GPU: the chunked CUDA kernel == naive recurrence on the CPU, every gate layout, fp64 / fp32 / bf16 / fp16",
+          "[gpu]") {
   torch::manual_seed(31);
   struct Precision {
     torch::ScalarType dtype;
@@ -114,22 +125,33 @@ TEST_CASE("GPU: the chunked CUDA kernel == naive recurrence on the CPU, every ga
     for (int value_gate : {0, 1, 2})
       for (bool key_gate : {false, true})
         for (int64_t T : {1, 63, 64, 65, 300}) {
-          DYNAMIC_SECTION(c10::toString(p.dtype) << ", value gate " << value_gate << ", key gate " << key_gate << ", T=" << T) {
-            const auto shape = test::chunked_sweep_shape(p.dtype);  // fits an A100's shared memory (tests/gpu/chunked_cases.h)
-            check_kernel(Kernel::chunked, make_inputs(T, value_gate, key_gate, 1.0, shape.M, shape.D), p.dtype, p.tolerance);
+          DYNAMIC_SECTION(c10::toString(p.dtype)
+                          << ", value gate " << value_gate << ", key gate " << key_gate << ", T=" << T) {
+            const auto shape =
+                test::chunked_sweep_shape(p.dtype);  // fits an A100's shared memory (tests/gpu/chunked_cases.h)
+            check_kernel(Kernel::chunked, make_inputs(T, value_gate, key_gate, 1.0, shape.M, shape.D), p.dtype,
+                         p.tolerance);
           }
         }
 }
 
-TEST_CASE("GPU: the chunked CUDA kernel at the extremes: strong and no decay, m = 64, D not a multiple of 16", "[gpu]") {
+TEST_CASE("GPU: the chunked CUDA kernel at the extremes: strong and no decay, m = 64, D not a multiple of 16",
+          "[gpu]") {
   torch::manual_seed(32);
-  SECTION("strong decay: log-gates around -40") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 40.0, 32, 64 /* the fp32 sweep shape */), torch::kFloat32, 1e-4); }
-  SECTION("no decay: log-gates 0") { check_kernel(Kernel::chunked, make_inputs(200, 2, true, 0.0, 32, 64), torch::kFloat32, 1e-4); }
+  SECTION("strong decay: log-gates around -40") {
+    check_kernel(Kernel::chunked, make_inputs(200, 2, true, 40.0, 32, 64 /* the fp32 sweep shape */), torch::kFloat32,
+                 1e-4);
+  }
+  SECTION("no decay: log-gates 0") {
+    check_kernel(Kernel::chunked, make_inputs(200, 2, true, 0.0, 32, 64), torch::kFloat32, 1e-4);
+  }
   SECTION("m = 64, bf16") {
-    check_kernel(Kernel::chunked, make_inputs(257, 2, true, 1.0, test::kChunkedWideKeys.M, test::kChunkedWideKeys.D), torch::kBFloat16, 2e-2);
+    check_kernel(Kernel::chunked, make_inputs(257, 2, true, 1.0, test::kChunkedWideKeys.M, test::kChunkedWideKeys.D),
+                 torch::kBFloat16, 2e-2);
   }
   SECTION("D = 65 (attention normalisation's extra row), fp32") {
-    check_kernel(Kernel::chunked, make_inputs(130, 2, true, 1.0, test::kChunkedOddRows.M, test::kChunkedOddRows.D), torch::kFloat32, 1e-4);
+    check_kernel(Kernel::chunked, make_inputs(130, 2, true, 1.0, test::kChunkedOddRows.M, test::kChunkedOddRows.D),
+                 torch::kFloat32, 1e-4);
   }
 }
 
@@ -139,7 +161,8 @@ TEST_CASE("GPU: the fused recurrent CUDA kernel == naive recurrence on the CPU, 
     for (int value_gate : {0, 1, 2})
       for (int64_t T : {1, 17, 53}) {
         DYNAMIC_SECTION(c10::toString(dtype) << ", value gate " << value_gate << ", T=" << T) {
-          check_kernel(Kernel::fused, make_inputs(T, value_gate, true, 1.0, 32, 64), dtype, dtype == torch::kFloat64 ? 1e-10 : 1e-4);
+          check_kernel(Kernel::fused, make_inputs(T, value_gate, true, 1.0, 32, 64), dtype,
+                       dtype == torch::kFloat64 ? 1e-10 : 1e-4);
         }
       }
 }
@@ -162,7 +185,8 @@ TEST_CASE("GPU: the CUDA kernels launch on libtorch's current stream", "[gpu]") 
       at::cuda::sleep(200 * 1000 * 1000);  // ~0.1 s of GPU cycles ahead of the copy
       q_late.copy_(gpu.q.detach());
       y = (kernel == Kernel::chunked ? K::decay_recurrence_cuda_chunked : K::decay_recurrence_cuda_fused)(
-              q_late, gpu.k.detach(), gpu.v.detach(), gpu.log_a.detach(), gpu.log_b.detach(), gpu.state0.detach()).y;
+              q_late, gpu.k.detach(), gpu.v.detach(), gpu.log_a.detach(), gpu.log_b.detach(), gpu.state0.detach())
+              .y;
     }
     side.synchronize();
     CHECK(gap(y, reference.y) <= 1e-4);
@@ -173,7 +197,8 @@ TEST_CASE("GPU: the CUDA kernels launch on libtorch's current stream", "[gpu]") 
 TEST_CASE("GPU: a hybrid model's parallel logits == its step-by-step logits on CUDA (fp32)", "[gpu]") {
   torch::manual_seed(34);
   auto cfg = test::small_config(MixerSpec{}, 4, 16);
-  cfg.layers = {test::fw("decay", "identity", "none", 16), test::fw("gated", "elu1", "attn", 16), MixerSpec{}, test::fw("delta", "relu", "attn", 8)};
+  cfg.layers = {test::fw("decay", "identity", "none", 16), test::fw("gated", "elu1", "attn", 16), MixerSpec{},
+                test::fw("delta", "relu", "attn", 8)};
   cfg.layers[2].kind = "softmax";
   cfg.context = 96;  // 90 steps, past a chunk boundary of the decay kernel
   GPT model(cfg);
@@ -231,22 +256,26 @@ void print_signal_handlers() {
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction sa {};
     if (sigaction(sig, nullptr, &sa) != 0) continue;
-    void* handler = (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(sa.sa_sigaction) : reinterpret_cast<void*>(sa.sa_handler);
+    void* handler =
+        (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(sa.sa_sigaction) : reinterpret_cast<void*>(sa.sa_handler);
     if (handler == reinterpret_cast<void*>(SIG_DFL) || handler == reinterpret_cast<void*>(SIG_IGN)) continue;
     Dl_info info{};
     const bool known = handler != nullptr && dladdr(handler, &info) != 0 && info.dli_fname != nullptr;
-    std::printf("signal %d (%s): handler %p in %s\n", sig, strsignal(sig), handler, known ? info.dli_fname : "(no library)");
+    std::printf("signal %d (%s): handler %p in %s\n", sig, strsignal(sig), handler,
+                known ? info.dli_fname : "(no library)");
   }
 }
 
 int main(int argc, char** argv) {
   if (!K::cuda_kernels_built()) {
-    std::puts("skipped: fwlab was built without its CUDA kernels (no nvcc found when configuring; see cmake/cuda.cmake)");
+    std::puts(
+        "skipped: fwlab was built without its CUDA kernels (no nvcc found when configuring; see cmake/cuda.cmake)");
     return 77;
   }
   if (!torch::cuda::is_available()) {
-    std::puts(torch::cuda::device_count() == 0 ? "skipped: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU)"
-                                               : "skipped: libtorch cannot use the CUDA device");
+    std::puts(torch::cuda::device_count() == 0
+                  ? "skipped: no CUDA device visible to libtorch (a CPU-only libtorch, or no GPU)"
+                  : "skipped: libtorch cannot use the CUDA device");
     return 77;
   }
   torch::ones({1}, torch::kCUDA).sum().item<float>();  // libtorch's CUDA libraries loaded and initialised first

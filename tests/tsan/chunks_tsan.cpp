@@ -69,7 +69,8 @@ std::vector<double> naive_outputs(const Problem& p) {
         double acc = 0;
         for (int64_t j = 0; j < kM; ++j) {
           double& s = S[size_t(i * kM + j)];
-          s = std::exp(log_gate(p.A, kD, i) + log_gate(p.B, kM, j)) * s + p.v[size_t(row * kD + i)] * p.k[size_t(row * kM + j)];
+          s = std::exp(log_gate(p.A, kD, i) + log_gate(p.B, kM, j)) * s +
+              p.v[size_t(row * kD + i)] * p.k[size_t(row * kM + j)];
           acc += (s - p.v[size_t(row * kD + i)] * p.k[size_t(row * kM + j)]) * p.q[size_t(row * kM + j)];
         }
         y[size_t(row * kD + i)] = acc;
@@ -86,7 +87,7 @@ struct Run {
 Run run(const Problem& problem, int threads) {
   const auto p = problem.view();
   const size_t steps = size_t(kHeads * kSteps), states = size_t(kHeads * (p.chunks() + 1) * kD * kM);
-  Run r{std::vector<double>(steps * kD), std::vector<double>(states), std::vector<double>(states),
+  Run r{std::vector<double>(steps * kD), std::vector<double>(states),     std::vector<double>(states),
         std::vector<double>(steps * kM), std::vector<double>(steps * kM), std::vector<double>(steps * kD)};
   C::run_forward_on_host(p, r.y.data(), r.states.data(), threads);
   C::run_backward_on_host(p, r.states.data(), r.dstates.data(), r.dq.data(), r.dk.data(), r.dv.data(), threads);
@@ -107,7 +108,8 @@ int main() {
   const auto one = run(problem, 1), eight = run(problem, 8);
   const auto y = naive_outputs(problem);
   double gap = 0, scale = 1;
-  for (size_t i = 0; i < y.size(); ++i) gap = std::fmax(gap, std::fabs(eight.y[i] - y[i])), scale = std::fmax(scale, std::fabs(y[i]));
+  for (size_t i = 0; i < y.size(); ++i)
+    gap = std::fmax(gap, std::fabs(eight.y[i] - y[i])), scale = std::fmax(scale, std::fabs(y[i]));
   std::printf("forward, 8 threads per block, against the naive recurrence: relative gap %.3g\n", gap / scale);
   expect(gap / scale < 1e-10, "y == naive recurrence (float64)");
   expect(one.y == eight.y && one.states == eight.states, "forward: 8 threads == 1 thread, bit for bit");

@@ -26,7 +26,8 @@ TaskBatch make_mqar_batch(const MqarSpec& s, int64_t batch, uint64_t seed) {
   const int64_t L = s.seq_len, n = s.pairs, half = s.vocab / 2;
   const int64_t region = L + 1 - 2 * n, slots = region / 2;
   std::vector<double> slot_weight(static_cast<size_t>(slots));
-  for (int64_t i = 0; i < slots; ++i) slot_weight[static_cast<size_t>(i)] = std::pow(static_cast<double>(i + 1), s.power_a - 1.0);
+  for (int64_t i = 0; i < slots; ++i)
+    slot_weight[static_cast<size_t>(i)] = std::pow(static_cast<double>(i + 1), s.power_a - 1.0);
 
   TaskBatch b;
   b.batch = batch;

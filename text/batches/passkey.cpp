@@ -15,7 +15,9 @@ std::vector<int64_t> plain(const Tokenizer& tok, const std::string& text) {
   return {ids.begin(), ids.end()};
 }
 
-void append(std::vector<int64_t>& out, const std::vector<int64_t>& more) { out.insert(out.end(), more.begin(), more.end()); }
+void append(std::vector<int64_t>& out, const std::vector<int64_t>& more) {
+  out.insert(out.end(), more.begin(), more.end());
+}
 
 void append_filler(std::vector<int64_t>& out, const std::vector<int64_t>& filler, int64_t from, int64_t n) {
   const auto size = static_cast<int64_t>(filler.size());
@@ -25,23 +27,29 @@ void append_filler(std::vector<int64_t>& out, const std::vector<int64_t>& filler
 }  // namespace
 
 std::vector<int64_t> passkey_filler(const Tokenizer& tok, const std::string& text) {
-  const std::string repeat = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
+  const std::string repeat =
+      "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ";
   auto ids = plain(tok, text.empty() ? repeat : text);
   if (ids.empty()) throw std::invalid_argument("passkey: the filler text encodes to no token");
   return ids;
 }
 
-PasskeyPrompt passkey_prompt(const Tokenizer& tok, const std::vector<int64_t>& filler, int64_t length, int64_t depth_percent,
-                             int64_t key, int64_t offset) {
+PasskeyPrompt passkey_prompt(const Tokenizer& tok, const std::vector<int64_t>& filler, int64_t length,
+                             int64_t depth_percent, int64_t key, int64_t offset) {
   const auto specials = tok.encode("");  // the tokenizer's own leading tokens (a BOS), as a whole prompt would get
-  const auto intro = plain(tok, "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
-                                "I will quiz you about the important information there.\n");
+  const auto intro =
+      plain(tok,
+            "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+            "I will quiz you about the important information there.\n");
   const auto key_sentence = plain(tok, fmt::format("\nThe pass key is {0}. Remember it. {0} is the pass key.\n", key));
   const auto question = plain(tok, "\nWhat is the pass key? The pass key is");
   const auto fixed = static_cast<int64_t>(specials.size() + intro.size() + key_sentence.size() + question.size());
   const int64_t n = length - fixed;
-  if (n <= 0) throw std::invalid_argument(fmt::format("passkey: a prompt of {} tokens leaves no room for filler ({} tokens are fixed text)", length, fixed));
-  const auto before = static_cast<int64_t>(std::llround(static_cast<double>(depth_percent) * static_cast<double>(n) / 100.0));
+  if (n <= 0)
+    throw std::invalid_argument(fmt::format(
+        "passkey: a prompt of {} tokens leaves no room for filler ({} tokens are fixed text)", length, fixed));
+  const auto before =
+      static_cast<int64_t>(std::llround(static_cast<double>(depth_percent) * static_cast<double>(n) / 100.0));
   PasskeyPrompt p;
   p.key = key;
   p.ids.assign(specials.begin(), specials.end());

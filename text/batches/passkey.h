@@ -15,9 +15,9 @@ namespace fwlab {
 struct PasskeyPrompt {
   std::vector<int64_t> ids;
   int64_t key = 0;
-  int64_t key_at = 0;        // index of the key sentence's first token
-  int64_t filler_from = 0;   // the filler's first token
-  int64_t filler_tokens = 0; // filler tokens in all (before + after the key)
+  int64_t key_at = 0;         // index of the key sentence's first token
+  int64_t filler_from = 0;    // the filler's first token
+  int64_t filler_tokens = 0;  // filler tokens in all (before + after the key)
 };
 
 // The filler's token stream: landmark's five sentences repeated ("repeat"), or the text given (the corpus).
@@ -26,8 +26,8 @@ std::vector<int64_t> passkey_filler(const Tokenizer& tok, const std::string& tex
 // A prompt of `length` tokens with the key sentence after round(depth% of the filler) filler tokens; filler is
 // taken from `filler` starting at `offset` (wrapping around). Throws std::invalid_argument when `length` leaves
 // no room for filler.
-PasskeyPrompt passkey_prompt(const Tokenizer& tok, const std::vector<int64_t>& filler, int64_t length, int64_t depth_percent,
-                             int64_t key, int64_t offset);
+PasskeyPrompt passkey_prompt(const Tokenizer& tok, const std::vector<int64_t>& filler, int64_t length,
+                             int64_t depth_percent, int64_t key, int64_t offset);
 
 // The answer is right when the first run of digits in the generated text is the key (landmark's regex scoring;
 // LongLoRA's token comparison breaks with BPE, which splits numbers differently in context).

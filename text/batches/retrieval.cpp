@@ -14,7 +14,8 @@ TaskBatch make_retrieval_batch(const RetrievalSpec& s, int64_t batch, uint64_t s
   b.len = L;
   b.inputs.resize(static_cast<size_t>(batch * L));
   b.targets.assign(static_cast<size_t>(batch * L), -1);
-  std::vector<int32_t> keys(static_cast<size_t>(s.keys)), values(static_cast<size_t>(s.values)), asked(static_cast<size_t>(S));
+  std::vector<int32_t> keys(static_cast<size_t>(s.keys)), values(static_cast<size_t>(s.values)),
+      asked(static_cast<size_t>(S));
   for (int64_t r = 0; r < batch; ++r) {
     std::iota(keys.begin(), keys.end(), 0);
     std::iota(values.begin(), values.end(), 0);

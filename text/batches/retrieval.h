@@ -1,5 +1,5 @@
-// Associative retrieval (Schlag et al. 2021, §4.1; contract/job/retrieval_settings.h): `pairs` key-value pair tokens, then
-// `queries` query tokens; each is labelled with the value of its key.
+// Associative retrieval (Schlag et al. 2021, §4.1; contract/job/retrieval_settings.h): `pairs` key-value pair tokens,
+// then `queries` query tokens; each is labelled with the value of its key.
 #pragma once
 
 #include <cstdint>

@@ -30,17 +30,20 @@ std::vector<fs::path> corpus_files(const DataSpec& spec) {
     return {names.begin(), names.end()};
   }
   if (spec.source == "wikitext103")
-    return {fs::path(spec.path) / "wiki.train.raw", fs::path(spec.path) / "wiki.valid.raw", fs::path(spec.path) / "wiki.test.raw"};
+    return {fs::path(spec.path) / "wiki.train.raw", fs::path(spec.path) / "wiki.valid.raw",
+            fs::path(spec.path) / "wiki.test.raw"};
   return {fs::path(spec.path)};
 }
 
 // The text tokenized with `tok` through the token cache; `files` (the tokenizer's) and `cache_name` enter its key,
 // and the name is also the cache directory's middle part, so it must be a plain file name.
-LmCorpus cached_corpus(const DataSpec& spec, const Tokenizer& tok, std::vector<fs::path> files, const std::string& cache_name) {
-  TokenizeRequest request{spec.source, corpus_files(spec), std::move(files), cache_name, tok.vocab_size(), [&] {
-                            const auto text = load_text(spec);
-                            return std::vector<std::vector<int32_t>>{tok.encode(text.train), tok.encode(text.valid), tok.encode(text.test)};
-                          }};
+LmCorpus cached_corpus(const DataSpec& spec, const Tokenizer& tok, std::vector<fs::path> files,
+                       const std::string& cache_name) {
+  TokenizeRequest request{
+      spec.source, corpus_files(spec), std::move(files), cache_name, tok.vocab_size(), [&] {
+        const auto text = load_text(spec);
+        return std::vector<std::vector<int32_t>>{tok.encode(text.train), tok.encode(text.valid), tok.encode(text.test)};
+      }};
   auto splits = cached_tokenization(request);
   LmCorpus c;
   c.train = std::move(splits.train);
@@ -99,7 +102,9 @@ LmCorpus load_corpus(const DataSpec& spec, int64_t model_vocab) {
 TextSplits load_text(const DataSpec& spec) {
   if (spec.source != "brown" && spec.source != "wikitext103" && spec.source != "enwik8")
     throw DataError(fmt::format("data.source '{}' holds no text", spec.source));
-  return spec.source == "brown" ? load_brown(spec.path) : spec.source == "wikitext103" ? load_wikitext(spec.path) : load_enwik8(spec.path);
+  return spec.source == "brown"         ? load_brown(spec.path)
+         : spec.source == "wikitext103" ? load_wikitext(spec.path)
+                                        : load_enwik8(spec.path);
 }
 
 std::unique_ptr<Tokenizer> data_tokenizer(const DataSpec& spec) {

@@ -18,7 +18,7 @@ struct LmCorpus {
   int64_t vocab = 0;
   bool byte_level = false;  // one token per byte: loss / ln 2 is bits per byte (character)
   std::string tokenizer;
-  std::string cache_dir;    // GPT-2 BPE and hf: tokenizers: where the tokenized splits are cached
+  std::string cache_dir;  // GPT-2 BPE and hf: tokenizers: where the tokenized splits are cached
   bool cache_hit = false;
 };
 

@@ -1,7 +1,8 @@
 // Tokenized corpora cached on disk: text tokenized with GPT-2's BPE or an hf: tokenizer once, stored as uint16 /
 // uint32 id files (the layout TokenStream maps) in `.fwlab-tokens/KEY/` next to the corpus, or under
-// ~/.cache/fwlab/tokens when the corpus's directory is read-only. KEY hashes the corpus files and the tokenizer files, so a changed corpus
-// or tokenizer is tokenized again; concurrent jobs wait on one lock and the second finds the first's files.
+// ~/.cache/fwlab/tokens when the corpus's directory is read-only. KEY hashes the corpus files and the tokenizer files,
+// so a changed corpus or tokenizer is tokenized again; concurrent jobs wait on one lock and the second finds the
+// first's files.
 #pragma once
 
 #include <filesystem>
@@ -20,11 +21,11 @@ struct TokenizedSplits {
 };
 
 struct TokenizeRequest {
-  std::string source;                              // corpus kind (enters the key)
+  std::string source;                               // corpus kind (enters the key)
   std::vector<std::filesystem::path> corpus_files;  // what the text is read from
   std::vector<std::filesystem::path> tokenizer_files;
-  std::string tokenizer;                           // its name
-  int64_t vocab = 0;                               // of the tokenizer: ids are stored in 2 bytes up to 65,536
+  std::string tokenizer;  // its name
+  int64_t vocab = 0;      // of the tokenizer: ids are stored in 2 bytes up to 65,536
   // Reads and tokenizes the three splits (called only on a miss).
   std::function<std::vector<std::vector<int32_t>>()> tokenize;
 };

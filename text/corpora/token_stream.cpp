@@ -22,13 +22,15 @@ struct TokenStream::Mapping {
 };
 
 TokenStream::TokenStream(std::vector<int32_t> ids)
-    : owned_(std::make_shared<const std::vector<int32_t>>(std::move(ids))), size_(static_cast<int64_t>(owned_->size())) {}
+    : owned_(std::make_shared<const std::vector<int32_t>>(std::move(ids))),
+      size_(static_cast<int64_t>(owned_->size())) {}
 
 TokenStream TokenStream::map_file(const std::string& path, int width, int64_t vocab) {
-  if (width != 2 && width != 4) throw DataError(fmt::format("{}: token width {} is not 2 (uint16) or 4 (uint32) bytes", path, width));
+  if (width != 2 && width != 4)
+    throw DataError(fmt::format("{}: token width {} is not 2 (uint16) or 4 (uint32) bytes", path, width));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw DataError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw DataError(fmt::format("{}: not a regular file", path));
@@ -61,7 +63,8 @@ TokenStream TokenStream::map_file(const std::string& path, int width, int64_t vo
 
 void TokenStream::copy(int64_t start, int64_t len, int32_t* out) const {
   if (start < 0 || len < 0 || start + len > size_)
-    throw DataError(fmt::format("{}: tokens [{}, {}) lie outside the {} of the split", path_.empty() ? "tokens" : path_, start, start + len, size_));
+    throw DataError(fmt::format("{}: tokens [{}, {}) lie outside the {} of the split", path_.empty() ? "tokens" : path_,
+                                start, start + len, size_));
   if (owned_) {
     std::memcpy(out, owned_->data() + start, static_cast<size_t>(len) * sizeof(int32_t));
     return;

@@ -52,7 +52,8 @@ AddedToken read_token(const nlohmann::json& entry, const Normalizer& normalizer,
 
 }  // namespace
 
-AddedVocabulary::AddedVocabulary(const nlohmann::json* list, const BpeModel& model, const Normalizer& normalizer, const JsonPlace& at) {
+AddedVocabulary::AddedVocabulary(const nlohmann::json* list, const BpeModel& model, const Normalizer& normalizer,
+                                 const JsonPlace& at) {
   if (list && !list->is_array()) at.fail(fmt::format("expected a list of added tokens, got {}", json_excerpt(*list)));
   auto next_id = static_cast<int32_t>(model.vocab_count());
   for (size_t i = 0; list && i < list->size(); ++i) {
@@ -61,12 +62,16 @@ AddedVocabulary::AddedVocabulary(const nlohmann::json* list, const BpeModel& mod
     const auto known = id_of(t.content);
     const auto in_model = model.token_to_id(t.content);
     t.id = known ? *known : in_model ? *in_model : next_id++;
-    if (const auto* file_id = json_member((*list)[i], "id"); file_id && (!file_id->is_number_integer() || file_id->get<int64_t>() != t.id))
-      fmt::print(stderr, "warning: {}: {}: token {} has id {} in the file but {} when loaded (as tokenizers assigns it)\n", at.file,
-                 at[i].key, nlohmann::json(t.content).dump(), json_excerpt(*file_id), t.id);
+    if (const auto* file_id = json_member((*list)[i], "id");
+        file_id && (!file_id->is_number_integer() || file_id->get<int64_t>() != t.id))
+      fmt::print(stderr,
+                 "warning: {}: {}: token {} has id {} in the file but {} when loaded (as tokenizers assigns it)\n",
+                 at.file, at[i].key, nlohmann::json(t.content).dump(), json_excerpt(*file_id), t.id);
     const auto slot = known ? by_content_.at(t.content) : tokens_.size();  // a repeated content replaces its entry
-    if (slot == tokens_.size()) tokens_.push_back(t);
-    else tokens_[slot] = t;
+    if (slot == tokens_.size())
+      tokens_.push_back(t);
+    else
+      tokens_[slot] = t;
     by_content_[t.content] = slot;
     by_id_[t.id] = slot;
   }
@@ -121,14 +126,16 @@ std::vector<AddedVocabulary::Match> AddedVocabulary::raw_matches(std::string_vie
 
 // single_word refuses a match with a word character on either side; lstrip / rstrip take the white space beside.
 bool AddedVocabulary::widen(const AddedToken& t, std::string_view text, size_t& start, size_t& stop) const {
-  if (t.single_word && ((start > 0 && is_word_char(char_before(text, start))) || (stop < text.size() && is_word_char(char_at(text, stop)))))
+  if (t.single_word && ((start > 0 && is_word_char(char_before(text, start))) ||
+                        (stop < text.size() && is_word_char(char_at(text, stop)))))
     return false;
   while (t.lstrip && start > 0 && is_space(char_before(text, start))) start -= char_len_before(text, start);
   while (t.rstrip && stop < text.size() && is_space(char_at(text, stop))) stop += char_len_at(text, stop);
   return true;
 }
 
-void AddedVocabulary::split(std::string_view text, bool normalized, const std::function<void(std::string_view, int32_t)>& emit) const {
+void AddedVocabulary::split(std::string_view text, bool normalized,
+                            const std::function<void(std::string_view, int32_t)>& emit) const {
   size_t done = 0;
   if (any_[normalized ? 1 : 0])
     for (auto m : raw_matches(text, normalized)) {

@@ -14,7 +14,9 @@ namespace {
 
 constexpr size_t kCacheLimit = 1 << 18;  // pieces remembered before the cache starts over (bounded memory)
 
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // A merge as its two tokens: "a b" (the older format, one space) or ["a", "b"] (tokenizers >= 0.20).
 std::pair<std::string, std::string> merge_tokens(const nlohmann::json& m, const JsonPlace& at) {
@@ -25,7 +27,8 @@ std::pair<std::string, std::string> merge_tokens(const nlohmann::json& m, const 
       at.fail(fmt::format("{} is not two tokens separated by one space", quoted(line)));
     return {line.substr(0, space), line.substr(space + 1)};
   }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) return {m[0].get<std::string>(), m[1].get<std::string>()};
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+    return {m[0].get<std::string>(), m[1].get<std::string>()};
   at.fail(fmt::format("expected \"a b\" or [\"a\", \"b\"], got {}", json_excerpt(m)));
 }
 
@@ -35,7 +38,8 @@ BpeModel::BpeModel(const nlohmann::json& spec, const JsonPlace& at) {
   if (!spec.is_object()) at.fail("missing (expected the BPE model object)");
   if (const auto type = json_string(spec, "type", "BPE", at); type != "BPE")
     (at / "type").fail(fmt::format("model '{}' is not supported (only BPE)", type));
-  if (const auto* dropout = json_member(spec, "dropout"); dropout && !(dropout->is_number() && dropout->get<double>() == 0.0))
+  if (const auto* dropout = json_member(spec, "dropout");
+      dropout && !(dropout->is_number() && dropout->get<double>() == 0.0))
     (at / "dropout").fail(fmt::format("{} is not supported: dropout makes encoding random", json_excerpt(*dropout)));
   prefix_ = json_string(spec, "continuing_subword_prefix", "", at);
   suffix_ = json_string(spec, "end_of_word_suffix", "", at);
@@ -53,11 +57,13 @@ BpeModel::BpeModel(const nlohmann::json& spec, const JsonPlace& at) {
 void BpeModel::read_vocab(const nlohmann::json& spec, const JsonPlace& at) {
   const auto* vocab = json_member(spec, "vocab");
   if (!vocab) (at / "vocab").fail("missing (the BPE model needs its vocabulary)");
-  if (!vocab->is_object()) (at / "vocab").fail(fmt::format("expected an object of token -> id, got {}", json_excerpt(*vocab)));
+  if (!vocab->is_object())
+    (at / "vocab").fail(fmt::format("expected an object of token -> id, got {}", json_excerpt(*vocab)));
   for (const auto& item : vocab->items()) {
     const auto& id = item.value();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      (at / "vocab").fail(fmt::format("token {} has id {}, not an integer in 0 .. 2^31-1", quoted(item.key()), json_excerpt(id)));
+      (at / "vocab")
+          .fail(fmt::format("token {} has id {}, not an integer in 0 .. 2^31-1", quoted(item.key()), json_excerpt(id)));
     const auto i = static_cast<int32_t>(id.get<int64_t>());
     vocab_[item.key()] = i;
     tokens_[i] = item.key();
@@ -184,8 +190,10 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t>& ids) const
     return;
   }
   std::vector<int32_t> out;
-  if (const auto whole = ignore_merges_ ? token_to_id(key) : std::nullopt) out = {*whole};
-  else out = merge(initial_ids(piece));
+  if (const auto whole = ignore_merges_ ? token_to_id(key) : std::nullopt)
+    out = {*whole};
+  else
+    out = merge(initial_ids(piece));
   ids.insert(ids.end(), out.begin(), out.end());
   if (cache_.size() >= kCacheLimit) cache_.clear();
   cache_.emplace(std::move(key), std::move(out));

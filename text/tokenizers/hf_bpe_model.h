@@ -25,15 +25,17 @@ class BpeModel {
   void tokenize(std::string_view piece, std::vector<int32_t>& ids) const;
 
   std::optional<int32_t> token_to_id(const std::string& token) const;
-  const std::string* id_to_token(int32_t id) const;  // nullptr for an id the vocab lacks
+  const std::string* id_to_token(int32_t id) const;     // nullptr for an id the vocab lacks
   size_t vocab_count() const { return vocab_.size(); }  // what added tokens are numbered after (get_vocab_size)
-  int64_t max_id() const { return max_id_; }           // -1 for an empty vocab
+  int64_t max_id() const { return max_id_; }            // -1 for an empty vocab
 
  private:
   struct Merge {
     int32_t rank, merged;  // its priority (the line) and the id of the joined token
   };
-  static uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
 
   void read_vocab(const nlohmann::json& spec, const JsonPlace& at);
   void read_merges(const nlohmann::json& spec, const JsonPlace& at);
@@ -43,7 +45,7 @@ class BpeModel {
 
   std::unordered_map<std::string, int32_t> vocab_;
   std::unordered_map<int32_t, std::string> tokens_;  // id -> token, for decoding
-  std::unordered_map<uint64_t, Merge> merges_;        // (left id, right id) -> merge
+  std::unordered_map<uint64_t, Merge> merges_;       // (left id, right id) -> merge
   int64_t max_id_ = -1;
   std::optional<int32_t> unk_;
   std::string prefix_, suffix_;  // continuing_subword_prefix, end_of_word_suffix ("" when unset)

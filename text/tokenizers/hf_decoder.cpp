@@ -39,7 +39,8 @@ Step strip_step(const nlohmann::json& spec, const JsonPlace& at) {
 // metaspace.rs: prepend_scheme always | first | never (older files: add_prefix_space true, meaning always).
 Step metaspace_step(const nlohmann::json& spec, const JsonPlace& at) {
   Step s{Step::Kind::metaspace, one_character(spec, "replacement", at), " "};
-  const auto scheme = json_string(spec, "prepend_scheme", json_bool(spec, "add_prefix_space", true, at) ? "always" : "never", at);
+  const auto scheme =
+      json_string(spec, "prepend_scheme", json_bool(spec, "add_prefix_space", true, at) ? "always" : "never", at);
   if (scheme != "always" && scheme != "first" && scheme != "never")
     (at / "prepend_scheme").fail(fmt::format("'{}' is not one of always, first, never", scheme));
   s.drop_first = scheme != "never";
@@ -48,19 +49,28 @@ Step metaspace_step(const nlohmann::json& spec, const JsonPlace& at) {
 
 void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<Step>& steps) {
   const auto type = json_type(spec, at);
-  if (type == "ByteLevel") steps.push_back({Step::Kind::byte_level});
-  else if (type == "Metaspace") steps.push_back(metaspace_step(spec, at));
-  else if (type == "Replace") steps.push_back(replace_step(spec, at));
-  else if (type == "ByteFallback") steps.push_back({Step::Kind::byte_fallback});
-  else if (type == "Fuse") steps.push_back({Step::Kind::fuse});
-  else if (type == "Strip") steps.push_back(strip_step(spec, at));
+  if (type == "ByteLevel")
+    steps.push_back({Step::Kind::byte_level});
+  else if (type == "Metaspace")
+    steps.push_back(metaspace_step(spec, at));
+  else if (type == "Replace")
+    steps.push_back(replace_step(spec, at));
+  else if (type == "ByteFallback")
+    steps.push_back({Step::Kind::byte_fallback});
+  else if (type == "Fuse")
+    steps.push_back({Step::Kind::fuse});
+  else if (type == "Strip")
+    steps.push_back(strip_step(spec, at));
   else if (type == "Sequence") {
     const auto* parts = json_member(spec, "decoders");
     if (!parts || !parts->is_array()) (at / "decoders").fail("expected a list of decoders");
     for (size_t i = 0; i < parts->size(); ++i) append_steps((*parts)[i], (at / "decoders")[i], steps);
   } else {
-    (at / "type").fail(fmt::format("decoder '{}' is not supported (supported: none, ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, "
-                                   "Sequence of those)", type));
+    (at / "type")
+        .fail(fmt::format(
+            "decoder '{}' is not supported (supported: none, ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, "
+            "Sequence of those)",
+            type));
   }
 }
 
@@ -77,7 +87,12 @@ std::string replaced(const std::string& token, const std::string& from, const st
 // byte_fallback.rs: "<0xXX>" (Rust's u8::from_str_radix, so "+A" reads as 10 too); -1 for any other token.
 int byte_of(const std::string& token) {
   if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
-  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
   if (token[3] == '+') return hex(token[4]);
   const int hi = hex(token[3]), lo = hex(token[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
@@ -92,8 +107,10 @@ std::vector<std::string> fall_back(const std::vector<std::string>& tokens) {
   size_t run = 0;
   auto flush = [&] {
     if (run == 0) return;
-    if (valid_utf8(bytes)) out.push_back(bytes);
-    else for (size_t i = 0; i < run; ++i) out.emplace_back("\xEF\xBF\xBD");
+    if (valid_utf8(bytes))
+      out.push_back(bytes);
+    else
+      for (size_t i = 0; i < run; ++i) out.emplace_back("\xEF\xBF\xBD");
     bytes.clear(), run = 0;
   };
   for (const auto& token : tokens) {
@@ -112,7 +129,9 @@ std::vector<std::string> fall_back(const std::vector<std::string>& tokens) {
 std::string stripped(const std::string& token, const Step& s) {
   size_t begin = 0, end = token.size();
   for (size_t i = 0; i < s.start && token.compare(begin, s.from.size(), s.from) == 0; ++i) begin += s.from.size();
-  for (size_t i = 0; i < s.stop && end >= begin + s.from.size() && token.compare(end - s.from.size(), s.from.size(), s.from) == 0; ++i)
+  for (size_t i = 0;
+       i < s.stop && end >= begin + s.from.size() && token.compare(end - s.from.size(), s.from.size(), s.from) == 0;
+       ++i)
     end -= s.from.size();
   return token.substr(begin, end - begin);
 }
@@ -126,12 +145,14 @@ std::vector<std::string> apply(const Step& s, std::vector<std::string> tokens) {
       return {bytes};
     }
     case Step::Kind::metaspace:
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replaced(tokens[i], s.from, i == 0 && s.drop_first ? "" : s.to);
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = replaced(tokens[i], s.from, i == 0 && s.drop_first ? "" : s.to);
       return tokens;
     case Step::Kind::replace:
       for (auto& token : tokens) token = replaced(token, s.from, s.to);
       return tokens;
-    case Step::Kind::byte_fallback: return fall_back(tokens);
+    case Step::Kind::byte_fallback:
+      return fall_back(tokens);
     case Step::Kind::fuse: {
       std::string all;
       for (const auto& token : tokens) all += token;

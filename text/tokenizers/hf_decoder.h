@@ -21,9 +21,9 @@ class Decoder {
 
   struct Step {
     enum class Kind { byte_level, metaspace, replace, byte_fallback, fuse, strip } kind;
-    std::string from, to;       // replace: every `from` in a token becomes `to`; metaspace: the replacement character
-    bool drop_first = false;    // metaspace: the first token loses its replacement characters (prepend_scheme != never)
-    size_t start = 0, stop = 0; // strip: at most this many `from` characters cut from each end of every token
+    std::string from, to;     // replace: every `from` in a token becomes `to`; metaspace: the replacement character
+    bool drop_first = false;  // metaspace: the first token loses its replacement characters (prepend_scheme != never)
+    size_t start = 0, stop = 0;  // strip: at most this many `from` characters cut from each end of every token
   };
 
  private:

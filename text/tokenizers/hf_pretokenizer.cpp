@@ -43,7 +43,8 @@ bool ByteLevelAlphabet::unmap(std::string_view token, std::string& out) const {
   for (int32_t i = 0, n = static_cast<int32_t>(token.size()); i < n;) {
     UChar32 c;
     U8_NEXT(token.data(), i, n, c);
-    if (c < 0 || static_cast<size_t>(c) >= byte_of_char_.size() || byte_of_char_[static_cast<size_t>(c)] < 0) return false;
+    if (c < 0 || static_cast<size_t>(c) >= byte_of_char_.size() || byte_of_char_[static_cast<size_t>(c)] < 0)
+      return false;
     bytes += static_cast<char>(byte_of_char_[static_cast<size_t>(c)]);
   }
   out += bytes;
@@ -91,7 +92,9 @@ void append_normalizers(const nlohmann::json& spec, const JsonPlace& at, std::ve
     if (!parts || !parts->is_array()) (at / "normalizers").fail("expected a list of normalizers");
     for (size_t i = 0; i < parts->size(); ++i) append_normalizers((*parts)[i], (at / "normalizers")[i], ops);
   } else {
-    (at / "type").fail(fmt::format("normalizer '{}' is not supported (supported: none, NFC, Prepend, Replace, Sequence of those)", type));
+    (at / "type")
+        .fail(fmt::format(
+            "normalizer '{}' is not supported (supported: none, NFC, Prepend, Replace, Sequence of those)", type));
   }
 }
 
@@ -128,9 +131,12 @@ Normalizer Normalizer::from_json(const nlohmann::json* spec, const JsonPlace& at
 std::string Normalizer::apply(std::string_view text) const {
   std::string out(text);
   for (const auto& op : ops_) {
-    if (op.kind == Op::Kind::nfc) out = nfc(out);
-    else if (op.kind == Op::Kind::prepend && !out.empty()) out = op.text + out;  // prepend.rs: not an empty piece
-    else if (op.kind == Op::Kind::replace) out = replace_all(out, op.text, op.with);
+    if (op.kind == Op::Kind::nfc)
+      out = nfc(out);
+    else if (op.kind == Op::Kind::prepend && !out.empty())
+      out = op.text + out;  // prepend.rs: not an empty piece
+    else if (op.kind == Op::Kind::replace)
+      out = replace_all(out, op.text, op.with);
   }
   return out;
 }
@@ -142,7 +148,8 @@ namespace {
 std::shared_ptr<const icu::RegexPattern> compile(const std::string& pattern, uint32_t flags, const JsonPlace& at) {
   UParseError where{};
   UErrorCode status = U_ZERO_ERROR;
-  std::shared_ptr<const icu::RegexPattern> re(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(pattern), flags, where, status));
+  std::shared_ptr<const icu::RegexPattern> re(
+      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(pattern), flags, where, status));
   if (U_FAILURE(status))
     at.fail(fmt::format("the pattern does not compile ({} at offset {})", u_errorName(status), where.offset));
   return re;
@@ -182,7 +189,8 @@ PreTokenizer::Step metaspace_step(const nlohmann::json& spec, const JsonPlace& a
   if (step.prepend_scheme != "always" && step.prepend_scheme != "first" && step.prepend_scheme != "never")
     (at / "prepend_scheme").fail(fmt::format("'{}' is not one of always, first, never", step.prepend_scheme));
   if (!json_bool(spec, "add_prefix_space", true, at) && step.prepend_scheme != "never")
-    (at / "add_prefix_space").fail("false contradicts prepend_scheme '" + step.prepend_scheme + "' (tokenizers refuses it too)");
+    (at / "add_prefix_space")
+        .fail("false contradicts prepend_scheme '" + step.prepend_scheme + "' (tokenizers refuses it too)");
   step.metaspace_split = json_bool(spec, "split", true, at);
   return step;
 }
@@ -208,12 +216,15 @@ void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<P
     if (!parts || !parts->is_array()) (at / "pretokenizers").fail("expected a list of pre-tokenizers");
     for (size_t i = 0; i < parts->size(); ++i) append_steps((*parts)[i], (at / "pretokenizers")[i], steps);
   } else {
-    (at / "type").fail(fmt::format("pre_tokenizer '{}' is not supported (supported: Split, ByteLevel, Metaspace, Digits, Sequence)", type));
+    (at / "type")
+        .fail(fmt::format(
+            "pre_tokenizer '{}' is not supported (supported: Split, ByteLevel, Metaspace, Digits, Sequence)", type));
   }
 }
 
 // Calls `emit` with the matches of `matcher` in `text` and the stretches between them, in order (Isolated).
-void split_isolated(icu::RegexMatcher& matcher, std::string_view text, const std::function<void(std::string_view)>& emit) {
+void split_isolated(icu::RegexMatcher& matcher, std::string_view text,
+                    const std::function<void(std::string_view)>& emit) {
   UErrorCode status = U_ZERO_ERROR;
   UText* ut = utext_openUTF8(nullptr, text.data(), static_cast<int64_t>(text.size()), &status);
   matcher.reset(ut);  // UTF-8 text: match offsets are byte offsets
@@ -225,7 +236,8 @@ void split_isolated(icu::RegexMatcher& matcher, std::string_view text, const std
     done = end;
   }
   utext_close(ut);
-  if (U_FAILURE(status)) throw DataError(fmt::format("the pre-tokenizer's regex failed on the text: {}", u_errorName(status)));
+  if (U_FAILURE(status))
+    throw DataError(fmt::format("the pre-tokenizer's regex failed on the text: {}", u_errorName(status)));
   if (done < text.size()) emit(text.substr(done));
 }
 
@@ -251,13 +263,16 @@ namespace {
 
 // Metaspace on one piece: spaces replaced, the replacement put in front as the scheme says, then (split) a new piece
 // at each replacement character, which stays with the text after it (MergedWithNext).
-void metaspace(const PreTokenizer::Step& step, std::string_view piece, bool at_start, const std::function<void(std::string_view, bool)>& next) {
+void metaspace(const PreTokenizer::Step& step, std::string_view piece, bool at_start,
+               const std::function<void(std::string_view, bool)>& next) {
   auto text = replace_all(piece, " ", step.metaspace);
   const bool prefixed = text.compare(0, step.metaspace.size(), step.metaspace) == 0;
-  if (!prefixed && (step.prepend_scheme == "always" || (step.prepend_scheme == "first" && at_start))) text = step.metaspace + text;
+  if (!prefixed && (step.prepend_scheme == "always" || (step.prepend_scheme == "first" && at_start)))
+    text = step.metaspace + text;
   if (!step.metaspace_split) return next(text, at_start);
   size_t begin = 0;
-  for (size_t hit = text.find(step.metaspace, step.metaspace.size()); hit != std::string::npos; hit = text.find(step.metaspace, hit + step.metaspace.size())) {
+  for (size_t hit = text.find(step.metaspace, step.metaspace.size()); hit != std::string::npos;
+       hit = text.find(step.metaspace, hit + step.metaspace.size())) {
     if (hit > begin) next(std::string_view(text).substr(begin, hit - begin), at_start && begin == 0);
     begin = hit;
   }
@@ -288,8 +303,10 @@ void PreTokenizer::run(std::string_view text, bool at_start, const std::function
       prefixed = " " + std::string(piece);
       piece = prefixed;
     }
-    if (step.split) split_isolated(*matchers[i], piece, in_order);
-    else in_order(piece);
+    if (step.split)
+      split_isolated(*matchers[i], piece, in_order);
+    else
+      in_order(piece);
   };
   feed(0, text, at_start);
 }

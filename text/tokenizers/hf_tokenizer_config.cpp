@@ -15,7 +15,8 @@ std::optional<std::string> token_text(const nlohmann::json& config, const char* 
   const auto* v = json_member(config, key);
   if (!v) return std::nullopt;
   if (v->is_string()) return v->get<std::string>();
-  if (const auto* content = json_member(*v, "content"); content && content->is_string()) return content->get<std::string>();
+  if (const auto* content = json_member(*v, "content"); content && content->is_string())
+    return content->get<std::string>();
   (at / key).fail(fmt::format("expected a token (a string or {{\"content\": ...}}), got {}", json_excerpt(*v)));
 }
 

@@ -8,7 +8,7 @@
 namespace fwlab {
 
 struct TokenizerConfig {
-  bool sets_special = false;  // add_bos_token or add_eos_token is present (either one decides both ends)
+  bool sets_special = false;              // add_bos_token or add_eos_token is present (either one decides both ends)
   bool add_bos = false, add_eos = false;  // an absent key or null counts as false
   std::optional<std::string> bos_token, eos_token;  // "..." or {"content": "..."}; nullopt: absent or null
 };

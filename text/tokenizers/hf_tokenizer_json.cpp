@@ -20,16 +20,20 @@ HfJsonTokenizer::Template read_template(const nlohmann::json& spec, const JsonPl
     const auto& piece = (*single)[i];
     const auto where = (at / "single")[i];
     if (const auto* seq = json_member(piece, "Sequence")) {
-      if (seen_sequence || json_string(*seq, "id", "A", where / "Sequence") != "A") where.fail("a single-sequence template holds $A once");
+      if (seen_sequence || json_string(*seq, "id", "A", where / "Sequence") != "A")
+        where.fail("a single-sequence template holds $A once");
       seen_sequence = true;
       continue;
     }
     const auto* special = json_member(piece, "SpecialToken");
-    if (!special) where.fail(fmt::format("expected {{\"SpecialToken\": ...}} or {{\"Sequence\": ...}}, got {}", json_excerpt(piece)));
+    if (!special)
+      where.fail(
+          fmt::format("expected {{\"SpecialToken\": ...}} or {{\"Sequence\": ...}}, got {}", json_excerpt(piece)));
     const auto name = json_string(*special, "id", "", where / "SpecialToken");
     const auto* entry = specials ? json_member(*specials, name.c_str()) : nullptr;
     const auto* ids = entry ? json_member(*entry, "ids") : nullptr;
-    if (!ids || !ids->is_array()) (at / "special_tokens").fail(fmt::format("no \"ids\" for the template's token {}", nlohmann::json(name).dump()));
+    if (!ids || !ids->is_array())
+      (at / "special_tokens").fail(fmt::format("no \"ids\" for the template's token {}", nlohmann::json(name).dump()));
     for (const auto& id : *ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
         (at / "special_tokens" / name / "ids").fail(fmt::format("{} is not a token id", json_excerpt(id)));
@@ -42,7 +46,8 @@ HfJsonTokenizer::Template read_template(const nlohmann::json& spec, const JsonPl
 
 }  // namespace
 
-HfJsonTokenizer::HfJsonTokenizer(const std::string& tokenizer_json, const std::string& config_json, std::string name) : name_(std::move(name)) {
+HfJsonTokenizer::HfJsonTokenizer(const std::string& tokenizer_json, const std::string& config_json, std::string name)
+    : name_(std::move(name)) {
   const auto j = read_json_file(tokenizer_json);
   const JsonPlace at{tokenizer_json, ""};
   if (!j.is_object()) at.fail("expected a JSON object (Hugging Face's tokenizer.json)");
@@ -73,7 +78,9 @@ void HfJsonTokenizer::read_post_processor(const nlohmann::json* spec, const Json
     if (!parts || !parts->is_array()) (at / "processors").fail("expected a list of post-processors");
     for (size_t i = 0; i < parts->size(); ++i) read_post_processor(&(*parts)[i], (at / "processors")[i]);
   } else {
-    (at / "type").fail(fmt::format("post_processor '{}' is not supported (supported: none, ByteLevel, TemplateProcessing, Sequence)", type));
+    (at / "type")
+        .fail(fmt::format(
+            "post_processor '{}' is not supported (supported: none, ByteLevel, TemplateProcessing, Sequence)", type));
   }
 }
 
@@ -83,7 +90,9 @@ void HfJsonTokenizer::apply_config(const TokenizerConfig& config, const std::str
   if (!config.sets_special) return;
   auto id_of = [&](const std::optional<std::string>& token, const char* key) {
     const auto id = token_to_id(*token);
-    if (!id) throw DataError(fmt::format("{}: {}: {} is not in the vocabulary", config_json, key, nlohmann::json(*token).dump()));
+    if (!id)
+      throw DataError(
+          fmt::format("{}: {}: {} is not in the vocabulary", config_json, key, nlohmann::json(*token).dump()));
     return *id;
   };
   Template t;
@@ -98,7 +107,8 @@ void HfJsonTokenizer::check_special_ids(const std::string& file) const {
     for (const auto* ids : {&t.before, &t.after})
       for (const auto id : *ids)
         if (id >= vocab_size_)
-          throw DataError(fmt::format("{}: post_processor: special token id {} is outside the vocabulary of {}", file, id, vocab_size_));
+          throw DataError(fmt::format("{}: post_processor: special token id {} is outside the vocabulary of {}", file,
+                                      id, vocab_size_));
 }
 
 std::optional<int32_t> HfJsonTokenizer::token_to_id(const std::string& token) const {
@@ -140,8 +150,10 @@ std::vector<int32_t> HfJsonTokenizer::encode(std::string_view input, bool add_sp
 std::string HfJsonTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<std::string> tokens;
   for (const auto id : ids) {
-    if (const auto* added = added_->token(id)) tokens.push_back(added->pattern);
-    else if (const auto* token = model_->id_to_token(id)) tokens.push_back(*token);
+    if (const auto* added = added_->token(id))
+      tokens.push_back(added->pattern);
+    else if (const auto* token = model_->id_to_token(id))
+      tokens.push_back(*token);
   }
   return decoder_.decode(std::move(tokens));
 }

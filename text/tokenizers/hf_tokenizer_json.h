@@ -32,8 +32,8 @@ class HfJsonTokenizer : public Tokenizer {
   std::vector<int32_t> encode(std::string_view text) const override { return encode(text, true); }
   std::vector<int32_t> encode_plain(std::string_view text) const override { return encode(text, false); }
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
-  // The decoder's text (text/tokenizers/hf_decoder.h; ids the vocabulary lacks are skipped, as tokenizers does); a ByteLevel
-  // decoder's bytes are not forced to valid UTF-8, so that pieces of a text decode to pieces of its bytes.
+  // The decoder's text (text/tokenizers/hf_decoder.h; ids the vocabulary lacks are skipped, as tokenizers does); a
+  // ByteLevel decoder's bytes are not forced to valid UTF-8, so that pieces of a text decode to pieces of its bytes.
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }  // max id + 1 over the vocab and added tokens
   std::string name() const override { return name_; }

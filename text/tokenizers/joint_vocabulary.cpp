@@ -22,7 +22,8 @@ namespace fwlab {
 
 namespace fs = std::filesystem;
 
-std::string joint_vocabulary_path(const std::string& dir, const std::string& source, const std::string& target, int64_t vocab_size) {
+std::string joint_vocabulary_path(const std::string& dir, const std::string& source, const std::string& target,
+                                  int64_t vocab_size) {
   return fmt::format("{}/spm_joint_{}-{}_bpe{}.model", dir, source, target, vocab_size);
 }
 
@@ -44,7 +45,9 @@ void run_spm_train(const std::vector<std::string>& flags, const std::string& log
   pid_t pid = 0;
   const int spawned = posix_spawnp(&pid, "spm_train", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) throw std::runtime_error(fmt::format("cannot run spm_train (Debian's sentencepiece package): {}", std::strerror(spawned)));
+  if (spawned != 0)
+    throw std::runtime_error(
+        fmt::format("cannot run spm_train (Debian's sentencepiece package): {}", std::strerror(spawned)));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -58,22 +61,31 @@ void run_spm_train(const std::vector<std::string>& flags, const std::string& log
 
 }  // namespace
 
-std::string joint_vocabulary(const std::string& dir, const std::string& source, const std::string& target, int64_t vocab_size) {
+std::string joint_vocabulary(const std::string& dir, const std::string& source, const std::string& target,
+                             int64_t vocab_size) {
   const auto path = joint_vocabulary_path(dir, source, target, vocab_size);
   if (fs::exists(path)) return path;
   const auto prefix = fmt::format("{}.tmp{}", path.substr(0, path.size() - 6), ::getpid());
   // Every character kept (coverage 1: the corpora are small and their alphabets too), one thread and the input
   // in file order, so that the same corpus always gives the same model.
-  const std::vector<std::string> flags = {
-      fmt::format("--input={0}/train.{1},{0}/train.{2}", dir, source, target), "--model_prefix=" + prefix,
-      fmt::format("--vocab_size={}", vocab_size), "--model_type=bpe", "--character_coverage=1.0", "--pad_id=0", "--unk_id=1",
-      "--bos_id=2", "--eos_id=3", "--num_threads=1", "--shuffle_input_sentence=false"};
+  const std::vector<std::string> flags = {fmt::format("--input={0}/train.{1},{0}/train.{2}", dir, source, target),
+                                          "--model_prefix=" + prefix,
+                                          fmt::format("--vocab_size={}", vocab_size),
+                                          "--model_type=bpe",
+                                          "--character_coverage=1.0",
+                                          "--pad_id=0",
+                                          "--unk_id=1",
+                                          "--bos_id=2",
+                                          "--eos_id=3",
+                                          "--num_threads=1",
+                                          "--shuffle_input_sentence=false"};
   try {
     run_spm_train(flags, prefix + ".log");
   } catch (const std::exception& e) {
     std::error_code ignored;
     for (const char* ext : {".model", ".vocab", ".log"}) fs::remove(prefix + ext, ignored);
-    throw DataError(fmt::format("{}: cannot learn a joint vocabulary of {} pieces from train.{} and train.{}: {}", dir, vocab_size, source, target, e.what()));
+    throw DataError(fmt::format("{}: cannot learn a joint vocabulary of {} pieces from train.{} and train.{}: {}", dir,
+                                vocab_size, source, target, e.what()));
   }
   fs::remove(prefix + ".log");
   fs::rename(prefix + ".vocab", path.substr(0, path.size() - 6) + ".vocab");  // the pieces and scores, to read

@@ -13,9 +13,11 @@ namespace fwlab {
 // learning it at once leave one whole file.
 // Ids: 0 <pad>, 1 <unk>, 2 <s>, 3 </s> (fairseq's dictionary order). Throws DataError naming the corpus when
 // SentencePiece cannot learn it (a vocabulary larger than the text allows, for instance).
-std::string joint_vocabulary(const std::string& dir, const std::string& source, const std::string& target, int64_t vocab_size);
+std::string joint_vocabulary(const std::string& dir, const std::string& source, const std::string& target,
+                             int64_t vocab_size);
 
 // The path joint_vocabulary() writes, without learning anything.
-std::string joint_vocabulary_path(const std::string& dir, const std::string& source, const std::string& target, int64_t vocab_size);
+std::string joint_vocabulary_path(const std::string& dir, const std::string& source, const std::string& target,
+                                  int64_t vocab_size);
 
 }  // namespace fwlab

@@ -22,10 +22,11 @@ struct FwlabSentencePieceApi {
   FwlabSentencePiece* (*load)(const char* path, char* error, size_t error_size);
   void (*release)(FwlabSentencePiece* model);
   // 0 on success (the ids go to sink once), else nonzero with the reason in `error`.
-  int (*encode)(const FwlabSentencePiece* model, const char* text, size_t size, void (*sink)(void* context, const int* ids, size_t n),
-                void* context, char* error, size_t error_size);
-  int (*decode)(const FwlabSentencePiece* model, const int* ids, size_t n, void (*sink)(void* context, const char* text, size_t size),
-                void* context, char* error, size_t error_size);
+  int (*encode)(const FwlabSentencePiece* model, const char* text, size_t size,
+                void (*sink)(void* context, const int* ids, size_t n), void* context, char* error, size_t error_size);
+  int (*decode)(const FwlabSentencePiece* model, const int* ids, size_t n,
+                void (*sink)(void* context, const char* text, size_t size), void* context, char* error,
+                size_t error_size);
   int (*piece_size)(const FwlabSentencePiece* model);
   int (*piece_to_id)(const FwlabSentencePiece* model, const char* piece, size_t size);
   int (*is_unknown)(const FwlabSentencePiece* model, int id);

@@ -29,15 +29,21 @@ const FwlabSentencePieceApi& bridge() {
       return;
     }
     const auto entry = reinterpret_cast<FwlabSentencePieceApiFn>(::dlsym(handle, FWLAB_SENTENCEPIECE_API_SYMBOL));
-    if (!entry) failure = fmt::format("{} has no {}", path, FWLAB_SENTENCEPIECE_API_SYMBOL);
-    else api = entry();
+    if (!entry)
+      failure = fmt::format("{} has no {}", path, FWLAB_SENTENCEPIECE_API_SYMBOL);
+    else
+      api = entry();
   });
   if (!api) throw std::runtime_error(failure);
   return *api;
 }
 
-void take_ids(void* context, const int* ids, size_t n) { static_cast<std::vector<int>*>(context)->assign(ids, ids + n); }
-void take_text(void* context, const char* text, size_t n) { static_cast<std::vector<char>*>(context)->assign(text, text + n); }
+void take_ids(void* context, const int* ids, size_t n) {
+  static_cast<std::vector<int>*>(context)->assign(ids, ids + n);
+}
+void take_text(void* context, const char* text, size_t n) {
+  static_cast<std::vector<char>*>(context)->assign(text, text + n);
+}
 
 }  // namespace
 
@@ -59,12 +65,15 @@ std::vector<int> SentencePieceModel::encode(const char* text, size_t size) const
 std::vector<char> SentencePieceModel::decode(const std::vector<int>& ids) const {
   std::vector<char> text;
   char error[1024] = "";
-  if (api_->decode(model_, ids.data(), ids.size(), take_text, &text, error, sizeof error) != 0) throw std::runtime_error(error);
+  if (api_->decode(model_, ids.data(), ids.size(), take_text, &text, error, sizeof error) != 0)
+    throw std::runtime_error(error);
   return text;
 }
 
 int SentencePieceModel::piece_size() const { return api_->piece_size(model_); }
-int SentencePieceModel::piece_to_id(const char* piece, size_t size) const { return api_->piece_to_id(model_, piece, size); }
+int SentencePieceModel::piece_to_id(const char* piece, size_t size) const {
+  return api_->piece_to_id(model_, piece, size);
+}
 bool SentencePieceModel::is_unknown(int id) const { return api_->is_unknown(model_, id) != 0; }
 int SentencePieceModel::bos_id() const { return api_->bos_id(model_); }
 int SentencePieceModel::eos_id() const { return api_->eos_id(model_); }

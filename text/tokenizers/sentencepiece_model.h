@@ -1,5 +1,6 @@
 // A SentencePiece model (`tokenizer.model`, Llama 2 / Mistral) through Debian's libsentencepiece, which is
-// reached only through libfwlab_sentencepiece.so, opened on first use (text/tokenizers/sentencepiece_bridge.h says why).
+// reached only through libfwlab_sentencepiece.so, opened on first use (text/tokenizers/sentencepiece_bridge.h says
+// why).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,7 @@ class SentencePieceModel {
   SentencePieceModel& operator=(const SentencePieceModel&) = delete;
 
   std::vector<int> encode(const char* text, size_t size) const;  // throws std::runtime_error
-  std::vector<char> decode(const std::vector<int>& ids) const;    // UTF-8 bytes; throws std::runtime_error
+  std::vector<char> decode(const std::vector<int>& ids) const;   // UTF-8 bytes; throws std::runtime_error
   int piece_size() const;
   int piece_to_id(const char* piece, size_t size) const;  // unk_id() when the piece is not in the model
   bool is_unknown(int id) const;

@@ -11,7 +11,8 @@
 
 namespace fwlab {
 
-SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file, const std::string& config_json, std::string name)
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file, const std::string& config_json,
+                                               std::string name)
     : name_(std::move(name)) {
   try {
     model_ = std::make_unique<SentencePieceModel>(model_file.c_str());
@@ -24,15 +25,18 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_file, co
 }
 
 // The config's token when it names one (it must be a piece of the model), else the model's own BOS / EOS.
-int SentencePieceTokenizer::special_id(const std::optional<std::string>& token, int model_id, const std::string& config_json,
-                                       const char* key) const {
+int SentencePieceTokenizer::special_id(const std::optional<std::string>& token, int model_id,
+                                       const std::string& config_json, const char* key) const {
   if (token) {
     const int id = model_->piece_to_id(token->data(), token->size());
     if (id < 0 || (model_->is_unknown(id) && id != model_id))
-      throw DataError(fmt::format("{}: {}: {} is not a piece of the SentencePiece model", config_json, key, nlohmann::json(*token).dump()));
+      throw DataError(fmt::format("{}: {}: {} is not a piece of the SentencePiece model", config_json, key,
+                                  nlohmann::json(*token).dump()));
     return id;
   }
-  if (model_id < 0) throw DataError(fmt::format("{}: add_{}: the SentencePiece model has no such token and {} is not set", config_json, key, key));
+  if (model_id < 0)
+    throw DataError(
+        fmt::format("{}: add_{}: the SentencePiece model has no such token and {} is not set", config_json, key, key));
   return model_id;
 }
 

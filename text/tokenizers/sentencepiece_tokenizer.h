@@ -26,7 +26,8 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string name() const override { return name_; }
 
  private:
-  int special_id(const std::optional<std::string>& token, int model_id, const std::string& config_json, const char* key) const;
+  int special_id(const std::optional<std::string>& token, int model_id, const std::string& config_json,
+                 const char* key) const;
 
   std::unique_ptr<SentencePieceModel> model_;
   std::string name_;

@@ -107,8 +107,20 @@ void append_utf8(std::string& out, char32_t cp) {
 // JavaScript's \s: WhiteSpace and LineTerminator code points.
 bool is_space(char32_t c) {
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680: case 0x2028:
-    case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
+    case 0xFEFF:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -142,7 +154,7 @@ size_t match_at(const std::u32string& s, size_t i) {
     const size_t start = s[i] == U' ' ? i + 1 : i;
     if (start < n && cls(s[start])) return run(start, cls) - i;
   }
-  const size_t end = run(i, &is_space);  // s[i] is whitespace here
+  const size_t end = run(i, &is_space);          // s[i] is whitespace here
   if (end == n || end - i == 1) return end - i;  // \s+(?!\S) at the end, or the single-space fallback \s+
   return end - i - 1;                            // leave the last space to prefix the next word
 }

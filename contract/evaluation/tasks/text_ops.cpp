@@ -43,8 +43,10 @@ std::string to_utf8(const std::u16string& s) {
 std::u16string mapped(const std::u16string& s, bool title) {
   std::u16string out(s.size() * 3 + 4, u'\0');  // a code point maps to at most 3
   UErrorCode status = U_ZERO_ERROR;
-  const auto n = title ? u_strToTitle(out.data(), static_cast<int32_t>(out.size()), s.data(), static_cast<int32_t>(s.size()), nullptr, "", &status)
-                       : u_strToLower(out.data(), static_cast<int32_t>(out.size()), s.data(), static_cast<int32_t>(s.size()), "", &status);
+  const auto n = title ? u_strToTitle(out.data(), static_cast<int32_t>(out.size()), s.data(),
+                                      static_cast<int32_t>(s.size()), nullptr, "", &status)
+                       : u_strToLower(out.data(), static_cast<int32_t>(out.size()), s.data(),
+                                      static_cast<int32_t>(s.size()), "", &status);
   out.resize(U_SUCCESS(status) ? static_cast<size_t>(n) : 0);
   return out;
 }
@@ -65,7 +67,8 @@ std::string capitalize(const std::string& s) {
 
 // Python's str.replace: every non-overlapping occurrence, left to right.
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 

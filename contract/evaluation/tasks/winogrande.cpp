@@ -10,7 +10,8 @@ EvalDoc read_winogrande(const DocFields& f) {
   const auto sentence = f.text("sentence");
   const auto blank = sentence.find('_');
   if (blank == std::string::npos) f.fail("sentence", "has no blank '_'");
-  for (const char* field : {"option1", "option2"}) d.choices.push_back(sentence.substr(0, blank) + f.nonempty_text(field));
+  for (const char* field : {"option1", "option2"})
+    d.choices.push_back(sentence.substr(0, blank) + f.nonempty_text(field));
   d.target = strip(sentence.substr(blank + 1));
   if (d.target.empty()) f.fail("sentence", "nothing follows the blank '_': the continuation would be empty");
   d.multiple_input = true;

@@ -43,13 +43,15 @@ std::map<std::string, std::string> shard_map(const fs::path& dir, std::vector<fs
     std::map<std::string, std::vector<std::string>> by_file;
     for (const auto& [name, file] : j["weight_map"].items()) {
       if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos)
-        throw FormatError(fmt::format("{}: weight_map['{}'] must be a file name in the directory, got {}", index.string(), name, file.dump()));
+        throw FormatError(fmt::format("{}: weight_map['{}'] must be a file name in the directory, got {}",
+                                      index.string(), name, file.dump()));
       where[name] = file.get<std::string>();
       by_file[file.get<std::string>()].push_back(name);
     }
     for (const auto& [file, names] : by_file) {
       if (!fs::is_regular_file(dir / file))
-        throw FormatError(fmt::format("{}: shard '{}' (holding '{}'{}) does not exist", index.string(), file, names.front(),
+        throw FormatError(fmt::format("{}: shard '{}' (holding '{}'{}) does not exist", index.string(), file,
+                                      names.front(),
                                       names.size() > 1 ? fmt::format(" and {} more", names.size() - 1) : ""));
       files.push_back(dir / file);
     }
@@ -60,8 +62,10 @@ std::map<std::string, std::string> shard_map(const fs::path& dir, std::vector<fs
     return where;
   }
   if (fs::exists(dir / "pytorch_model.bin"))
-    throw FormatError(fmt::format("{}: only pytorch_model.bin (a pickle) is there; fwlab reads safetensors "
-                                  "(model.safetensors or shards with model.safetensors.index.json)", dir.string()));
+    throw FormatError(
+        fmt::format("{}: only pytorch_model.bin (a pickle) is there; fwlab reads safetensors "
+                    "(model.safetensors or shards with model.safetensors.index.json)",
+                    dir.string()));
   throw FormatError(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json exists", dir.string()));
 }
 
@@ -73,15 +77,19 @@ const HfFamily& family_of_json(const nlohmann::json& j, const std::string& where
   if (!family) {
     std::vector<std::string> known;
     for (const auto* f : hf_families()) known.insert(known.end(), f->model_types.begin(), f->model_types.end());
-    throw FormatError(fmt::format("{}: key 'model_type' = {}{}: not an architecture fwlab reads ({})", where, type.dump(),
-                                  archs.empty() ? "" : " (architectures " + archs + ")", fmt::join(known, ", ")));
+    throw FormatError(fmt::format("{}: key 'model_type' = {}{}: not an architecture fwlab reads ({})", where,
+                                  type.dump(), archs.empty() ? "" : " (architectures " + archs + ")",
+                                  fmt::join(known, ", ")));
   }
-  if (j.contains("architectures")) {  // another head on the same body (a classifier, a bare model) is not a language model
-    if (!j["architectures"].is_array()) throw FormatError(fmt::format("{}: key 'architectures' must be a list, got {}", where, archs));
+  if (j.contains(
+          "architectures")) {  // another head on the same body (a classifier, a bare model) is not a language model
+    if (!j["architectures"].is_array())
+      throw FormatError(fmt::format("{}: key 'architectures' must be a list, got {}", where, archs));
     for (const auto& a : j["architectures"])
-      if (!a.is_string() || std::find(family->architectures.begin(), family->architectures.end(), a.get<std::string>()) == family->architectures.end())
-        throw FormatError(fmt::format("{}: key 'architectures' holds {}: fwlab reads {} for model_type {}", where, a.dump(),
-                                      fmt::join(family->architectures, ", "), type.dump()));
+      if (!a.is_string() || std::find(family->architectures.begin(), family->architectures.end(),
+                                      a.get<std::string>()) == family->architectures.end())
+        throw FormatError(fmt::format("{}: key 'architectures' holds {}: fwlab reads {} for model_type {}", where,
+                                      a.dump(), fmt::join(family->architectures, ", "), type.dump()));
   }
   return *family;
 }
@@ -102,14 +110,16 @@ HfTensor check_tensor(const HfFamily& family, const std::map<std::string, HfName
   }
   auto it = table.find(name);
   if (it == table.end())
-    throw FormatError(fmt::format("{}: unexpected tensor '{}' (not part of a {} of config.json's sizes: {})", file.string(), e.name,
-                                  family.name, family.size_keys(ck.config)));
+    throw FormatError(fmt::format("{}: unexpected tensor '{}' (not part of a {} of config.json's sizes: {})",
+                                  file.string(), e.name, family.name, family.size_keys(ck.config)));
   const auto& n = it->second;
   if (e.shape != n.shape)
-    throw FormatError(fmt::format("{}: tensor '{}' has shape {} but {} implies {} ({})", file.string(), e.name, shape_str(e.shape),
-                                  (fs::path(ck.dir) / "config.json").string(), shape_str(n.shape), family.size_keys(ck.config)));
+    throw FormatError(fmt::format("{}: tensor '{}' has shape {} but {} implies {} ({})", file.string(), e.name,
+                                  shape_str(e.shape), (fs::path(ck.dir) / "config.json").string(), shape_str(n.shape),
+                                  family.size_keys(ck.config)));
   if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
-    throw FormatError(fmt::format("{}: tensor '{}' is stored as {}, not a floating type (F32, BF16, F16, F64)", file.string(), e.name, e.dtype));
+    throw FormatError(fmt::format("{}: tensor '{}' is stored as {}, not a floating type (F32, BF16, F16, F64)",
+                                  file.string(), e.name, e.dtype));
   t.fwlab_name = n.fwlab, t.op = n.op, t.row_offset = n.row_offset;
   return t;
 }
@@ -119,7 +129,8 @@ void check_complete(const HfCheckpoint& ck, const std::vector<HfName>& names, co
                     const std::map<std::string, std::string>& index, const std::string& sizes) {
   for (const auto& n : names)
     if (!n.optional && !seen.count(n.hf))
-      throw FormatError(fmt::format("{}: missing tensor '{}' (config.json: {}); a missing or incomplete shard?", ck.dir, n.hf, sizes));
+      throw FormatError(fmt::format("{}: missing tensor '{}' (config.json: {}); a missing or incomplete shard?", ck.dir,
+                                    n.hf, sizes));
   for (const auto& listed : index) {  // not structured bindings: clang 14 cannot capture those in lambdas
     const auto& name = listed.first;
     if (std::none_of(ck.tensors.begin(), ck.tensors.end(), [&](const HfTensor& t) { return t.hf_name == name; }))
@@ -135,11 +146,16 @@ std::string hf_dir(const std::string& source) { return source.substr(std::char_t
 
 const char* to_string(HfOp op) {
   switch (op) {
-    case HfOp::copy: return "copied";
-    case HfOp::transpose: return "transposed (Conv1D [in, out] -> Linear [out, in])";
-    case HfOp::rows: return "copied into rows of a fused tensor";
-    case HfOp::tied: return "tied (equal to the token embedding; the output projection is tied)";
-    case HfOp::ignore: return "ignored (causal-mask buffer, not a parameter)";
+    case HfOp::copy:
+      return "copied";
+    case HfOp::transpose:
+      return "transposed (Conv1D [in, out] -> Linear [out, in])";
+    case HfOp::rows:
+      return "copied into rows of a fused tensor";
+    case HfOp::tied:
+      return "tied (equal to the token embedding; the output projection is tied)";
+    case HfOp::ignore:
+      return "ignored (causal-mask buffer, not a parameter)";
   }
   return "?";
 }
@@ -153,7 +169,8 @@ namespace {
 // DIR/config.json, checked to be there.
 nlohmann::json config_json_of(const std::string& dir) {
   const auto path = fs::path(dir) / "config.json";
-  if (!fs::is_directory(dir)) throw FormatError(fmt::format("{}: not a directory (hf: names a Hugging Face model directory)", dir));
+  if (!fs::is_directory(dir))
+    throw FormatError(fmt::format("{}: not a directory (hf: names a Hugging Face model directory)", dir));
   if (!fs::is_regular_file(path)) throw FormatError(fmt::format("{}: does not exist", path.string()));
   return read_json(path);
 }
@@ -183,11 +200,13 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
       if (!index.empty()) {
         auto it = index.find(e.name);
         if (it == index.end() || it->second != file.filename().string())
-          throw FormatError(fmt::format("{}: tensor '{}' is not listed for this shard in model.safetensors.index.json", file.string(), e.name));
+          throw FormatError(fmt::format("{}: tensor '{}' is not listed for this shard in model.safetensors.index.json",
+                                        file.string(), e.name));
       }
       auto t = check_tensor(family, table, ck, e, file);
       if (t.op != HfOp::ignore && !seen.insert(without_prefix(family, e.name)).second)
-        throw FormatError(fmt::format("{}: tensor '{}' appears twice in the directory", file.string(), without_prefix(family, e.name)));
+        throw FormatError(fmt::format("{}: tensor '{}' appears twice in the directory", file.string(),
+                                      without_prefix(family, e.name)));
       ck.tensors.push_back(std::move(t));
     }
   }
@@ -197,6 +216,8 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir) {
 
 std::vector<HfName> hf_names(const ModelConfig& cfg) { return hf_family_for(cfg).names(cfg); }
 nlohmann::json hf_config_json(const ModelConfig& cfg) { return hf_family_for(cfg).config_json(cfg); }
-std::string hf_export_name(const ModelConfig& cfg, const std::string& name) { return hf_family_for(cfg).tensor_prefix + name; }
+std::string hf_export_name(const ModelConfig& cfg, const std::string& name) {
+  return hf_family_for(cfg).tensor_prefix + name;
+}
 
 }  // namespace fwlab

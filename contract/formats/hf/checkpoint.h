@@ -1,7 +1,7 @@
 // Hugging Face checkpoint directories: config.json and model.safetensors, or shards listed by
 // model.safetensors.index.json. This half is torch-free: it reads config.json into a ModelConfig through the
-// architecture family that config.json names (contract/formats/hf/family.h) and maps every tensor of the directory to the
-// fwlab parameter it becomes, checking names, shapes and shards against config.json, so that the harness can report
+// architecture family that config.json names (contract/formats/hf/family.h) and maps every tensor of the directory to
+// the fwlab parameter it becomes, checking names, shapes and shards against config.json, so that the harness can report
 // a bad directory before any job starts and the worker loads exactly what was checked. Errors are
 // safetensors::FormatError naming the file and the key or tensor at fault.
 #pragma once
@@ -41,8 +41,8 @@ struct HfName {
 };
 
 struct HfTensor {
-  std::string hf_name;  // as the file names it
-  std::string file;     // the shard holding it
+  std::string hf_name;     // as the file names it
+  std::string file;        // the shard holding it
   std::string fwlab_name;  // "" for ignored tensors; the token embedding for tied ones
   HfOp op = HfOp::copy;
   int64_t row_offset = 0;

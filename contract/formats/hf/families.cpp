@@ -24,8 +24,10 @@ const HfFamily& hf_family_for(const ModelConfig& cfg) {
   for (size_t i = 0; i < cfg.layers.size(); ++i)
     if (cfg.layers[i].kind != "softmax")
       throw ConfigError(fmt::format("layers[{}].kind", i),
-                        fmt::format("'{}' has no Hugging Face form; only models whose layers are all softmax export", cfg.layers[i].kind));
-  if (cfg.lora_rank > 0) throw ConfigError("lora_rank", "the model has LoRA adapters: merge them first (fwlab-worker merge-lora)");
+                        fmt::format("'{}' has no Hugging Face form; only models whose layers are all softmax export",
+                                    cfg.layers[i].kind));
+  if (cfg.lora_rank > 0)
+    throw ConfigError("lora_rank", "the model has LoRA adapters: merge them first (fwlab-worker merge-lora)");
   std::string why;
   for (const auto* f : hf_families()) {
     const auto reason = f->cannot_hold(cfg);
@@ -35,7 +37,8 @@ const HfFamily& hf_family_for(const ModelConfig& cfg) {
   throw ConfigError("model", "no Hugging Face architecture holds this block (" + why + ")");
 }
 
-int64_t hf_int_key(const nlohmann::json& j, const char* key, const std::string& where, bool required, int64_t fallback) {
+int64_t hf_int_key(const nlohmann::json& j, const char* key, const std::string& where, bool required,
+                   int64_t fallback) {
   if (!j.contains(key) || j[key].is_null()) {
     if (required) throw FormatError(fmt::format("{}: key '{}' is missing", where, key));
     return fallback;
@@ -47,13 +50,15 @@ int64_t hf_int_key(const nlohmann::json& j, const char* key, const std::string& 
 
 double hf_number_key(const nlohmann::json& j, const char* key, const std::string& where, double fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number()) throw FormatError(fmt::format("{}: key '{}' must be a number, got {}", where, key, j[key].dump()));
+  if (!j[key].is_number())
+    throw FormatError(fmt::format("{}: key '{}' must be a number, got {}", where, key, j[key].dump()));
   return j[key].get<double>();
 }
 
 bool hf_bool_key(const nlohmann::json& j, const char* key, const std::string& where, bool fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean()) throw FormatError(fmt::format("{}: key '{}' must be true or false, got {}", where, key, j[key].dump()));
+  if (!j[key].is_boolean())
+    throw FormatError(fmt::format("{}: key '{}' must be true or false, got {}", where, key, j[key].dump()));
   return j[key].get<bool>();
 }
 

@@ -12,8 +12,8 @@
 namespace fwlab {
 
 struct HfFamily {
-  std::string name;                      // gpt2 | llama
-  std::vector<std::string> model_types;  // config.json "model_type" values it reads
+  std::string name;                        // gpt2 | llama
+  std::vector<std::string> model_types;    // config.json "model_type" values it reads
   std::vector<std::string> architectures;  // config.json "architectures" values it reads (the causal-LM heads)
   // config.json -> the softmax model it describes; FormatError naming `where` and the key at fault.
   ModelConfig (*config_from_json)(const nlohmann::json& j, const std::string& where);
@@ -21,8 +21,8 @@ struct HfFamily {
   std::string (*cannot_hold)(const ModelConfig& cfg);
   std::vector<HfName> (*names)(const ModelConfig& cfg);
   nlohmann::json (*config_json)(const ModelConfig& cfg);
-  std::string tensor_prefix;   // stripped on import when present, written on export ("transformer." for GPT-2)
-  bool (*ignored)(const std::string& name);  // tensors that are not parameters
+  std::string tensor_prefix;  // stripped on import when present, written on export ("transformer." for GPT-2)
+  bool (*ignored)(const std::string& name);          // tensors that are not parameters
   std::string (*size_keys)(const ModelConfig& cfg);  // the config.json sizes a shape error quotes
 };
 
@@ -37,7 +37,8 @@ const HfFamily& gpt2_family();
 const HfFamily& llama_family();
 
 // Shared by the families' config readers.
-int64_t hf_int_key(const nlohmann::json& j, const char* key, const std::string& where, bool required = true, int64_t fallback = 0);
+int64_t hf_int_key(const nlohmann::json& j, const char* key, const std::string& where, bool required = true,
+                   int64_t fallback = 0);
 double hf_number_key(const nlohmann::json& j, const char* key, const std::string& where, double fallback);
 bool hf_bool_key(const nlohmann::json& j, const char* key, const std::string& where, bool fallback);
 // The configuration validated, its errors as FormatError naming `where`.

@@ -29,20 +29,24 @@ void reject_unimplemented(const nlohmann::json& j, const std::string& where) {
   };
   for (const auto& o : kOptions) {
     if (hf_bool_key(j, o.key, where, o.implemented_value) != o.implemented_value)
-      throw FormatError(fmt::format("{}: key '{}' = {} is not implemented by fwlab ({}); refusing rather than approximating",
-                                    where, o.key, j[o.key].dump(), o.what));
+      throw FormatError(
+          fmt::format("{}: key '{}' = {} is not implemented by fwlab ({}); refusing rather than approximating", where,
+                      o.key, j[o.key].dump(), o.what));
   }
 }
 
 std::string activation_of(const nlohmann::json& j, const std::string& where) {
   const auto v = j.value("activation_function", nlohmann::json("gelu_new"));
-  if (!v.is_string()) throw FormatError(fmt::format("{}: key 'activation_function' must be a string, got {}", where, v.dump()));
+  if (!v.is_string())
+    throw FormatError(fmt::format("{}: key 'activation_function' must be a string, got {}", where, v.dump()));
   const auto name = v.get<std::string>();
   // gelu_new, gelu_pytorch_tanh and gelu_fast are the same tanh approximation written three ways.
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return "gelu_tanh";
   if (name == "gelu") return "gelu";
-  throw FormatError(fmt::format("{}: key 'activation_function' = '{}' is not implemented by fwlab "
-                                "(gelu_new, gelu_pytorch_tanh, gelu_fast or gelu)", where, name));
+  throw FormatError(
+      fmt::format("{}: key 'activation_function' = '{}' is not implemented by fwlab "
+                  "(gelu_new, gelu_pytorch_tanh, gelu_fast or gelu)",
+                  where, name));
 }
 
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
@@ -53,7 +57,8 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) 
   c.n_heads = hf_int_key(j, "n_head", where);
   c.n_layers = hf_int_key(j, "n_layer", where);
   // n_ctx is the name of older files; n_positions is the size of wpe.
-  c.context = hf_int_key(j, "n_positions", where, !j.contains("n_ctx"), j.contains("n_ctx") ? hf_int_key(j, "n_ctx", where) : 0);
+  c.context = hf_int_key(j, "n_positions", where, !j.contains("n_ctx"),
+                         j.contains("n_ctx") ? hf_int_key(j, "n_ctx", where) : 0);
   if (c.d_model % c.n_heads != 0)
     throw FormatError(fmt::format("{}: n_embd = {} is not a multiple of n_head = {}", where, c.d_model, c.n_heads));
   c.head_dim = c.d_model / c.n_heads;
@@ -136,13 +141,15 @@ bool ignored(const std::string& name) {
 }
 
 std::string size_keys(const ModelConfig& c) {
-  return fmt::format("n_layer = {}, n_embd = {}, n_positions = {}, vocab_size = {}", c.n_layers, c.d_model, c.context, c.vocab);
+  return fmt::format("n_layer = {}, n_embd = {}, n_positions = {}, vocab_size = {}", c.n_layers, c.d_model, c.context,
+                     c.vocab);
 }
 
 }  // namespace
 
 const HfFamily& gpt2_family() {
-  static const HfFamily family{"gpt2", {"gpt2"}, {"GPT2LMHeadModel"}, config_from_json, cannot_hold, names, config_json, "transformer.", ignored, size_keys};
+  static const HfFamily family{"gpt2", {"gpt2"},    {"GPT2LMHeadModel"}, config_from_json, cannot_hold,
+                               names,  config_json, "transformer.",      ignored,          size_keys};
   return family;
 }
 

@@ -15,9 +15,11 @@ using safetensors::FormatError;
 
 namespace {
 
-std::string string_key(const nlohmann::json& j, const char* key, const std::string& where, const std::string& fallback) {
+std::string string_key(const nlohmann::json& j, const char* key, const std::string& where,
+                       const std::string& fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_string()) throw FormatError(fmt::format("{}: key '{}' must be a string, got {}", where, key, j[key].dump()));
+  if (!j[key].is_string())
+    throw FormatError(fmt::format("{}: key '{}' must be a string, got {}", where, key, j[key].dump()));
   return j[key].get<std::string>();
 }
 
@@ -28,14 +30,17 @@ RopeSpec rope_of(const nlohmann::json& j, const std::string& where) {
   if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return r;
   const auto& s = j["rope_scaling"];
   const auto at = where + ": rope_scaling";
-  if (!s.is_object()) throw FormatError(fmt::format("{}: key 'rope_scaling' must be an object or null, got {}", where, s.dump()));
+  if (!s.is_object())
+    throw FormatError(fmt::format("{}: key 'rope_scaling' must be an object or null, got {}", where, s.dump()));
   const auto type = string_key(s, "rope_type", at, string_key(s, "type", at, "default"));
   if (type == "default") return r;
   if (type != "linear" && type != "llama3")
-    throw FormatError(fmt::format("{}: key 'rope_scaling' has type '{}', which fwlab does not implement (default, linear, llama3)", where, type));
+    throw FormatError(fmt::format(
+        "{}: key 'rope_scaling' has type '{}', which fwlab does not implement (default, linear, llama3)", where, type));
   r.scaling = type;
   r.factor = hf_number_key(s, "factor", at, 0.0);
-  if (!(r.factor > 0.0)) throw FormatError(fmt::format("{}: key 'rope_scaling.factor' must be a positive number", where));
+  if (!(r.factor > 0.0))
+    throw FormatError(fmt::format("{}: key 'rope_scaling.factor' must be a positive number", where));
   if (type == "llama3") {
     r.low_freq_factor = hf_number_key(s, "low_freq_factor", at, 1.0);
     r.high_freq_factor = hf_number_key(s, "high_freq_factor", at, 4.0);
@@ -54,8 +59,10 @@ void set_variant(ModelConfig& c, const nlohmann::json& j, const std::string& typ
     c.qkv_bias = true;
     // Qwen2 files carry a sliding_window that only use_sliding_window turns on, from max_window_layers up.
     if (hf_bool_key(j, "use_sliding_window", where, false))
-      throw FormatError(fmt::format("{}: key 'use_sliding_window' = true (a window from layer max_window_layers up) is not "
-                                    "implemented by fwlab; refusing rather than approximating", where));
+      throw FormatError(
+          fmt::format("{}: key 'use_sliding_window' = true (a window from layer max_window_layers up) is not "
+                      "implemented by fwlab; refusing rather than approximating",
+                      where));
   } else if (type == "mistral") {
     const int64_t window = hf_int_key(j, "sliding_window", where, false, 0);
     c.attention_window = window < c.context ? window : 0;  // a window as long as the context changes nothing
@@ -73,16 +80,19 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) 
   c.n_heads = hf_int_key(j, "num_attention_heads", where);
   c.n_kv_heads = hf_int_key(j, "num_key_value_heads", where, false, c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0)
-    throw FormatError(fmt::format("{}: key 'num_attention_heads' = {} is not a multiple of 'num_key_value_heads' = {}", where, c.n_heads,
-                                  c.n_kv_heads));
+    throw FormatError(fmt::format("{}: key 'num_attention_heads' = {} is not a multiple of 'num_key_value_heads' = {}",
+                                  where, c.n_heads, c.n_kv_heads));
   if (!j.contains("head_dim") && c.d_model % c.n_heads != 0)
-    throw FormatError(fmt::format("{}: hidden_size = {} is not a multiple of num_attention_heads = {} (and no head_dim)", where, c.d_model, c.n_heads));
+    throw FormatError(
+        fmt::format("{}: hidden_size = {} is not a multiple of num_attention_heads = {} (and no head_dim)", where,
+                    c.d_model, c.n_heads));
   c.head_dim = hf_int_key(j, "head_dim", where, false, c.d_model / c.n_heads);
   c.context = hf_int_key(j, "max_position_embeddings", where);
   c.ln_eps = hf_number_key(j, "rms_norm_eps", where, 1e-6);
   const auto act = string_key(j, "hidden_act", where, "silu");
   if (act != "silu")
-    throw FormatError(fmt::format("{}: key 'hidden_act' = '{}' is not implemented by fwlab for {} (silu)", where, act, type));
+    throw FormatError(
+        fmt::format("{}: key 'hidden_act' = '{}' is not implemented by fwlab for {} (silu)", where, act, type));
   c.activation = "silu";
   c.tied_head = hf_bool_key(j, "tie_word_embeddings", where, false);
   c.dropout = hf_number_key(j, "attention_dropout", where, 0.0);
@@ -104,7 +114,8 @@ std::string cannot_hold(const ModelConfig& c) {
   if (type == "qwen2" && (c.mlp_bias || c.attention_window > 0)) return "Qwen2 has q, k, v biases only and no window";
   if (type == "mistral" && (c.qkv_bias || c.o_bias || c.mlp_bias || c.rope.scaling != "none"))
     return "Mistral (a sliding window) has no biases and no rope scaling";
-  if (type == "llama" && c.qkv_bias != c.o_bias) return "Llama's attention_bias puts a bias on all of q, k, v, o or none";
+  if (type == "llama" && c.qkv_bias != c.o_bias)
+    return "Llama's attention_bias puts a bias on all of q, k, v, o or none";
   return "";
 }
 
@@ -121,7 +132,8 @@ std::vector<HfName> names(const ModelConfig& c) {
     const char* projections[] = {"q_proj", "k_proj", "v_proj"};
     for (int p = 0; p < 3; ++p) {
       rows(fmt::format("{}self_attn.{}.weight", h, projections[p]), b + "mixer.qkv.weight", {sizes[p], d}, offsets[p]);
-      if (c.qkv_bias) rows(fmt::format("{}self_attn.{}.bias", h, projections[p]), b + "mixer.qkv.bias", {sizes[p]}, offsets[p]);
+      if (c.qkv_bias)
+        rows(fmt::format("{}self_attn.{}.bias", h, projections[p]), b + "mixer.qkv.bias", {sizes[p]}, offsets[p]);
     }
     out.push_back({h + "self_attn.o_proj.weight", b + "mixer.o.weight", {d, inner}});
     if (c.o_bias) out.push_back({h + "self_attn.o_proj.bias", b + "mixer.o.bias", {d}});
@@ -147,7 +159,8 @@ nlohmann::json rope_scaling_json(const RopeSpec& r) {
   if (r.scaling == "none") return nullptr;
   nlohmann::json s = {{"rope_type", r.scaling}, {"factor", r.factor}};
   if (r.scaling == "llama3")
-    s.update({{"low_freq_factor", r.low_freq_factor}, {"high_freq_factor", r.high_freq_factor},
+    s.update({{"low_freq_factor", r.low_freq_factor},
+              {"high_freq_factor", r.high_freq_factor},
               {"original_max_position_embeddings", r.original_context}});
   return s;
 }
@@ -156,12 +169,23 @@ nlohmann::json config_json(const ModelConfig& c) {
   static const std::map<std::string, std::string> kArchitectures = {
       {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
   const auto type = model_type_of(c);
-  nlohmann::json j = {{"architectures", {kArchitectures.at(type)}}, {"model_type", type}, {"vocab_size", c.vocab},
-                      {"hidden_size", c.d_model}, {"intermediate_size", c.ff_dim()}, {"num_hidden_layers", c.n_layers},
-                      {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.kv_heads()}, {"head_dim", c.head_dim},
-                      {"max_position_embeddings", c.context}, {"rms_norm_eps", c.ln_eps}, {"hidden_act", "silu"},
-                      {"rope_theta", c.rope.theta}, {"tie_word_embeddings", c.tied_head}, {"attention_dropout", c.dropout},
-                      {"initializer_range", 0.02}, {"use_cache", true}};
+  nlohmann::json j = {{"architectures", {kArchitectures.at(type)}},
+                      {"model_type", type},
+                      {"vocab_size", c.vocab},
+                      {"hidden_size", c.d_model},
+                      {"intermediate_size", c.ff_dim()},
+                      {"num_hidden_layers", c.n_layers},
+                      {"num_attention_heads", c.n_heads},
+                      {"num_key_value_heads", c.kv_heads()},
+                      {"head_dim", c.head_dim},
+                      {"max_position_embeddings", c.context},
+                      {"rms_norm_eps", c.ln_eps},
+                      {"hidden_act", "silu"},
+                      {"rope_theta", c.rope.theta},
+                      {"tie_word_embeddings", c.tied_head},
+                      {"attention_dropout", c.dropout},
+                      {"initializer_range", 0.02},
+                      {"use_cache", true}};
   if (type != "mistral") j["rope_scaling"] = rope_scaling_json(c.rope);
   if (type == "llama") j["attention_bias"] = c.qkv_bias, j["mlp_bias"] = c.mlp_bias;
   if (type == "mistral") j["sliding_window"] = c.attention_window;
@@ -172,16 +196,25 @@ nlohmann::json config_json(const ModelConfig& c) {
 bool ignored(const std::string&) { return false; }
 
 std::string size_keys(const ModelConfig& c) {
-  return fmt::format("num_hidden_layers = {}, hidden_size = {}, num_attention_heads = {}, num_key_value_heads = {}, head_dim = {}, "
-                     "intermediate_size = {}, vocab_size = {}",
-                     c.n_layers, c.d_model, c.n_heads, c.kv_heads(), c.head_dim, c.ff_dim(), c.vocab);
+  return fmt::format(
+      "num_hidden_layers = {}, hidden_size = {}, num_attention_heads = {}, num_key_value_heads = {}, head_dim = {}, "
+      "intermediate_size = {}, vocab_size = {}",
+      c.n_layers, c.d_model, c.n_heads, c.kv_heads(), c.head_dim, c.ff_dim(), c.vocab);
 }
 
 }  // namespace
 
 const HfFamily& llama_family() {
-  static const HfFamily family{"llama", {"llama", "mistral", "qwen2"},
-                               {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"}, config_from_json, cannot_hold, names, config_json, "", ignored, size_keys};
+  static const HfFamily family{"llama",
+                               {"llama", "mistral", "qwen2"},
+                               {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"},
+                               config_from_json,
+                               cannot_hold,
+                               names,
+                               config_json,
+                               "",
+                               ignored,
+                               size_keys};
   return family;
 }
 

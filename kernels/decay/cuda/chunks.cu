@@ -1,5 +1,5 @@
-// CUDA launch of the chunked decay kernel (kernels/decay/cuda/chunks.h): the state scans run one block per (head, 16 state rows),
-// sequential over chunks; the chunk programs run one block per (chunk, head), all chunks at once.
+// CUDA launch of the chunked decay kernel (kernels/decay/cuda/chunks.h): the state scans run one block per (head, 16
+// state rows), sequential over chunks; the chunk programs run one block per (chunk, head), all chunks at once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -18,8 +18,10 @@ __global__ void scan_kernel(ChunkProblem<In, Acc> p, bool reverse, Acc* out) {
   const auto s = ScanScratch<In, Acc>::carve(smem, kScanRows, p.M);
   const BlockCtx ctx{int(threadIdx.x), int(blockDim.x)};
   const int64_t h = blockIdx.x, row0 = int64_t(blockIdx.y) * kScanRows;
-  if (reverse) scan_states<true>(ctx, p, h, row0, kScanRows, out, s);
-  else scan_states<false>(ctx, p, h, row0, kScanRows, out, s);
+  if (reverse)
+    scan_states<true>(ctx, p, h, row0, kScanRows, out, s);
+  else
+    scan_states<false>(ctx, p, h, row0, kScanRows, out, s);
 }
 
 template <typename In, typename Acc>
@@ -30,10 +32,12 @@ __global__ void outputs_kernel(ChunkProblem<In, Acc> p, const Acc* states, Acc* 
 }
 
 template <typename In, typename Acc>
-__global__ void gradients_kernel(ChunkProblem<In, Acc> p, const Acc* states, const Acc* dstates, Acc* dq, Acc* dk, Acc* dv) {
+__global__ void gradients_kernel(ChunkProblem<In, Acc> p, const Acc* states, const Acc* dstates, Acc* dq, Acc* dk,
+                                 Acc* dv) {
   extern __shared__ __align__(128) unsigned char smem[];
   const auto s = Scratch<In, Acc>::carve(smem, p.D, p.M);
-  chunk_gradients(BlockCtx{int(threadIdx.x), int(blockDim.x)}, p, int64_t(blockIdx.y), int64_t(blockIdx.x), states, dstates, dq, dk, dv, s);
+  chunk_gradients(BlockCtx{int(threadIdx.x), int(blockDim.x)}, p, int64_t(blockIdx.y), int64_t(blockIdx.x), states,
+                  dstates, dq, dk, dv, s);
 }
 
 template <typename In, typename Acc>
@@ -64,7 +68,8 @@ cudaError_t launch(Kernel kernel, dim3 grid, int threads, int64_t bytes, cudaStr
 template <typename In, typename Acc>
 cudaError_t scan(const ChunkProblem<In, Acc>& p, bool reverse, Acc* out, cudaStream_t stream) {
   const dim3 grid(unsigned(p.heads), unsigned(p.D / kScanRows));
-  return launch(scan_kernel<In, Acc>, grid, kScanThreads, ScanScratch<In, Acc>::bytes(kScanRows, p.M), stream, p, reverse, out);
+  return launch(scan_kernel<In, Acc>, grid, kScanThreads, ScanScratch<In, Acc>::bytes(kScanRows, p.M), stream, p,
+                reverse, out);
 }
 
 template <typename In, typename Acc>
@@ -78,15 +83,16 @@ cudaError_t forward(const ChunkArgs& a, void* y, void* states, cudaStream_t stre
 }
 
 template <typename In, typename Acc>
-cudaError_t backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv, cudaStream_t stream) {
+cudaError_t backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv,
+                     cudaStream_t stream) {
   const auto p = problem<In, Acc>(a);
   cudaError_t e = scan(p, false, static_cast<Acc*>(states), stream);
   if (e == cudaSuccess) e = scan(p, true, static_cast<Acc*>(dstates), stream);
   if (e != cudaSuccess) return e;
   const dim3 grid(unsigned(p.chunks()), unsigned(p.heads));
   return launch(gradients_kernel<In, Acc>, grid, kChunkThreads, Scratch<In, Acc>::bytes(p.D, p.M), stream, p,
-                static_cast<const Acc*>(states), static_cast<const Acc*>(dstates), static_cast<Acc*>(dq), static_cast<Acc*>(dk),
-                static_cast<Acc*>(dv));
+                static_cast<const Acc*>(states), static_cast<const Acc*>(dstates), static_cast<Acc*>(dq),
+                static_cast<Acc*>(dk), static_cast<Acc*>(dv));
 }
 
 }  // namespace
@@ -94,30 +100,42 @@ cudaError_t backward(const ChunkArgs& a, void* states, void* dstates, void* dq, 
 cudaError_t decay_chunks_forward(const ChunkArgs& a, void* y, void* states, cudaStream_t stream) {
   if (!well_formed(a)) return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ChunkDtype::f64: return forward<double, double>(a, y, states, stream);
-    case ChunkDtype::f32: return forward<float, float>(a, y, states, stream);
-    case ChunkDtype::bf16: return forward<__nv_bfloat16, float>(a, y, states, stream);
-    case ChunkDtype::f16: return forward<__half, float>(a, y, states, stream);
+    case ChunkDtype::f64:
+      return forward<double, double>(a, y, states, stream);
+    case ChunkDtype::f32:
+      return forward<float, float>(a, y, states, stream);
+    case ChunkDtype::bf16:
+      return forward<__nv_bfloat16, float>(a, y, states, stream);
+    case ChunkDtype::f16:
+      return forward<__half, float>(a, y, states, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t decay_chunks_backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv, cudaStream_t stream) {
+cudaError_t decay_chunks_backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv,
+                                  cudaStream_t stream) {
   if (!well_formed(a) || a.dy == nullptr) return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ChunkDtype::f64: return backward<double, double>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::f32: return backward<float, float>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::bf16: return backward<__nv_bfloat16, float>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::f16: return backward<__half, float>(a, states, dstates, dq, dk, dv, stream);
+    case ChunkDtype::f64:
+      return backward<double, double>(a, states, dstates, dq, dk, dv, stream);
+    case ChunkDtype::f32:
+      return backward<float, float>(a, states, dstates, dq, dk, dv, stream);
+    case ChunkDtype::bf16:
+      return backward<__nv_bfloat16, float>(a, states, dstates, dq, dk, dv, stream);
+    case ChunkDtype::f16:
+      return backward<__half, float>(a, states, dstates, dq, dk, dv, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 int64_t decay_chunks_shared_bytes(const ChunkArgs& a) {
   switch (a.dtype) {
-    case ChunkDtype::f64: return Scratch<double, double>::bytes(a.D, a.M);
-    case ChunkDtype::f32: return Scratch<float, float>::bytes(a.D, a.M);
-    default: return Scratch<__half, float>::bytes(a.D, a.M);
+    case ChunkDtype::f64:
+      return Scratch<double, double>::bytes(a.D, a.M);
+    case ChunkDtype::f32:
+      return Scratch<float, float>::bytes(a.D, a.M);
+    default:
+      return Scratch<__half, float>::bytes(a.D, a.M);
   }
 }
 

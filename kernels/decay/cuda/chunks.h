@@ -1,6 +1,6 @@
 // The chunked decay kernel's block programs: the code both the CUDA kernels (chunks.cu, one thread block per
-// program) and the host run (kernels/decay/cuda/chunks_host.h, threads emulating a block), so that the arithmetic and the
-// barriers are checked in float64 on any machine (tests/test_kernels.cpp) and the GPU only adds the tensor-core
+// program) and the host run (kernels/decay/cuda/chunks_host.h, threads emulating a block), so that the arithmetic and
+// the barriers are checked in float64 on any machine (tests/test_kernels.cpp) and the GPU only adds the tensor-core
 // products and the parallel launch.
 //
 //   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/recurrences.h)
@@ -17,9 +17,9 @@
 //
 // Backward (no S_t kept): the chunk-start states are recomputed by the same scan, the gradients dH_n of the
 // chunk-start states come from a reverse scan, and then each chunk's dq, dk, dv are products of the same form:
-//   dq_t = e^{B_t} * (S_n^T (e^{A_t} * dy_t)) + sum_{s<t} R[t,s] e^{B_t - B_s} * k_s,   R[t,s] = sum_i dy_ti v_si e^{A_ti - A_si}
-//   dk_s = e^{B_end - B_s} * (dH_{n+1}^T (e^{A_end - A_s} * v_s)) + sum_{t>s} R[t,s] e^{B_t - B_s} * q_t
-//   dv_s = e^{A_end - A_s} * (dH_{n+1} (e^{B_end - B_s} * k_s)) + sum_{t>s} P[t,s] e^{A_t - A_s} * dy_t
+//   dq_t = e^{B_t} * (S_n^T (e^{A_t} * dy_t)) + sum_{s<t} R[t,s] e^{B_t - B_s} * k_s,   R[t,s] = sum_i dy_ti v_si
+//   e^{A_ti - A_si} dk_s = e^{B_end - B_s} * (dH_{n+1}^T (e^{A_end - A_s} * v_s)) + sum_{t>s} R[t,s] e^{B_t - B_s} *
+//   q_t dv_s = e^{A_end - A_s} * (dH_{n+1} (e^{B_end - B_s} * k_s)) + sum_{t>s} P[t,s] e^{A_t - A_s} * dy_t
 // The programs leave out the diagonal pair s = t (no gate acts on it): the binding adds P[t,t] v_t to y, R[t,t] k_t
 // to dq, and so on, in the accumulation type. The gates' gradients come from these sums without the diagonal: its
 // terms cancel exactly, element by element, in q * dq - k * dk and y * dy - v * dv, so they are left out rather
@@ -44,8 +44,8 @@
 
 namespace fwlab::cuda {
 
-constexpr int kChunk = 64;  // steps per chunk: one thread block's share of the sequence
-constexpr int kSub = 16;    // steps per sub-chunk: pairs inside one are summed exactly, between them by products
+constexpr int kChunk = 64;         // steps per chunk: one thread block's share of the sequence
+constexpr int kSub = 16;           // steps per sub-chunk: pairs inside one are summed exactly, between them by products
 constexpr int64_t kScanRows = 16;  // state rows per scan block (the binding pads D to a multiple of 16)
 
 // The problem after the binding's preparation: steps padded to a multiple of kChunk, gates summed from each chunk
@@ -110,13 +110,21 @@ FWLAB_HD To convert(From x) {
 }
 #if defined(__CUDACC__)
 template <>
-FWLAB_HD inline __nv_bfloat16 convert<__nv_bfloat16, float>(float x) { return __float2bfloat16(x); }
+FWLAB_HD inline __nv_bfloat16 convert<__nv_bfloat16, float>(float x) {
+  return __float2bfloat16(x);
+}
 template <>
-FWLAB_HD inline __half convert<__half, float>(float x) { return __float2half(x); }
+FWLAB_HD inline __half convert<__half, float>(float x) {
+  return __float2half(x);
+}
 template <>
-FWLAB_HD inline float convert<float, __nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+FWLAB_HD inline float convert<float, __nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 template <>
-FWLAB_HD inline float convert<float, __half>(__half x) { return __half2float(x); }
+FWLAB_HD inline float convert<float, __half>(__half x) {
+  return __half2float(x);
+}
 #endif
 
 // Scratch of one block program, carved from one buffer (shared memory on the GPU): P and R [kChunk, kChunk], out
@@ -132,7 +140,8 @@ struct Scratch {
   FWLAB_HD static int64_t stage_rows(int64_t W) { return W > kChunk ? W : kChunk; }
   FWLAB_HD static int64_t bytes(int64_t D, int64_t M) {
     const int64_t W = width(D, M);
-    return (2 * kChunk * kChunk + 2 * kChunk * W) * int64_t(sizeof(Acc)) + 2 * stage_rows(W) * W * int64_t(sizeof(Stage));
+    return (2 * kChunk * kChunk + 2 * kChunk * W) * int64_t(sizeof(Acc)) +
+           2 * stage_rows(W) * W * int64_t(sizeof(Stage));
   }
   FWLAB_HD static Scratch carve(void* base, int64_t D, int64_t M) {
     Scratch s;
@@ -148,10 +157,10 @@ struct Scratch {
 // A stored [k, m]; the same for B ([k, n], or [n, k] with b_trans). Tensor cores (WMMA 16x16x16, fp32 accumulate)
 // on the GPU for bf16/fp16 stages with every size a multiple of 16; a plain loop otherwise.
 template <bool ATrans, bool BTrans, typename Stage, typename Acc>
-FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, const Stage* A, int64_t lda, const Stage* B,
-                         int64_t ldb, Acc* Cm, int64_t ldc, bool accumulate) {
+FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, const Stage* A, int64_t lda,
+                         const Stage* B, int64_t ldb, Acc* Cm, int64_t ldc, bool accumulate) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // bf16 WMMA needs sm_80; older GPUs take the loop
-  if constexpr ((std::is_same_v<Stage, __nv_bfloat16> || std::is_same_v<Stage, __half>) && std::is_same_v<Acc, float>) {
+  if constexpr ((std::is_same_v<Stage, __nv_bfloat16> || std::is_same_v<Stage, __half>)&&std::is_same_v<Acc, float>) {
     namespace w = nvcuda::wmma;
     using ALayout = std::conditional_t<ATrans, w::col_major, w::row_major>;
     using BLayout = std::conditional_t<BTrans, w::col_major, w::row_major>;
@@ -160,8 +169,10 @@ FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, c
     for (int64_t tile = warp; tile < tiles; tile += warps) {
       const int64_t tm = tile / tiles_n * 16, tn = tile % tiles_n * 16;
       w::fragment<w::accumulator, 16, 16, 16, float> acc;
-      if (accumulate) w::load_matrix_sync(acc, Cm + tm * ldc + tn, unsigned(ldc), w::mem_row_major);
-      else w::fill_fragment(acc, 0.0f);
+      if (accumulate)
+        w::load_matrix_sync(acc, Cm + tm * ldc + tn, unsigned(ldc), w::mem_row_major);
+      else
+        w::fill_fragment(acc, 0.0f);
       for (int64_t kk = 0; kk < k; kk += 16) {
         w::fragment<w::matrix_a, 16, 16, 16, Stage, ALayout> fa;
         w::fragment<w::matrix_b, 16, 16, 16, Stage, BLayout> fb;
@@ -178,7 +189,8 @@ FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, c
       const int64_t r = e / n, c = e % n;
       Acc sum = accumulate ? Cm[r * ldc + c] : Acc(0);
       for (int64_t x = 0; x < k; ++x)
-        sum += convert<Acc>(ATrans ? A[x * lda + r] : A[r * lda + x]) * convert<Acc>(BTrans ? B[c * ldb + x] : B[x * ldb + c]);
+        sum += convert<Acc>(ATrans ? A[x * lda + r] : A[r * lda + x]) *
+               convert<Acc>(BTrans ? B[c * ldb + x] : B[x * ldb + c]);
       Cm[r * ldc + c] = sum;
     }
   }
@@ -187,17 +199,20 @@ FWLAB_HD void block_gemm(const BlockCtx& ctx, int64_t m, int64_t n, int64_t k, c
 // One chunk's view of a [steps, width] input and of the gate that goes with it, for the pair sums below.
 template <typename In, typename Acc>
 struct Side {
-  const In* x;        // the chunk's first row
-  int64_t width;      // columns of x
-  const Acc* gate;    // the chunk's first gate row, or null (no gate)
-  int64_t gate_width; // width, or 1 (one gate per step)
+  const In* x;         // the chunk's first row
+  int64_t width;       // columns of x
+  const Acc* gate;     // the chunk's first gate row, or null (no gate)
+  int64_t gate_width;  // width, or 1 (one gate per step)
   FWLAB_HD Acc value(int64_t t, int64_t j) const { return convert<Acc>(x[t * width + j]); }
-  FWLAB_HD Acc g(int64_t t, int64_t j) const { return gate ? gate[t * gate_width + (gate_width == 1 ? 0 : j)] : Acc(0); }
+  FWLAB_HD Acc g(int64_t t, int64_t j) const {
+    return gate ? gate[t * gate_width + (gate_width == 1 ? 0 : j)] : Acc(0);
+  }
 };
 
 // P[t, s] = sum_j x_tj z_sj e^{G_tj - G_sj} for s <= t, 0 above the diagonal (x and z share the gate G).
 template <typename In, typename Acc, typename Stage>
-FWLAB_HD void pair_scores(const BlockCtx& ctx, const Side<In, Acc>& x, const Side<In, Acc>& z, Acc* P, const Scratch<Stage, Acc>& s) {
+FWLAB_HD void pair_scores(const BlockCtx& ctx, const Side<In, Acc>& x, const Side<In, Acc>& z, Acc* P,
+                          const Scratch<Stage, Acc>& s) {
   const int64_t K = x.width, ld = round16(K);
   for (int64_t e = ctx.tid; e < kChunk * kChunk; e += ctx.threads) {  // within sub-chunks, exactly; zeros above
     const int64_t t = e / kChunk, u = e % kChunk;
@@ -278,7 +293,7 @@ FWLAB_HD int state_stage_exponent(const BlockCtx& ctx, const Acc* H, int64_t D, 
   slots[ctx.tid] = largest;
   ctx.sync();
   for (int t = 0; t < ctx.threads; ++t) largest = fmax(largest, slots[t]);
-  ctx.sync();  // the slots are scratch again
+  ctx.sync();                                                           // the slots are scratch again
   const bool finite = largest > Acc(0) && largest - largest == Acc(0);  // false for 0, inf and NaN: nothing to gain
   return finite ? exponent_acc(largest) - 14 : 0;
 }
@@ -290,14 +305,18 @@ template <bool ToEnd, bool Transposed, typename In, typename Acc, typename Stage
 FWLAB_HD void state_term(const BlockCtx& ctx, const Side<In, Acc>& x, const Acc* H, int64_t D, int64_t M,
                          const Side<In, Acc>& gate_out, const Scratch<Stage, Acc>& s) {
   // Transposed: x has width D and out width M (out = x H); else x has width M and out width D (out = x H^T).
-  const int64_t K = x.width, out_w = Transposed ? M : D, ldk = round16(K), ldo = round16(out_w), W = s.W, end = kChunk - 1;
-  auto gate = [&](const Side<In, Acc>& side, int64_t t, int64_t j) { return ToEnd ? side.g(end, j) - side.g(t, j) : side.g(t, j); };
+  const int64_t K = x.width, out_w = Transposed ? M : D, ldk = round16(K), ldo = round16(out_w), W = s.W,
+                end = kChunk - 1;
+  auto gate = [&](const Side<In, Acc>& side, int64_t t, int64_t j) {
+    return ToEnd ? side.g(end, j) - side.g(t, j) : side.g(t, j);
+  };
   for (int64_t e = ctx.tid; e < kChunk * ldk; e += ctx.threads) {
     const int64_t t = e / ldk, j = e % ldk;
     s.a[e] = convert<Stage>(j < K ? x.value(t, j) * exp_acc(gate(x, t, j)) : Acc(0));
   }
   const int shift = state_stage_exponent(ctx, H, D, M, s.tmp);
-  for (int64_t e = ctx.tid; e < ldo * ldk; e += ctx.threads) {  // stage H * 2^-shift as [out_w, K] (read transposed below)
+  for (int64_t e = ctx.tid; e < ldo * ldk;
+       e += ctx.threads) {  // stage H * 2^-shift as [out_w, K] (read transposed below)
     const int64_t o = e / ldk, j = e % ldk;
     const bool inside = o < out_w && j < K;
     s.b[e] = convert<Stage>(inside ? scaled_acc(Transposed ? H[j * M + o] : H[o * M + j], -shift) : Acc(0));
@@ -314,7 +333,8 @@ FWLAB_HD void state_term(const BlockCtx& ctx, const Side<In, Acc>& x, const Acc*
 
 template <typename Out, typename Acc, typename Stage>
 FWLAB_HD void write_out(const BlockCtx& ctx, const Scratch<Stage, Acc>& s, int64_t width, Out* to) {
-  for (int64_t e = ctx.tid; e < kChunk * width; e += ctx.threads) to[e] = convert<Out>(s.out[(e / width) * s.W + e % width]);
+  for (int64_t e = ctx.tid; e < kChunk * width; e += ctx.threads)
+    to[e] = convert<Out>(s.out[(e / width) * s.W + e % width]);
   ctx.sync();
 }
 
@@ -335,8 +355,8 @@ struct ChunkSides {  // the four inputs of chunk n of head h with their gates
 // y of chunk n of head h without the diagonal pair (the binding adds it), in the accumulation type, given the
 // chunk-start states.
 template <typename In, typename Acc, typename Stage>
-FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n, const Acc* states, Acc* y,
-                            const Scratch<Stage, Acc>& s) {
+FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n,
+                            const Acc* states, Acc* y, const Scratch<Stage, Acc>& s) {
   const ChunkSides<In, Acc> c(p, h, n);
   pair_scores(ctx, c.q, c.k, s.P, s);
   ctx.sync();
@@ -347,8 +367,9 @@ FWLAB_HD void chunk_outputs(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p,
 
 // dq, dk, dv of chunk n of head h (Acc) without the diagonal pair, given the chunk-start states and their gradients.
 template <typename In, typename Acc, typename Stage>
-FWLAB_HD void chunk_gradients(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n, const Acc* states,
-                              const Acc* dstates, Acc* dq, Acc* dk, Acc* dv, const Scratch<Stage, Acc>& s) {
+FWLAB_HD void chunk_gradients(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t n,
+                              const Acc* states, const Acc* dstates, Acc* dq, Acc* dk, Acc* dv,
+                              const Scratch<Stage, Acc>& s) {
   const ChunkSides<In, Acc> c(p, h, n);
   const int64_t row = p.at(h, n, 0);
   pair_scores(ctx, c.q, c.k, s.P, s);
@@ -372,7 +393,8 @@ struct ScanScratch {
   Stage *a, *b;
   int64_t W;
   FWLAB_HD static int64_t bytes(int64_t rows, int64_t M) {
-    return round16(rows) * round16(M) * int64_t(sizeof(Acc)) + kChunk * (round16(rows) + round16(M)) * int64_t(sizeof(Stage));
+    return round16(rows) * round16(M) * int64_t(sizeof(Acc)) +
+           kChunk * (round16(rows) + round16(M)) * int64_t(sizeof(Stage));
   }
   FWLAB_HD static ScanScratch carve(void* base, int64_t rows, int64_t M) {
     ScanScratch s;
@@ -384,11 +406,12 @@ struct ScanScratch {
 };
 
 // The chunk-start states (Reverse false) or their gradients (Reverse true) of rows [row0, row0 + rows) of head h,
-// into out [heads, chunks + 1, D, M]. Forward: S_{n+1} = e^{A_end} * S_n * e^{B_end} + sum_s (e^{A_end - A_s} v_s)(e^{B_end - B_s} k_s)^T
-// from state0. Reverse: dH_n = e^{A_end} * dH_{n+1} * e^{B_end} + sum_t (e^{A_t} dy_t)(e^{B_t} q_t)^T from dstate_final.
+// into out [heads, chunks + 1, D, M]. Forward: S_{n+1} = e^{A_end} * S_n * e^{B_end} + sum_s (e^{A_end - A_s}
+// v_s)(e^{B_end - B_s} k_s)^T from state0. Reverse: dH_n = e^{A_end} * dH_{n+1} * e^{B_end} + sum_t (e^{A_t}
+// dy_t)(e^{B_t} q_t)^T from dstate_final.
 template <bool Reverse, typename In, typename Acc, typename Stage>
-FWLAB_HD void scan_states(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t row0, int64_t rows, Acc* out,
-                          const ScanScratch<Stage, Acc>& s) {
+FWLAB_HD void scan_states(const BlockCtx& ctx, const ChunkProblem<In, Acc>& p, int64_t h, int64_t row0, int64_t rows,
+                          Acc* out, const ScanScratch<Stage, Acc>& s) {
   const int64_t M = p.M, W = s.W, ldr = round16(rows), N = p.chunks(), end = kChunk - 1;
   const Acc* start = Reverse ? p.dstate_final : p.state0;
   for (int64_t e = ctx.tid; e < ldr * W; e += ctx.threads) {

@@ -13,8 +13,8 @@ namespace fwlab::cuda {
 // fp32 otherwise; bf16 and f16 run the products on tensor cores (sm_80 or newer).
 enum class ChunkDtype { f64, f32, bf16, f16 };
 
-// The prepared problem (ChunkProblem in kernels/decay/cuda/chunks.h): steps a multiple of kChunk, D and M multiples of 16,
-// gates summed from each chunk's start. Null A / B: no gate on that side; null state0 / dstate_final: zeros.
+// The prepared problem (ChunkProblem in kernels/decay/cuda/chunks.h): steps a multiple of kChunk, D and M multiples of
+// 16, gates summed from each chunk's start. Null A / B: no gate on that side; null state0 / dstate_final: zeros.
 struct ChunkArgs {
   ChunkDtype dtype = ChunkDtype::f32;
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dy = nullptr;
@@ -22,13 +22,13 @@ struct ChunkArgs {
   int64_t heads = 0, steps = 0, D = 0, M = 0, a_width = 0;
 };
 
-// y [heads, steps, D] without the diagonal pair s = t (kernels/decay/cuda/chunks.h; the caller adds (q_t . k_t) v_t), in the
-// states' type: fp32 (fp64 for f64); states [heads, steps / kChunk + 1, D, M]: the state at every chunk start, the
-// last one the final state.
+// y [heads, steps, D] without the diagonal pair s = t (kernels/decay/cuda/chunks.h; the caller adds (q_t . k_t) v_t),
+// in the states' type: fp32 (fp64 for f64); states [heads, steps / kChunk + 1, D, M]: the state at every chunk start,
+// the last one the final state.
 cudaError_t decay_chunks_forward(const ChunkArgs& args, void* y, void* states, cudaStream_t stream);
 
-// dq, dk [heads, steps, M], dv [heads, steps, D], each without the diagonal pair (the caller adds it); states and dstates [heads, steps / kChunk + 1, D, M] are
-// recomputed here (dstates[:, 0] is the gradient of state0).
+// dq, dk [heads, steps, M], dv [heads, steps, D], each without the diagonal pair (the caller adds it); states and
+// dstates [heads, steps / kChunk + 1, D, M] are recomputed here (dstates[:, 0] is the gradient of state0).
 cudaError_t decay_chunks_backward(const ChunkArgs& args, void* states, void* dstates, void* dq, void* dk, void* dv,
                                   cudaStream_t stream);
 

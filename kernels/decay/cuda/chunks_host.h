@@ -1,7 +1,7 @@
-// The chunked decay kernel's block programs (kernels/decay/cuda/chunks.h) run on the host: block after block, each by `threads`
-// std::threads that share the block's scratch and meet at its barriers as a GPU block's threads do, so that the
-// tests check the arithmetic and that every read of shared scratch is separated from its writes by a barrier
-// (a missing one shows as wrong results with several threads). Tests only: slow.
+// The chunked decay kernel's block programs (kernels/decay/cuda/chunks.h) run on the host: block after block, each by
+// `threads` std::threads that share the block's scratch and meet at its barriers as a GPU block's threads do, so that
+// the tests check the arithmetic and that every read of shared scratch is separated from its writes by a barrier (a
+// missing one shows as wrong results with several threads). Tests only: slow.
 #pragma once
 
 #include <condition_variable>
@@ -56,7 +56,8 @@ inline void run_block(int threads, const std::function<void(const BlockCtx&)>& p
   if (threads <= 1) return program(BlockCtx{});
   HostBarrier barrier(threads);
   std::vector<std::thread> others;
-  for (int t = 1; t < threads; ++t) others.emplace_back([&, t] { program(BlockCtx{t, threads, &HostBarrier::wait_on, &barrier}); });
+  for (int t = 1; t < threads; ++t)
+    others.emplace_back([&, t] { program(BlockCtx{t, threads, &HostBarrier::wait_on, &barrier}); });
   program(BlockCtx{0, threads, &HostBarrier::wait_on, &barrier});
   for (auto& t : others) t.join();
 }
@@ -69,14 +70,16 @@ void run_states_on_host(const ChunkProblem<In, Acc>& p, bool reverse, Acc* out, 
     for (int64_t row0 = 0; row0 < p.D; row0 += kScanRows) {
       const auto s = ScanScratch<In, Acc>::carve(scratch.poison(), kScanRows, p.M);
       run_block(threads, [&](const BlockCtx& ctx) {
-        if (reverse) scan_states<true>(ctx, p, h, row0, kScanRows, out, s);
-        else scan_states<false>(ctx, p, h, row0, kScanRows, out, s);
+        if (reverse)
+          scan_states<true>(ctx, p, h, row0, kScanRows, out, s);
+        else
+          scan_states<false>(ctx, p, h, row0, kScanRows, out, s);
       });
     }
 }
 
-// y [heads, steps, D] without the diagonal pair (kernels/decay/cuda/chunks.h); states [heads, chunks + 1, D, M] (the last: the
-// final state).
+// y [heads, steps, D] without the diagonal pair (kernels/decay/cuda/chunks.h); states [heads, chunks + 1, D, M] (the
+// last: the final state).
 template <typename In, typename Acc>
 void run_forward_on_host(const ChunkProblem<In, Acc>& p, Acc* y, Acc* states, int threads) {
   run_states_on_host(p, false, states, threads);
@@ -91,7 +94,8 @@ void run_forward_on_host(const ChunkProblem<In, Acc>& p, Acc* y, Acc* states, in
 // dq, dk [heads, steps, M], dv [heads, steps, D] (Acc); states and dstates [heads, chunks + 1, D, M] as scratch
 // (dstates[.., 0] is the gradient of state0).
 template <typename In, typename Acc>
-void run_backward_on_host(const ChunkProblem<In, Acc>& p, Acc* states, Acc* dstates, Acc* dq, Acc* dk, Acc* dv, int threads) {
+void run_backward_on_host(const ChunkProblem<In, Acc>& p, Acc* states, Acc* dstates, Acc* dq, Acc* dk, Acc* dv,
+                          int threads) {
   run_states_on_host(p, false, states, threads);
   run_states_on_host(p, true, dstates, threads);
   GarbageScratch<Acc> scratch(Scratch<In, Acc>::bytes(p.D, p.M));

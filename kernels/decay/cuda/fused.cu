@@ -1,5 +1,6 @@
-// CUDA launch of the fused recurrent decay kernel: one block per head, one thread per state row (kernels/decay/cuda/rows.h).
-// Rows are independent in the forward; in the backward the gradients all rows share are summed with atomicAdd.
+// CUDA launch of the fused recurrent decay kernel: one block per head, one thread per state row
+// (kernels/decay/cuda/rows.h). Rows are independent in the forward; in the backward the gradients all rows share are
+// summed with atomicAdd.
 #include "kernels/decay/cuda/fused.h"
 
 namespace fwlab::cuda {
@@ -10,7 +11,9 @@ constexpr int kThreads = 64;  // rows per block at once; a head with D > 64 rows
 
 struct AddAtomic {
   template <typename T>
-  __device__ void operator()(T* at, T value) const { atomicAdd(at, value); }
+  __device__ void operator()(T* at, T value) const {
+    atomicAdd(at, value);
+  }
 };
 
 template <typename T>
@@ -25,7 +28,9 @@ __global__ void backward_kernel(DecayProblem<T> p, const T* checkpoints, DecayGr
   for (int64_t i = threadIdx.x; i < p.D; i += blockDim.x) decay_row_backward(p, h, i, checkpoints, g, AddAtomic{});
 }
 
-cudaError_t zero(void* at, size_t bytes, cudaStream_t stream) { return at ? cudaMemsetAsync(at, 0, bytes, stream) : cudaSuccess; }
+cudaError_t zero(void* at, size_t bytes, cudaStream_t stream) {
+  return at ? cudaMemsetAsync(at, 0, bytes, stream) : cudaSuccess;
+}
 
 }  // namespace
 
@@ -38,7 +43,8 @@ cudaError_t decay_fused_forward(const DecayProblem<T>& p, T* y, T* state_out, T*
 }
 
 template <typename T>
-cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& g, cudaStream_t stream) {
+cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& g,
+                                 cudaStream_t stream) {
   if (p.M <= 0 || p.D <= 0 || (p.heads > 0 && g.workspace == nullptr)) return cudaErrorInvalidValue;
   const size_t keys = static_cast<size_t>(p.heads * p.steps * p.M) * sizeof(T);
   const size_t per_head_gate = static_cast<size_t>(p.heads * p.steps) * sizeof(T);
@@ -55,7 +61,9 @@ cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints,
 
 template cudaError_t decay_fused_forward<float>(const DecayProblem<float>&, float*, float*, float*, cudaStream_t);
 template cudaError_t decay_fused_forward<double>(const DecayProblem<double>&, double*, double*, double*, cudaStream_t);
-template cudaError_t decay_fused_backward<float>(const DecayProblem<float>&, const float*, const DecayGrads<float>&, cudaStream_t);
-template cudaError_t decay_fused_backward<double>(const DecayProblem<double>&, const double*, const DecayGrads<double>&, cudaStream_t);
+template cudaError_t decay_fused_backward<float>(const DecayProblem<float>&, const float*, const DecayGrads<float>&,
+                                                 cudaStream_t);
+template cudaError_t decay_fused_backward<double>(const DecayProblem<double>&, const double*, const DecayGrads<double>&,
+                                                  cudaStream_t);
 
 }  // namespace fwlab::cuda

@@ -16,6 +16,7 @@ cudaError_t decay_fused_forward(const DecayProblem<T>& p, T* y, T* state_out, T*
 // The gradients (DecayGrads): the summed ones (dq, dk, dlog_b, a per-head dlog_a) are zeroed here first;
 // grads.workspace holds p.workspace_size() values of scratch.
 template <typename T>
-cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& grads, cudaStream_t stream);
+cudaError_t decay_fused_backward(const DecayProblem<T>& p, const T* checkpoints, const DecayGrads<T>& grads,
+                                 cudaStream_t stream);
 
 }  // namespace fwlab::cuda

@@ -48,7 +48,9 @@ struct DecayProblem {
   // Where row i of head h's checkpoint of segment s lies in a [heads, segments, D, M] buffer.
   FWLAB_HD int64_t checkpoint_row(int64_t h, int64_t s, int64_t i) const { return ((h * segments() + s) * D + i) * M; }
   // The backward's workspace [heads, kSegment + 1, M, D]: element j of the n-th recomputed row of row i.
-  FWLAB_HD int64_t workspace_at(int64_t h, int64_t n, int64_t i, int64_t j) const { return ((h * (kSegment + 1) + n) * M + j) * D + i; }
+  FWLAB_HD int64_t workspace_at(int64_t h, int64_t n, int64_t i, int64_t j) const {
+    return ((h * (kSegment + 1) + n) * M + j) * D + i;
+  }
   FWLAB_HD int64_t workspace_size() const { return heads * (kSegment + 1) * M * D; }
 };
 
@@ -91,15 +93,19 @@ struct DecayGrads {
 
 struct AddPlain {
   template <typename T>
-  FWLAB_HD void operator()(T* at, T value) const { *at += value; }
+  FWLAB_HD void operator()(T* at, T value) const {
+    *at += value;
+  }
 };
 
 template <typename T, typename Add>
-FWLAB_HD void decay_row_backward(const DecayProblem<T>& p, int64_t h, int64_t i, const T* checkpoints, const DecayGrads<T>& g,
-                                 Add add) {
+FWLAB_HD void decay_row_backward(const DecayProblem<T>& p, int64_t h, int64_t i, const T* checkpoints,
+                                 const DecayGrads<T>& g, Add add) {
   const int64_t M = p.M, D = p.D;
   T* G = g.dstate0 + (h * D + i) * M;  // gradient of S_t[i, :], walking t backwards; at the end dstate0's row
-  auto row = [&](int64_t n, int64_t j) -> T& { return g.workspace[p.workspace_at(h, n, i, j)]; };  // n: S_{start + n - 1}
+  auto row = [&](int64_t n, int64_t j) -> T& {
+    return g.workspace[p.workspace_at(h, n, i, j)];
+  };  // n: S_{start + n - 1}
   for (int64_t j = 0; j < M; ++j) G[j] = g.dstate_final ? g.dstate_final[(h * D + i) * M + j] : T(0);
   for (int64_t seg = p.segments() - 1; seg >= 0; --seg) {
     const int64_t start = seg * kSegment, end = start + kSegment < p.steps ? start + kSegment : p.steps;
@@ -128,8 +134,10 @@ FWLAB_HD void decay_row_backward(const DecayProblem<T>& p, int64_t h, int64_t i,
         G[j] = grad * ai * bj;  // gradient of S_{t-1}
       }
       g.dv[at * D + i] = dv;
-      if (p.a_width == 1) add(g.dlog_a + at, ai * da);
-      else if (p.a_width > 1) g.dlog_a[at * D + i] = ai * da;
+      if (p.a_width == 1)
+        add(g.dlog_a + at, ai * da);
+      else if (p.a_width > 1)
+        g.dlog_a[at * D + i] = ai * da;
     }
   }
 }
