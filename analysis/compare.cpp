@@ -112,6 +112,49 @@ std::optional<double> spearman(const std::vector<double>& a, const std::vector<d
   return sab / std::sqrt(saa * sbb);
 }
 
+namespace {
+
+// Every pair of comparable cells: does fwlab order it as the paper does (within one row, one column, overall)?
+// A pair whose gap is within the two cells' spreads counts as noise, not as an agreement or a disagreement.
+void count_pair_orders(const std::vector<const Pair*>& both, Comparison& c) {
+  for (size_t i = 0; i < both.size(); ++i)
+    for (size_t j = i + 1; j < both.size(); ++j) {
+      const double paper = both[i]->paper.value - both[j]->paper.value,
+                   ours = both[i]->ours->mean - both[j]->ours->mean;
+      if (paper == 0) continue;  // a tie in the paper orders nothing
+      const bool agree = (paper > 0 && ours > 0) || (paper < 0 && ours < 0);
+      const bool noise = std::fabs(ours) <= both[i]->ours->sd + both[j]->ours->sd &&
+                         (both[i]->ours->values > 1 || both[j]->ours->values > 1);
+      for (auto* a : {&c.overall, both[i]->row == both[j]->row ? &c.within_rows : nullptr,
+                      both[i]->column == both[j]->column ? &c.within_columns : nullptr})
+        if (a && noise)
+          a->noise += 1;
+        else if (a)
+          a->pairs += 1, a->agree += agree ? 1 : 0;
+    }
+}
+
+// The (at most three) cells whose ranks differ most between fwlab and the paper (rank 1 = best).
+void add_largest_rank_gaps(const std::vector<const Pair*>& both, const PublishedSpec& pub, Comparison& c) {
+  if (both.size() < 3) return;
+  const auto sign = pub.higher_is_better ? -1.0 : 1.0;
+  std::vector<double> o, p;
+  for (const auto* x : both) o.push_back(sign * x->ours->mean), p.push_back(sign * x->paper.value);
+  const auto ro = average_ranks(o), rp = average_ranks(p);
+  std::vector<size_t> order(both.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return std::fabs(ro[a] - rp[a]) > std::fabs(ro[b] - rp[b]); });
+  for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
+    const size_t i = order[k];
+    if (ro[i] == rp[i]) break;
+    c.largest.push_back(fmt::format("{}: fwlab {} (rank {:g} of {}), paper {} (rank {:g})", both[i]->name,
+                                    both[i]->ours->text, ro[i], both.size(), number_text(both[i]->paper.value), rp[i]));
+  }
+}
+
+}  // namespace
+
 Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   Comparison c;
   c.title = fmt::format("{} against {}", t.title, pub.source);
@@ -158,21 +201,7 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   std::vector<const Pair*> both;
   for (const auto& p : cells)
     if (p.comparable()) both.push_back(&p);
-  for (size_t i = 0; i < both.size(); ++i)
-    for (size_t j = i + 1; j < both.size(); ++j) {
-      const double paper = both[i]->paper.value - both[j]->paper.value,
-                   ours = both[i]->ours->mean - both[j]->ours->mean;
-      if (paper == 0) continue;  // a tie in the paper orders nothing
-      const bool agree = (paper > 0 && ours > 0) || (paper < 0 && ours < 0);
-      const bool noise = std::fabs(ours) <= both[i]->ours->sd + both[j]->ours->sd &&
-                         (both[i]->ours->values > 1 || both[j]->ours->values > 1);
-      for (auto* a : {&c.overall, both[i]->row == both[j]->row ? &c.within_rows : nullptr,
-                      both[i]->column == both[j]->column ? &c.within_columns : nullptr})
-        if (a && noise)
-          a->noise += 1;
-        else if (a)
-          a->pairs += 1, a->agree += agree ? 1 : 0;
-    }
+  count_pair_orders(both, c);
   std::vector<double> ours, paper;
   for (const auto* p : both)
     ours.push_back(p->ours->mean), paper.push_back(p->paper.value), c.spreads |= p->ours->values > 1;
@@ -182,23 +211,7 @@ Comparison compare_with_published(const Table& t, const PublishedSpec& pub) {
   add_mark_lines(cells, PublishedCell::Kind::Diverged, CellValue::Kind::Diverged, "Diverged (*)", c.marks);
   add_mark_lines(cells, PublishedCell::Kind::NotApplicable, CellValue::Kind::NotApplicable, "N/A", c.marks);
 
-  if (both.size() >= 3) {  // the cells whose ranks differ most (1 = best)
-    const auto sign = pub.higher_is_better ? -1.0 : 1.0;
-    std::vector<double> o, p;
-    for (const auto* x : both) o.push_back(sign * x->ours->mean), p.push_back(sign * x->paper.value);
-    const auto ro = average_ranks(o), rp = average_ranks(p);
-    std::vector<size_t> order(both.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return std::fabs(ro[a] - rp[a]) > std::fabs(ro[b] - rp[b]); });
-    for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
-      const size_t i = order[k];
-      if (ro[i] == rp[i]) break;
-      c.largest.push_back(fmt::format("{}: fwlab {} (rank {:g} of {}), paper {} (rank {:g})", both[i]->name,
-                                      both[i]->ours->text, ro[i], both.size(), number_text(both[i]->paper.value),
-                                      rp[i]));
-    }
-  }
+  add_largest_rank_gaps(both, pub, c);
   return c;
 }
 

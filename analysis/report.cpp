@@ -83,7 +83,7 @@ std::string error_text(const nlohmann::json& fallback) {
 }
 
 // The jobs in which a custom kernel failed its first-use check and the libtorch form ran instead
-// (kernels/kernel_guard.h): their numbers stand, but that kernel is wrong on that machine (`fwlab doctor` there).
+// (kernels/decay/kernel_guard.h): their numbers stand, but that kernel is wrong on that machine (`fwlab doctor` there).
 std::string kernel_fallback_section(const std::vector<JobRecord>& jobs) {
   std::string rows;
   for (const auto& j : jobs)

@@ -33,7 +33,7 @@
 
 #include "kernels/blas_core.h"
 #include "bench/timing.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "kernels/recurrences.h"
 #include "models/gpt.h"
 #include "worker/precision.h"
@@ -96,6 +96,40 @@ torch::Tensor causal_softmax(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::matmul(torch::softmax(scores.masked_fill(future, -INFINITY), -1), v);
 }
 
+// One form of an op at one shape: its forward, the FLOPs counted for it, and the backward's factor.
+struct Row {
+  std::string form;
+  std::function<torch::Tensor()> forward;
+  double fwd_flops, bwd_factor;
+  int repeats = 0;  // 0: the options' repeats
+};
+
+// Times each row (forward alone, forward + backward) and prints it as a table line and a JSON line; ratios are
+// against the first row.
+void print_rows(const Options& o, const std::vector<Row>& rows, int64_t T, int64_t m, int64_t B,
+                double all_states_mib) {
+  double chunked_ms = 0;
+  for (const auto& row : rows) {
+    Options ro = o;
+    if (row.repeats > 0) ro.repeats = std::min(o.repeats, row.repeats);
+    const auto fwd = measure(ro, [&] {
+      torch::NoGradGuard guard;
+      row.forward();
+    });
+    const auto both = measure(ro, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
+    if (chunked_ms == 0) chunked_ms = both.ms;
+    const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
+    fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms,
+               both.ms, tflops, both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20),
+               all_states_mib);
+    fmt::print(
+        "{{\"level\": \"op\", \"T\": {}, \"m\": {}, \"batch\": {}, \"form\": \"{}\", \"fwd_ms\": {:.4f}, "
+        "\"fwd_bwd_ms\": {:.4f}, "
+        "\"tflops\": {:.3f}, \"peak_bytes\": {}, \"all_states_bytes\": {:.0f}}}\n",
+        T, m, B, row.form, fwd.ms, both.ms, tflops, both.peak, all_states_mib * (1 << 20));
+  }
+}
+
 void op_level(const Options& o) {
   const int64_t H = 12, D = 64, C = 64;
   const std::vector<int64_t> lengths =
@@ -118,12 +152,6 @@ void op_level(const Options& o) {
       const double decay_fwd_flops = tokens_heads * (4.0 * D * m + C * (m + D));
       const double all_states_mib = 2.0 * 2.0 * tokens_heads * D * m / (1 << 20);
 
-      struct Row {
-        std::string form;
-        std::function<torch::Tensor()> forward;
-        double fwd_flops, bwd_factor;
-        int repeats = 0;  // 0: the options' repeats
-      };
       auto fp32 = [](const torch::Tensor& x) { return x.detach().to(torch::kFloat32).requires_grad_(true); };
       const auto q32 = fp32(q), k32 = fp32(k), v32 = fp32(v);
       std::vector<Row> rows;
@@ -155,26 +183,7 @@ void op_level(const Options& o) {
       rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)",
                       [&] { return causal_softmax(qs, ks, vs); }, tokens_heads * 2.0 * T * D, 3.5});
 
-      double chunked_ms = 0;
-      for (const auto& row : rows) {
-        Options ro = o;
-        if (row.repeats > 0) ro.repeats = std::min(o.repeats, row.repeats);
-        const auto fwd = measure(ro, [&] {
-          torch::NoGradGuard guard;
-          row.forward();
-        });
-        const auto both = measure(ro, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
-        if (chunked_ms == 0) chunked_ms = both.ms;
-        const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
-        fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form,
-                   fwd.ms, both.ms, tflops, both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20),
-                   all_states_mib);
-        fmt::print(
-            "{{\"level\": \"op\", \"T\": {}, \"m\": {}, \"batch\": {}, \"form\": \"{}\", \"fwd_ms\": {:.4f}, "
-            "\"fwd_bwd_ms\": {:.4f}, "
-            "\"tflops\": {:.3f}, \"peak_bytes\": {}, \"all_states_bytes\": {:.0f}}}\n",
-            T, m, B, row.form, fwd.ms, both.ms, tflops, both.peak, all_states_mib * (1 << 20));
-      }
+      print_rows(o, rows, T, m, B, all_states_mib);
     }
   }
 }

@@ -12,7 +12,7 @@
 
 #include "kernels/blas_core.h"
 #include "bench/timing.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "models/gpt.h"
 #include "text/batches/mqar.h"
 

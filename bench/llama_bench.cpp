@@ -24,7 +24,7 @@
 #include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "contract/formats/hf/family.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "models/checkpoint.h"
 #include "models/hf_import.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "kernels/blas_core.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "kernels/memory_policy.h"
 #include "models/gpt.h"
 

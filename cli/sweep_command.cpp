@@ -133,6 +133,39 @@ int sweep_exit(const SweepSummary& s) {
   return s.unsuccessful() ? 1 : 0;
 }
 
+// The folder of the job directories (beside the database unless --runs), checked with the database path; on Slurm
+// also the cluster's clients, and the path made absolute (the nodes read it).
+std::string checked_runs_dir(const SweepArgs& a, const Common& c, const std::string& kind) {
+  std::string runs = a.runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : a.runs;
+  if (fs::path(c.db_path).parent_path().empty() && a.runs.empty()) runs = "runs";
+  check_db_path(c.db_path, true);
+  check_runs_dir(runs);
+  if (kind != "slurm") return runs;
+  for (const char* client : {"sbatch", "squeue", "scontrol"})
+    if (boost::process::search_path(client).empty())
+      throw ArgumentError(
+          fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
+  return fs::absolute(runs).lexically_normal().string();
+}
+
+// Threads per job (Slurm: the executor's cpus; locally the cores shared among the parallel jobs), retries, output.
+SweepOptions sweep_options(const SweepArgs& a, const Experiment& ex, const std::string& kind, const std::string& runs,
+                           int jobs) {
+  SweepOptions opt;
+  opt.runs_dir = runs;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  opt.threads_per_job = kind == "slurm"
+                            ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
+                        : a.threads > 0 ? a.threads
+                                        : std::max(1, cores / jobs);
+  opt.retries = a.retries;
+  opt.retry_failed = a.retry_failed;
+  opt.retry_diverged = a.retry_diverged;
+  opt.progress = ::isatty(STDOUT_FILENO) != 0;
+  opt.lines = !opt.progress;
+  return opt;
+}
+
 }  // namespace
 
 int cmd_sweep(const SweepArgs& a, const Common& c) {
@@ -163,30 +196,9 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   if (a.detach && kind != "slurm")
     throw ArgumentError("--detach: only jobs on a cluster outlive fwlab (use --executor slurm)");
   const auto worker = resolve_worker(a.worker.empty() ? default_worker() : a.worker);
-  std::string runs = a.runs.empty() ? (fs::path(c.db_path).parent_path() / "runs").string() : a.runs;
-  if (fs::path(c.db_path).parent_path().empty() && a.runs.empty()) runs = "runs";
-  check_db_path(c.db_path, true);
-  check_runs_dir(runs);
-  if (kind == "slurm") {
-    for (const char* client : {"sbatch", "squeue", "scontrol"})
-      if (boost::process::search_path(client).empty())
-        throw ArgumentError(
-            fmt::format("--executor slurm: {} not found on PATH: run fwlab on a Slurm submit host", client));
-    runs = fs::absolute(runs).lexically_normal().string();  // the nodes read it: no path relative to here
-  }
-  SweepOptions opt;
-  opt.runs_dir = runs;
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const std::string runs = checked_runs_dir(a, c, kind);
   const int jobs = kind == "slurm" ? 1 : std::max(1, a.jobs);
-  opt.threads_per_job = kind == "slurm"
-                            ? static_cast<int>(ex.executor.cpus > 0 ? ex.executor.cpus : std::max(1, a.threads))
-                        : a.threads > 0 ? a.threads
-                                        : std::max(1, cores / jobs);
-  opt.retries = a.retries;
-  opt.retry_failed = a.retry_failed;
-  opt.retry_diverged = a.retry_diverged;
-  opt.progress = ::isatty(STDOUT_FILENO) != 0;
-  opt.lines = !opt.progress;
+  SweepOptions opt = sweep_options(a, ex, kind, runs, jobs);
   std::unique_ptr<Launcher> launcher;
   nlohmann::json executor = {{"kind", "local"}};
   if (kind == "slurm") {

@@ -1,6 +1,7 @@
-# CUDA kernels (kernels/cuda/): built where nvcc is found, never required. FWLAB_CUDA = AUTO (default: where nvcc is
-# on PATH, in $CUDACXX or at /usr/local/cuda/bin), ON (an error without nvcc) or OFF. The kernels are plain CUDA
-# with a C++ API (no libtorch), so a CPU-only libtorch builds them too; their GPU tests skip without a device.
+# CUDA kernels (kernels/<op>/cuda/; what they share in kernels/cuda/): built where nvcc is found, never required.
+# FWLAB_CUDA = AUTO (default: where nvcc is on PATH, in $CUDACXX or at /usr/local/cuda/bin), ON (an error without
+# nvcc) or OFF. The kernels are plain CUDA with a C++ API (no libtorch), so a CPU-only libtorch builds them too;
+# their GPU tests skip without a device.
 #
 # Included BEFORE find_package(Torch): a CUDA libtorch's config enables CUDA and runs find_package(CUDAToolkit)
 # itself, so the nvcc and toolkit must be chosen (the ones of torch's CUDA version) and the NVTX shim be in place

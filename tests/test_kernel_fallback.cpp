@@ -1,5 +1,5 @@
-// The first-use kernel self-check as a user meets it (kernels/kernel_guard.h): a job whose fused CPU kernel is made
-// wrong (job.json debug.wrong_kernel) records a kernel_fallback event and trains on libtorch's form, following the
+// The first-use kernel self-check as a user meets it (kernels/decay/kernel_guard.h): a job whose fused CPU kernel is
+// made wrong (job.json debug.wrong_kernel) records a kernel_fallback event and trains on libtorch's form, following the
 // right kernel's curve; with kernel_check = false the wrong kernel's results go through; `fwlab report` lists the
 // job; and `fwlab doctor` passes here on the host paths and fails on the wrong kernel.
 #include <catch2/catch.hpp>

@@ -1,12 +1,12 @@
-// The first-use self-check (kernels/kernel_guard.h) and the comparison it and `fwlab doctor` run
-// (kernels/kernel_check.h): a wrong kernel is caught, its shape class falls back to the libtorch form, whose results
-// are right, and the listener hears of it once; with the check off the wrong result goes through (so the check is
-// what catches it).
+// The first-use self-check (kernels/decay/kernel_guard.h) and the comparison it and `fwlab doctor` run
+// (kernels/decay/kernel_check.h): a wrong kernel is caught, its shape class falls back to the libtorch form, whose
+// results are right, and the listener hears of it once; with the check off the wrong result goes through (so the check
+// is what catches it).
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "kernels/recurrences.h"
 #include "tests/test_util.h"
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "contract/job/inputs.h"
 #include "models/attention_analysis.h"
 #include "models/hf_import.h"

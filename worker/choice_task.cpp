@@ -1,6 +1,6 @@
 // Multiple-choice and log-likelihood tasks in lm-eval's semantics (contract/evaluation/eval_task.h builds the
 // requests).
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "worker/eval_tasks.h"
 #include "worker/loglikelihood.h"
 

@@ -9,7 +9,7 @@
 
 #include "contract/version.h"
 #include "kernels/cuda_info.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 
 namespace fwlab {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "text/corpora/dataset.h"
 #include "worker/eval_tasks.h"
 #include "worker/trainer.h"

@@ -17,7 +17,7 @@
 #include "contract/formats/safetensors_header.h"
 #include "text/corpora/corpus.h"
 #include "worker/doctor.h"
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "contract/job/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -72,7 +72,7 @@ void watch_parent() {
   }
 }
 
-// The custom kernels' first-use self-check (kernels/kernel_guard.h) as job.json sets it; a shape class that falls
+// The custom kernels' first-use self-check (kernels/decay/kernel_guard.h) as job.json sets it; a shape class that falls
 // back is recorded the moment it does.
 void record_kernel_fallbacks(const JobSpec& spec, EventLog& log) {
   kernels::set_kernel_self_check(spec.kernel_check);
@@ -202,23 +202,10 @@ int export_hf_dir(const std::string& in, const std::string& out) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  use_the_cpus_blas_kernels();  // may exec this program again with OPENBLAS_CORETYPE set (kernels/blas_core.h)
-  watch_parent();
-  keep_freed_memory_mapped();
-  CLI::App app{
-      "fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
-      "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
-  app.footer(kExitCodes);
-  app.require_subcommand(1);
-  std::string job_dir;
-  auto* run_cmd = app.add_subcommand("run", "run the job (resumes from JOB_DIR/resume.safetensors if present)");
-  run_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
-  auto* validate_cmd = app.add_subcommand("validate", "check JOB_DIR/job.json without running it");
-  validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  GenerateArgs gen;
+namespace {
+
+// The command line of generate: the checkpoint, the prompt and how to sample.
+CLI::App* add_generate_command(CLI::App& app, GenerateArgs& gen) {
   auto* gen_cmd = app.add_subcommand("generate",
                                      "continue a prompt with a trained model (KV cache for softmax layers, the O(1) "
                                      "step form for fast-weight and SRU layers)");
@@ -250,29 +237,38 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   gen_cmd->add_option("--device", gen.device, "cpu, cuda or cuda:N")->capture_default_str();
   gen_cmd->add_option("--threads", gen.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
-  std::string merge_in, merge_out;
-  auto* merge_cmd = app.add_subcommand(
-      "merge-lora", "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
-  merge_cmd->add_option("CHECKPOINT", merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  merge_cmd->add_option("OUT", merge_out, "where to write the merged checkpoint")->required();
+  return gen_cmd;
+}
+
+// The subcommands that turn checkpoints into other checkpoints or directories.
+struct FileCommands {
+  std::string merge_in, merge_out, average_out, export_in, export_out;
   std::vector<std::string> average_in;
-  std::string average_out;
-  auto* average_cmd = app.add_subcommand(
-      "average", "the elementwise mean of checkpoints of one model (fairseq's checkpoint averaging)");
-  average_cmd->add_option("OUT", average_out, "where to write the average")->required();
-  average_cmd->add_option("CHECKPOINTS", average_in, "the checkpoints to average")
+  CLI::App *merge = nullptr, *average = nullptr, *export_hf = nullptr;
+};
+
+void add_file_commands(CLI::App& app, FileCommands& f) {
+  f.merge = app.add_subcommand("merge-lora",
+                               "fold a checkpoint's LoRA adapters into its weights: a plain checkpoint, same outputs");
+  f.merge->add_option("CHECKPOINT", f.merge_in, "an fwlab checkpoint with LoRA adapters (model.lora_rank > 0)")
       ->required()
       ->check(CLI::ExistingFile);
-  std::string export_in, export_out;
-  auto* export_cmd =
+  f.merge->add_option("OUT", f.merge_out, "where to write the merged checkpoint")->required();
+  f.average = app.add_subcommand("average",
+                                 "the elementwise mean of checkpoints of one model (fairseq's checkpoint averaging)");
+  f.average->add_option("OUT", f.average_out, "where to write the average")->required();
+  f.average->add_option("CHECKPOINTS", f.average_in, "the checkpoints to average")
+      ->required()
+      ->check(CLI::ExistingFile);
+  f.export_hf =
       app.add_subcommand("export-hf",
                          "write a checkpoint as a Hugging Face directory (config.json + model.safetensors) of "
                          "its architecture: GPT-2, Llama, Mistral or Qwen2; every layer must be softmax");
-  export_cmd->add_option("CHECKPOINT", export_in, "an fwlab checkpoint or hf:DIR")->required();
-  export_cmd->add_option("OUT_DIR", export_out, "the directory to write")->required();
-  DoctorOptions doctor;
+  f.export_hf->add_option("CHECKPOINT", f.export_in, "an fwlab checkpoint or hf:DIR")->required();
+  f.export_hf->add_option("OUT_DIR", f.export_out, "the directory to write")->required();
+}
+
+CLI::App* add_doctor_command(CLI::App& app, DoctorOptions& doctor) {
   auto* doctor_cmd =
       app.add_subcommand("doctor",
                          "check this machine: versions, the device, and every custom kernel against libtorch's "
@@ -284,6 +280,33 @@ int main(int argc, char** argv) {
                    "test hook: make this kernel's results wrong (decay_fused_cpu, "
                    "decay_chunks_cuda) to see a check fail")
       ->check(CLI::IsMember({"decay_fused_cpu", "decay_chunks_cuda"}));
+  return doctor_cmd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  use_the_cpus_blas_kernels();  // may exec this program again with OPENBLAS_CORETYPE set (kernels/blas_core.h)
+  watch_parent();
+  keep_freed_memory_mapped();
+  CLI::App app{
+      "fwlab-worker: train, fine-tune, evaluate or benchmark one job described by JOB_DIR/job.json, or generate text.\n"
+      "The record goes to JOB_DIR/events.jsonl (append-only) and JOB_DIR/status.json."};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  std::string job_dir;
+  auto* run_cmd = app.add_subcommand("run", "run the job (resumes from JOB_DIR/resume.safetensors if present)");
+  run_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")->required()->check(CLI::ExistingDirectory);
+  auto* validate_cmd = app.add_subcommand("validate", "check JOB_DIR/job.json without running it");
+  validate_cmd->add_option("JOB_DIR", job_dir, "job directory holding job.json")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  GenerateArgs gen;
+  auto* gen_cmd = add_generate_command(app, gen);
+  FileCommands files;
+  add_file_commands(app, files);
+  DoctorOptions doctor;
+  auto* doctor_cmd = add_doctor_command(app, doctor);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -292,9 +315,9 @@ int main(int argc, char** argv) {
   }
   if (*validate_cmd) return validate(job_dir);
   if (*doctor_cmd) return run_doctor(doctor);
-  if (*merge_cmd) return merge_lora_file(merge_in, merge_out);
-  if (*average_cmd) return average_files(average_in, average_out);
-  if (*export_cmd) return export_hf_dir(export_in, export_out);
+  if (*files.merge) return merge_lora_file(files.merge_in, files.merge_out);
+  if (*files.average) return average_files(files.average_in, files.average_out);
+  if (*files.export_hf) return export_hf_dir(files.export_in, files.export_out);
   if (*gen_cmd) {
     at::globalContext().setFlushDenormal(true);  // as for jobs: decayed states reach the subnormal range
     return run_generate(gen, FWLAB_SOURCE_DIR);

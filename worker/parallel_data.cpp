@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "contract/formats/parallel_corpus.h"
 #include "text/tokenizers/joint_vocabulary.h"
 

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "text/corpora/dataset.h"
 #include "worker/eval_tasks.h"
 #include "worker/greedy_until.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "worker/eval_tasks.h"
 #include "worker/greedy_until.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 namespace fwlab {
 
@@ -65,7 +65,8 @@ enum class TaskKind {
   passkey,          // generated: no task file
 };
 
-// One row per adapter; contract/evaluation/task_table.cpp registers them, contract/tasks/ holds each one's reader.
+// One row per adapter; contract/evaluation/task_table.cpp registers them, contract/evaluation/tasks/ holds each one's
+// reader.
 struct TaskAdapter {
   std::string name;
   std::string source;  // lm-eval task (or paper) it follows

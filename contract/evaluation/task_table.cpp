@@ -1,4 +1,4 @@
-// The registry of task adapters: a new task is a reader in contract/tasks/ and a row here.
+// The registry of task adapters: a new task is a reader in contract/evaluation/tasks/ and a row here.
 #include "contract/evaluation/eval_task.h"
 #include "contract/model/named_rows.h"
 #include "contract/evaluation/tasks/tasks.h"

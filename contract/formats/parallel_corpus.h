@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 namespace fwlab {
 

@@ -48,8 +48,8 @@ struct EndEvent {
   std::string cause, reason;
   nlohmann::json details = nlohmann::json::object();  // step, final loss, ...
 };
-// A custom kernel failed its first-use check for a shape class (kernels/kernel_guard.h): the job ran libtorch's own
-// form there instead. Read back as an OtherEvent (type "kernel_fallback"); `fwlab report` lists them.
+// A custom kernel failed its first-use check for a shape class (kernels/decay/kernel_guard.h): the job ran libtorch's
+// own form there instead. Read back as an OtherEvent (type "kernel_fallback"); `fwlab report` lists them.
 struct KernelFallbackEvent {
   std::string kernel, shape_class, where;  // where: which output disagreed most (y, state, dq, ...)
   double max_error = 0, tolerance = 0;

@@ -10,7 +10,7 @@
 #include "contract/formats/hf/checkpoint.h"
 #include "contract/model/model_config.h"
 #include "contract/formats/safetensors_header.h"
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "contract/evaluation/eval_task.h"
 #include "contract/formats/parallel_corpus.h"
 

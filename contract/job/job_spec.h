@@ -140,7 +140,7 @@ struct DebugSpec {
   int64_t nan_grad_at_step = -1;  // after this step's backward, put a NaN in the first gradient
   int64_t exit_at_step = -1;      // stop abruptly (as if killed) after this step
   // "": none; decay_fused_cpu | decay_chunks_cuda: that custom kernel's outputs come out 10% wrong, so that the
-  // first-use self-check and its fallback (kernels/kernel_guard.h) can be seen working where no GPU is.
+  // first-use self-check and its fallback (kernels/decay/kernel_guard.h) can be seen working where no GPU is.
   std::string wrong_kernel;
 };
 
@@ -167,7 +167,7 @@ struct JobSpec {
   int64_t threads = 0;         // 0: hardware concurrency
   std::string device = "cpu";  // cpu | cuda | cuda:N
   // Check each custom kernel against libtorch's own form at its first use for a shape class, and fall back where
-  // they disagree (kernels/kernel_guard.h). Off for benchmarks that time the kernels themselves.
+  // they disagree (kernels/decay/kernel_guard.h). Off for benchmarks that time the kernels themselves.
   bool kernel_check = true;
   // The model: from scratch, or converted from `init_checkpoint` (swap-then-finetune). With a source checkpoint,
   // `model` overrides the source's configuration (typically only the mixer plan).

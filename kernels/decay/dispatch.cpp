@@ -1,5 +1,5 @@
 // The decay recurrence a model runs, chosen by the tensors' device (kernels/recurrences.h).
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 #include "kernels/recurrences.h"
 
 namespace fwlab::kernels {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "text/corpora/token_stream.h"
 
 namespace fwlab {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "contract/job/events.h"
 #include "contract/job/file_identity.h"
 

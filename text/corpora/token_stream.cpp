@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 namespace fwlab {
 

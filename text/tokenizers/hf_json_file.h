@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 namespace fwlab {
 

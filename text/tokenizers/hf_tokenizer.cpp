@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "text/tokenizers/hf_tokenizer_json.h"
 #include "text/tokenizers/sentencepiece_tokenizer.h"
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 extern "C" char** environ;
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 #include "text/tokenizers/hf_pretokenizer.h"
 #include "text/tokenizers/hf_tokenizer_config.h"
 

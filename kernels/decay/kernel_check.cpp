@@ -1,4 +1,4 @@
-#include "kernels/kernel_check.h"
+#include "kernels/decay/kernel_check.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>

@@ -1,4 +1,4 @@
-#include "contract/job/corpus_files.h"
+#include "contract/formats/corpus_files.h"
 
 #include <fmt/format.h>
 

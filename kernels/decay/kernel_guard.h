@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/kernel_check.h"
+#include "kernels/decay/kernel_check.h"
 
 namespace fwlab::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/kernel_guard.h"
+#include "kernels/decay/kernel_guard.h"
 
 #include <map>
 #include <mutex>
