@@ -11,6 +11,14 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+
+// toml++ 3.3 asserts what its own callers do not guarantee: parse_key() assumes a key character after a table
+// header's '[', so "[!a]" or a NUL there aborts a build without NDEBUG (the fuzzing tree) and is __builtin_assume
+// under clang with it. The code after the assertion reports the error ("expected bare key starting character"),
+// as GCC's release build shows, so the assertions are off here in every build.
+#ifndef NDEBUG
+#define TOML_ASSERT(expr) static_cast<void>(0)
+#endif
 #include <toml++/toml.h>
 
 namespace fwlab {
