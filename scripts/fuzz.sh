@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Fuzzes fwlab's parsers with libFuzzer under AddressSanitizer and UBSan: the experiment-file loader, the
-# safetensors reader, event-record ingestion, GPT-2 BPE and job.json (targets in tests/fuzz/).
+# safetensors reader, event-record ingestion, GPT-2 BPE and job.json (targets in tests/fuzz/). The same torch-free
+# tree is the ABI check: it is compiled with -D_GLIBCXX_USE_CXX11_ABI=0, the flag PyTorch wheels before 2.7 give
+# every target, and tests/abi's two programs link its libraries whole and run them (ctest's abi_link_check).
 #
 #   scripts/fuzz.sh                  the long run: 600 s per target
 #   scripts/fuzz.sh SECONDS [T...]   SECONDS per target, only targets T (experiment safetensors ingest bpe job_spec)
 #   scripts/fuzz.sh --short          12 s per target (ctest's fuzz_short, in CI)
 #   scripts/fuzz.sh --build-only     configure and build build-fuzz/ (scripts/setup.sh does)
+#   scripts/fuzz.sh --abi-check      build and run tests/abi's programs (ctest's abi_link_check)
 #
 # Seeds: tests/fuzz/corpus/T (read only). Inputs that crash go to build-fuzz/crashes/T/; once fixed, copy
 # them to tests/fuzz/regressions/T/, where the ordinary test binary replays them. Exit 1 if any target crashed.
@@ -13,10 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 build=${FWLAB_FUZZ_BUILD_DIR:-$root/build-fuzz}
-seconds=600 build_only=0
+seconds=600 build_only=0 abi_check=0
 case "${1:-}" in
   --short) seconds=12; shift ;;
   --build-only) build_only=1; shift ;;
+  --abi-check) abi_check=1; shift ;;
   ''|*[!0-9]*) ;;
   *) seconds=$1; shift ;;
 esac
@@ -28,20 +32,29 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (scripts/setup.sh installs clang and libclang-rt); skipped"
   exit 77
 fi
-if [ ! -f "$build/build.ninja" ]; then
-  # -O1 and line tables only, as libFuzzer's documentation builds: half the compile time of -O2 -g (the whole tree
-  # was 12 of CI's minutes), stack traces still name file and line.
+# A tree configured before it was also the ABI check is configured again.
+if [ ! -f "$build/build.ninja" ] || ! grep -q '^FWLAB_ABI_CHECK:BOOL=ON' "$build/CMakeCache.txt"; then
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+  # -O1 and line tables only, as libFuzzer's documentation builds (stack traces still name file and line); a unity
+  # build, since the files of a library share most of what they include.
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DFWLAB_TORCH=OFF -DFWLAB_FUZZ=ON \
-    -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined \
-      -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+    -DFWLAB_ABI_CHECK=ON -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -D_GLIBCXX_USE_CXX11_ABI=0 \
+      -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
       -fsanitize-ignorelist=$root/tests/fuzz/sanitizer_ignorelist.txt" >/dev/null
 fi
-# The fuzz targets and what they link, not the rest of the tree (the cli).
-if ! cmake --build "$build" --parallel "$(nproc)" --target "${all_targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then
+# The fuzz targets, the ABI check and what they link, not the rest of the tree (the cli).
+abi_programs=(fwlab_abi_link_check fwlab_abi_catch_check)
+if ! cmake --build "$build" --parallel "$(nproc)" --target "${all_targets[@]/#/fuzz_}" "${abi_programs[@]}" \
+  >"$build/build.log" 2>&1; then
   tail -40 "$build/build.log"
   exit 1
 fi
 [ "$build_only" = 1 ] && exit 0
+if [ "$abi_check" = 1 ]; then
+  for p in "${abi_programs[@]}"; do "$build/tests/abi/$p" || { echo "abi check: $p failed"; exit 1; }; done
+  exit 0
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

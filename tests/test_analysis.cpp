@@ -15,6 +15,7 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+using fwlab::test::fwlab_cmd;
 namespace fs = std::filesystem;
 
 namespace {
@@ -58,7 +59,7 @@ kind = "vs_m"
 series = ["rule"]
 )";
 
-std::string with(std::string text, const std::string& from, const std::string& to) {
+std::string grid_with(std::string text, const std::string& from, const std::string& to) {
   const auto at = text.find(from);
   REQUIRE(at != std::string::npos);
   return text.replace(at, from.size(), to);
@@ -79,8 +80,6 @@ better = "lower"
 columns = ["4", "16"]
 [published.rows]
 add = [9.0, 14.0])";
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
 // Test perplexity of a finished add / delta run: lr 1e-2 is better by 1, seed 1 worse by 0.5.
 double add_ppl(int64_t m, double lr, int64_t seed) {
@@ -172,7 +171,7 @@ struct Fixture {
 
 TEST_CASE("table: accuracy cells that have not left chance are marked, at the threshold", "[analysis]") {
   // The grid's data is MQAR with the default 4 pairs: chance 1/4, marked below 0.25 + 0.1 * 0.75 = 0.325.
-  Fixture fx(with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"));
+  Fixture fx(grid_with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"));
   {
     Db db(fx.db_path);
     db.exec(
@@ -191,8 +190,8 @@ TEST_CASE("table: accuracy cells that have not left chance are marked, at the th
   CHECK_THAT(render_latex(t), Catch::Contains("0.324 $\\pm$ 0.000 $\\approx$ chance"));
 
   // With 2 pairs chance is 1/2: the same 0.326 is now at chance too.
-  Fixture two(with(with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"), "source = \"mqar\"",
-                   "source = \"mqar\"\nmqar = { pairs = 2, seq_len = 16 }"));
+  Fixture two(grid_with(grid_with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"),
+                        "source = \"mqar\"", "source = \"mqar\"\nmqar = { pairs = 2, seq_len = 16 }"));
   {
     Db w(two.db_path);
     w.exec("UPDATE evals SET accuracy = 0.326 WHERE split = 'test'");
@@ -257,7 +256,7 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
              Catch::Contains("Cells: test accuracy.") && Catch::Contains("?: finished without this metric"));
 
   // Decimals per metric.
-  test::spit(fx.file, with(kGrid, "metric = \"test_ppl\"", "metric = \"test_ppl\"\ndigits = { test_ppl = 3 }"));
+  test::spit(fx.file, grid_with(kGrid, "metric = \"test_ppl\"", "metric = \"test_ppl\"\ndigits = { test_ppl = 3 }"));
   const auto ex3 = load_experiment(fx.file, "");
   const auto t3 = build_table(ResultSet(ex3, "", db, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex3));
   CHECK(t3.cells[0][0].text == fmt::format("{:.3f} ± {:.3f}", 10.25, std::sqrt(0.125)));
@@ -308,7 +307,7 @@ TEST_CASE("table command: formats, --out, byte-identical regeneration, errors wi
            {"columns = [\"m\"]", "label = {}\ncolumns = [\"m\"]",
             "9: table.label: unknown key (did you mean 'labels'?)"},
        }) {
-    const auto text = with(kGrid, bad.from, bad.to);
+    const auto text = grid_with(kGrid, bad.from, bad.to);
     test::spit(fx.file, text);
     const auto message = line_of(text, bad.to) + bad.message;  // file:line:column: key: message
     for (const std::string cmd : {"table", "report", "plot"}) {
@@ -446,7 +445,7 @@ decay = ["N/A", 12.0]
             "published.columns[1]: '32' is not a column of the table"},
            {"better = \"lower\"", "better = \"higher\"", "published.better: the table's test_ppl is better lower"},
        }) {
-    const auto text = with(kGrid + published, bad.from, bad.to);
+    const auto text = grid_with(kGrid + published, bad.from, bad.to);
     test::spit(fx.file, text);
     for (const std::string cmd : {"table", "report", "sweep"}) {
       const auto e = test::run_command(fwlab_cmd(
@@ -508,9 +507,10 @@ TEST_CASE(
 TEST_CASE("table --compare: a paper's task columns beside a table whose columns are its metrics", "[analysis]") {
   // Columns are metrics (evaluation tasks as columns); m reduces to its best value. test_bpc is not a column of
   // this table: it stays a column of "–" and the caption names it.
-  auto grid = with(
-      with(kGrid, "columns = [\"m\"]\nmetric = \"test_ppl\"", "columns = []\nmetrics = [\"test_ppl\", \"valid_ppl\"]"),
-      "reduce = { lr = \"best\", seed = \"mean\" }", "reduce = { lr = \"best\", seed = \"mean\", m = \"best\" }");
+  auto grid = grid_with(grid_with(kGrid, "columns = [\"m\"]\nmetric = \"test_ppl\"",
+                                  "columns = []\nmetrics = [\"test_ppl\", \"valid_ppl\"]"),
+                        "reduce = { lr = \"best\", seed = \"mean\" }",
+                        "reduce = { lr = \"best\", seed = \"mean\", m = \"best\" }");
   const std::string published = R"(
 [published]
 source = "Made up 2026, Table 9"
@@ -539,7 +539,7 @@ add = [9.0, 3.0]
            {"better = \"lower\"", "better = \"lower\"\ncolumns = [\"4\"]",
             "published.columns: give either metrics (one per column) or metric and columns"},
        }) {
-    const auto text = with(grid + published, bad.from, bad.to);
+    const auto text = grid_with(grid + published, bad.from, bad.to);
     test::spit(fx.file, text);
     const auto e = test::run_command(fwlab_cmd(fmt::format("table {} --db {} --compare", fx.file, fx.db_path)));
     INFO(e.output);

@@ -10,11 +10,10 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+using fwlab::test::fwlab_cmd;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
 int64_t count(Db& db, const std::string& sql) {
   auto q = db.prepare(sql);

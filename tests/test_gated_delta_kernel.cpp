@@ -12,7 +12,7 @@ using fwlab::test::max_abs_diff;
 
 namespace {
 
-struct Inputs {
+struct GatedDeltaInputs {
   torch::Tensor q, k, v, alpha, beta, state0;
   std::vector<torch::Tensor> all() const {
     std::vector<torch::Tensor> out{q, k, v, alpha, beta};
@@ -23,14 +23,15 @@ struct Inputs {
 
 // alpha: "random" sigmoid-distributed, "near0" ~ e^-40, "one" exactly 1. Keys and queries L2-normalised as the
 // gated delta rule feeds them.
-Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t B = 2, int64_t H = 2, int64_t M = 5,
-                   int64_t D = 6) {
+GatedDeltaInputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t B = 2, int64_t H = 2,
+                             int64_t M = 5, int64_t D = 6) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   auto unit = [&](int64_t width) {
     return torch::nn::functional::normalize(torch::randn({B, H, T, width}, opt),
                                             torch::nn::functional::NormalizeFuncOptions().dim(-1));
   };
-  Inputs in{unit(M), unit(M), torch::randn({B, H, T, D}, opt), {}, torch::sigmoid(torch::randn({B, H, T, 1}, opt)), {}};
+  GatedDeltaInputs in{
+      unit(M), unit(M), torch::randn({B, H, T, D}, opt), {}, torch::sigmoid(torch::randn({B, H, T, 1}, opt)), {}};
   if (alpha == "near0")
     in.alpha = torch::exp(-40.0 - torch::rand({B, H, T, 1}, opt));
   else if (alpha == "one")
@@ -44,8 +45,8 @@ Inputs make_inputs(int64_t T, const std::string& alpha, bool with_state, int64_t
 }
 
 template <typename F>
-std::vector<torch::Tensor> outputs_and_grads(const Inputs& in, const torch::Tensor& gy, const torch::Tensor& gs,
-                                             F recurrence) {
+std::vector<torch::Tensor> outputs_and_grads(const GatedDeltaInputs& in, const torch::Tensor& gy,
+                                             const torch::Tensor& gs, F recurrence) {
   auto r = recurrence(in);
   auto loss = (r.y * gy).sum() + (r.state * gs).sum();
   auto grads = torch::autograd::grad({loss}, in.all());
@@ -65,10 +66,10 @@ TEST_CASE("gated delta recurrence: fused CPU kernel == naive loop (outputs, stat
           const auto in = make_inputs(T, alpha, with_state);
           const auto probe = K::gated_delta_recurrence_naive(in.q, in.k, in.v, in.alpha, in.beta, in.state0);
           const auto gy = torch::randn_like(probe.y), gs = torch::randn_like(probe.state);
-          const auto fast = outputs_and_grads(in, gy, gs, [](const Inputs& i) {
+          const auto fast = outputs_and_grads(in, gy, gs, [](const GatedDeltaInputs& i) {
             return K::gated_delta_recurrence_fused(i.q, i.k, i.v, i.alpha, i.beta, i.state0);
           });
-          const auto slow = outputs_and_grads(in, gy, gs, [](const Inputs& i) {
+          const auto slow = outputs_and_grads(in, gy, gs, [](const GatedDeltaInputs& i) {
             return K::gated_delta_recurrence_naive(i.q, i.k, i.v, i.alpha, i.beta, i.state0);
           });
           REQUIRE(fast.size() == slow.size());

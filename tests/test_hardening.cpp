@@ -15,12 +15,11 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+using fwlab::test::fake_worker;
+using fwlab::test::fwlab_cmd;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
-std::string fake_worker() { return fmt::format("{}/tests/fake_worker.py", FWLAB_SOURCE_DIR); }
 
 int64_t count(const std::string& db_path, const std::string& sql) {
   Db db(db_path, true);

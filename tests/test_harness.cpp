@@ -20,6 +20,7 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+using fwlab::test::fwlab_cmd;
 namespace fs = std::filesystem;
 
 namespace {
@@ -60,8 +61,6 @@ std::string with(std::string text, const std::string& from, const std::string& t
   REQUIRE(at != std::string::npos);
   return text.replace(at, from.size(), to);
 }
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
 
 // A one-stage experiment over `n` learning rates whose jobs the fake worker runs in `steps` steps, slowly
 // (seed 5: 0.05 s a step), so that a sweep can be interrupted while jobs run.

@@ -24,8 +24,6 @@ nlohmann::json write_python_gpt2(const fs::path& dir, const std::string& extra =
   return test::write_python_model("hf_gpt2.py", dir, extra);
 }
 
-std::string import_error(const fs::path& dir) { return test::hf_import_error(dir); }
-
 void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
   auto j = nlohmann::json::parse(test::slurp((dir / "config.json").string()));
   edit(j);
@@ -167,7 +165,7 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
     const auto d = fresh("trunc");
     const auto shard = d / "model-00002-of-00002.safetensors";
     fs::resize_file(shard, fs::file_size(shard) - 100);
-    CHECK_THAT(import_error(d),
+    CHECK_THAT(test::hf_import_error(d),
                Catch::Contains("model-00002-of-00002.safetensors: tensor") && Catch::Contains("data section"));
   }
   SECTION("a damaged shard header") {
@@ -176,50 +174,52 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
     f.seekp(8);
     f.write("#####", 5);
     f.close();
-    CHECK_THAT(import_error(d), Catch::Contains("model-00001-of-00002.safetensors: header is not valid JSON"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("model-00001-of-00002.safetensors: header is not valid JSON"));
   }
   SECTION("a missing shard") {
     const auto d = fresh("missing");
     fs::remove(d / "model-00002-of-00002.safetensors");
-    CHECK_THAT(import_error(d),
+    CHECK_THAT(test::hf_import_error(d),
                Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
                    Catch::Contains("does not exist"));
   }
   SECTION("shapes that contradict config.json") {
     const auto d = fresh("shape");
     edit_config(d, [](nlohmann::json& j) { j["n_positions"] = 128; });
-    CHECK_THAT(import_error(d), Catch::Contains("tensor 'transformer.wpe.weight' has shape [64, 32] but") &&
-                                    Catch::Contains("config.json implies [128, 32]"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("tensor 'transformer.wpe.weight' has shape [64, 32] but") &&
+                                             Catch::Contains("config.json implies [128, 32]"));
     edit_config(d, [](nlohmann::json& j) {
       j["n_positions"] = 64;
       j["n_layer"] = 4;
     });
-    CHECK_THAT(import_error(d), Catch::Contains("missing tensor 'h.3.ln_1.weight'") && Catch::Contains("n_layer = 4"));
+    CHECK_THAT(test::hf_import_error(d),
+               Catch::Contains("missing tensor 'h.3.ln_1.weight'") && Catch::Contains("n_layer = 4"));
     edit_config(d, [](nlohmann::json& j) { j["n_layer"] = 2; });
-    CHECK_THAT(import_error(d), Catch::Contains("unexpected tensor 'transformer.h.2."));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("unexpected tensor 'transformer.h.2."));
   }
   SECTION("another architecture") {
     const auto d = fresh("gemma");
     test::spit((d / "config.json").string(),
                R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 32})");
-    CHECK_THAT(import_error(d), Catch::Contains("config.json: key 'model_type' = \"gemma\"") &&
-                                    Catch::Contains("not an architecture fwlab reads") &&
-                                    Catch::Contains("llama, mistral, qwen2"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("config.json: key 'model_type' = \"gemma\"") &&
+                                             Catch::Contains("not an architecture fwlab reads") &&
+                                             Catch::Contains("llama, mistral, qwen2"));
   }
   SECTION("options fwlab does not implement are refused, never approximated") {
     const auto d = fresh("options");
     edit_config(d, [](nlohmann::json& j) { j["scale_attn_by_inverse_layer_idx"] = true; });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'scale_attn_by_inverse_layer_idx' = true is not implemented"));
+    CHECK_THAT(test::hf_import_error(d),
+               Catch::Contains("key 'scale_attn_by_inverse_layer_idx' = true is not implemented"));
     edit_config(d, [](nlohmann::json& j) {
       j.erase("scale_attn_by_inverse_layer_idx");
       j["reorder_and_upcast_attn"] = true;
     });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'reorder_and_upcast_attn' = true is not implemented"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("key 'reorder_and_upcast_attn' = true is not implemented"));
     edit_config(d, [](nlohmann::json& j) {
       j.erase("reorder_and_upcast_attn");
       j["activation_function"] = "relu";
     });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'activation_function' = 'relu' is not implemented"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("key 'activation_function' = 'relu' is not implemented"));
     edit_config(d, [](nlohmann::json& j) { j["activation_function"] = "gelu"; });
     CHECK(load_hf(d.string()).model->config().activation == "gelu");
   }
@@ -229,7 +229,7 @@ TEST_CASE("bad Hugging Face directories are refused with the file and key at fau
     for (auto& [name, t] : tensors)
       if (name == "lm_head.weight") t = t + 1.0f;
     save_tensors((d / "model.safetensors").string(), tensors);
-    CHECK_THAT(import_error(d), Catch::Contains("lm_head.weight differs from the token embedding"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("lm_head.weight differs from the token embedding"));
   }
   SECTION("a vocab_size that disagrees with the tokenizer, before anything runs") {
     const auto d = fresh("vocab");

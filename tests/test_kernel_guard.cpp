@@ -31,7 +31,7 @@ struct Hooks {  // the guard's process-wide settings for one test, restored afte
   }
 };
 
-fwlab::test::DecayInputs inputs(int64_t T, int64_t D) {
+fwlab::test::DecayInputs guard_inputs(int64_t T, int64_t D) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat32);
   return {torch::randn({2, 2, T, 8}, opt),
           torch::randn({2, 2, T, 8}, opt),
@@ -55,7 +55,7 @@ TEST_CASE("kernel self-check: a wrong kernel falls back to the libtorch form and
           "[kernels]") {
   torch::manual_seed(51);
   Hooks hooks("decay_fused_cpu");
-  const auto in = inputs(40, 12);
+  const auto in = guard_inputs(40, 12);
   CHECK(max_abs_diff(dispatched(in), naive(in)) < 1e-4);  // the libtorch form's result, not the wrong one
   REQUIRE(hooks.heard.size() == 1);
   CHECK(hooks.heard[0].kernel == "decay_fused_cpu");
@@ -64,7 +64,7 @@ TEST_CASE("kernel self-check: a wrong kernel falls back to the libtorch form and
   CHECK(!hooks.heard[0].comparison.passed());
   dispatched(in);  // the verdict stands for the class: no second check, no second report
   CHECK(hooks.heard.size() == 1);
-  const auto other = inputs(40, 20);  // another class (D = 20): checked, and falls back too
+  const auto other = guard_inputs(40, 20);  // another class (D = 20): checked, and falls back too
   CHECK(max_abs_diff(dispatched(other), naive(other)) < 1e-4);
   CHECK(hooks.heard.size() == 2);
 }
@@ -72,7 +72,7 @@ TEST_CASE("kernel self-check: a wrong kernel falls back to the libtorch form and
 TEST_CASE("kernel self-check: off, the wrong kernel's result goes through unchecked", "[kernels]") {
   torch::manual_seed(52);
   Hooks hooks("decay_fused_cpu", false);
-  const auto in = inputs(40, 12);
+  const auto in = guard_inputs(40, 12);
   const auto y = dispatched(in), expect = naive(in);
   CHECK(max_abs_diff(y, expect * 1.1) < 1e-4);
   CHECK(hooks.heard.empty());
@@ -81,7 +81,7 @@ TEST_CASE("kernel self-check: off, the wrong kernel's result goes through unchec
 TEST_CASE("kernel self-check: a right kernel passes and runs, nothing reported", "[kernels]") {
   torch::manual_seed(53);
   Hooks hooks("");
-  const auto in = inputs(40, 12);
+  const auto in = guard_inputs(40, 12);
   CHECK(max_abs_diff(dispatched(in), naive(in)) < 1e-4);
   CHECK(hooks.heard.empty());
 }

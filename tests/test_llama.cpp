@@ -26,8 +26,6 @@ nlohmann::json write_python_llama(const fs::path& dir, const std::string& args) 
   return test::write_python_model("hf_llama.py", dir, args);
 }
 
-std::string import_error(const fs::path& dir) { return test::hf_import_error(dir); }
-
 void edit_json(const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
   auto j = nlohmann::json::parse(test::slurp(file.string()));
   edit(j);
@@ -194,14 +192,14 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
   SECTION("a missing shard") {
     const auto d = fresh("shard");
     fs::remove(d / "model-00002-of-00002.safetensors");
-    CHECK_THAT(import_error(d),
+    CHECK_THAT(test::hf_import_error(d),
                Catch::Contains("model.safetensors.index.json: shard 'model-00002-of-00002.safetensors'") &&
                    Catch::Contains("does not exist"));
   }
   SECTION("a tensor of the wrong shape") {
     const auto d = fresh("shape");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["num_key_value_heads"] = 1; });
-    CHECK_THAT(import_error(d),
+    CHECK_THAT(test::hf_import_error(d),
                Catch::Contains("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [32, 64] but") &&
                    Catch::Contains("implies [16, 64]") && Catch::Contains("num_key_value_heads = 1"));
   }
@@ -212,32 +210,35 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
     for (auto& [name, t] : tensors)
       if (name == "model.norm.weight") t = t.to(torch::kInt32);
     save_tensors(file.string(), tensors);
-    CHECK_THAT(import_error(d), Catch::Contains("tensor 'model.norm.weight' is stored as I32, not a floating type"));
+    CHECK_THAT(test::hf_import_error(d),
+               Catch::Contains("tensor 'model.norm.weight' is stored as I32, not a floating type"));
   }
   SECTION("an unknown architecture, activation or rope_scaling type") {
     const auto d = fresh("names", "--arch llama");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["architectures"] = {"LlamaForSequenceClassification"}; });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'architectures' holds \"LlamaForSequenceClassification\""));
+    CHECK_THAT(test::hf_import_error(d),
+               Catch::Contains("key 'architectures' holds \"LlamaForSequenceClassification\""));
     edit_json(d / "config.json", [](nlohmann::json& j) {
       j["architectures"] = {"LlamaForCausalLM"};
       j["hidden_act"] = "gelu";
     });
-    CHECK_THAT(import_error(d), Catch::Contains("config.json: key 'hidden_act' = 'gelu' is not implemented"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("config.json: key 'hidden_act' = 'gelu' is not implemented"));
     edit_json(d / "config.json", [](nlohmann::json& j) {
       j["hidden_act"] = "silu";
       j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
     });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'rope_scaling' has type 'yarn', which fwlab does not implement"));
+    CHECK_THAT(test::hf_import_error(d),
+               Catch::Contains("key 'rope_scaling' has type 'yarn', which fwlab does not implement"));
     edit_json(d / "config.json", [](nlohmann::json& j) {
       j["rope_scaling"] = nullptr;
       j["model_type"] = "phi3";
     });
-    CHECK_THAT(import_error(d), Catch::Contains("key 'model_type' = \"phi3\""));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("key 'model_type' = \"phi3\""));
   }
   SECTION("heads not a multiple of the key/value heads") {
     const auto d = fresh("heads", "--arch llama");
     edit_json(d / "config.json", [](nlohmann::json& j) { j["num_key_value_heads"] = 3; });
-    CHECK_THAT(import_error(d),
+    CHECK_THAT(test::hf_import_error(d),
                Catch::Contains("key 'num_attention_heads' = 4 is not a multiple of 'num_key_value_heads' = 3"));
   }
   SECTION("a tied head whose lm_head.weight differs from the embedding") {
@@ -248,7 +249,7 @@ TEST_CASE("bad Llama-family directories are refused with the file and key or ten
       if (name == "model.embed_tokens.weight") embedding = t;
     tensors.emplace_back("lm_head.weight", embedding + 1.0f);
     save_tensors((d / "model.safetensors").string(), tensors);
-    CHECK_THAT(import_error(d), Catch::Contains("lm_head.weight differs from the token embedding"));
+    CHECK_THAT(test::hf_import_error(d), Catch::Contains("lm_head.weight differs from the token embedding"));
   }
 }
 

@@ -41,10 +41,10 @@ ModelConfig llama_block(ModelConfig cfg) {
   return cfg;
 }
 
-torch::Tensor inputs(int64_t T, int64_t d) { return torch::randn({2, T, d}, torch::kFloat64); }
+torch::Tensor mixer_inputs(int64_t T, int64_t d) { return torch::randn({2, T, d}, torch::kFloat64); }
 
 void check_parallel_equals_step(Mixer& mixer, int64_t d) {
-  auto x = inputs(37, d);
+  auto x = mixer_inputs(37, d);
   auto parallel = mixer.forward(x);
   MixerState state;
   std::vector<torch::Tensor> steps;
@@ -56,7 +56,7 @@ void check_parallel_equals_step(Mixer& mixer, int64_t d) {
 }
 
 void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
-  auto x = inputs(T, d).requires_grad_(true);
+  auto x = mixer_inputs(T, d).requires_grad_(true);
   std::vector<torch::Tensor> wrt = {x};
   std::vector<std::string> names = {"input"};
   for (const auto& p : mixer.named_parameters()) {
@@ -86,7 +86,7 @@ void check_chunked_equals_naive(Mixer& mixer, int64_t d, int64_t T) {
 // out_t = W_o (sum_s C[i, t, s] v_s[i]) + b_o, with v the value projection; no recurrence is run here.
 void check_value_coefficients(FastWeight& mixer, const ModelConfig& cfg) {
   torch::NoGradGuard guard;
-  auto x = inputs(11, cfg.d_model);
+  auto x = mixer_inputs(11, cfg.d_model);
   const int64_t inner = cfg.n_heads * cfg.head_dim, hd = cfg.head_dim, kv = cfg.kv_heads() * hd;
   const auto& b = mixer.qkv->bias;
   auto v = torch::linear(x, mixer.qkv->weight.narrow(0, inner + kv, kv),
@@ -119,7 +119,7 @@ class ComboTest : public Catch::ITestInvoker {
       SECTION("value coefficients rebuild the output") { check_value_coefficients(mixer, cfg); }
     } else {
       SECTION("no value coefficients: the output mixes convolved values") {
-        CHECK_THROWS_WITH(mixer.value_coefficients(inputs(5, cfg.d_model)), Catch::Contains("short convolution"));
+        CHECK_THROWS_WITH(mixer.value_coefficients(mixer_inputs(5, cfg.d_model)), Catch::Contains("short convolution"));
       }
     }
   }
@@ -213,7 +213,7 @@ TEST_CASE("local attention equals softmax attention restricted to the window", "
   auto cfg = test::small_config(local, 1);
   SoftmaxAttention mixer(cfg, 4);
   mixer.to(torch::kFloat64);
-  auto x = inputs(11, cfg.d_model);
+  auto x = mixer_inputs(11, cfg.d_model);
   auto y = mixer.forward(x);
   auto parts = mixer.qkv(x).view({2, 11, 3, cfg.n_heads, cfg.head_dim});
   for (int64_t t = 0; t < 11; ++t) {
@@ -362,7 +362,7 @@ TEST_CASE("output RMSNorm: each head's output divided by its root mean square, t
     }
     normed.out_norm.copy_(weight);
   }
-  auto x = inputs(9, cfg.d_model);
+  auto x = mixer_inputs(9, cfg.d_model);
   auto y = plain.forward(x).view({2, 9, cfg.n_heads, cfg.head_dim});
   auto expected = y / (y.pow(2).mean(-1, true) + 1e-5).sqrt() * weight;
   CHECK(max_abs_diff(normed.forward(x).view({2, 9, cfg.n_heads, cfg.head_dim}), expected) <= 1e-12);
@@ -377,7 +377,7 @@ TEST_CASE("BaseConv (Zoology): y = conv(x) * (W x + b) + x, its step form, a bia
   BaseConv mixer(cfg.layers[0], cfg);
   mixer.to(torch::kFloat64);
   CHECK(mixer.conv->bias.defined());
-  auto x = inputs(7, cfg.d_model);
+  auto x = mixer_inputs(7, cfg.d_model);
   // The convolution written out: tap j of 3 reads the input 2 - j tokens back, zeros before the first token.
   const auto w = mixer.conv->weight.select(1, 0);  // [C, 3]
   auto conv = mixer.conv->bias.expand_as(x).clone();

@@ -13,12 +13,11 @@
 #include "tests/test_support.h"
 
 using namespace fwlab;
+using fwlab::test::fake_worker;
+using fwlab::test::fwlab_cmd;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
-std::string fake_worker() { return fmt::format("{}/tests/fake_worker.py", FWLAB_SOURCE_DIR); }
 
 // Two stages over two rules; the file's [defaults.optim] lr is the more specific setting of the learning rate.
 const std::string kGrid = R"([experiment]

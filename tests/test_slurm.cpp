@@ -13,11 +13,10 @@
 
 namespace fs = std::filesystem;
 using namespace fwlab;
+using fwlab::test::fake_worker;
+using fwlab::test::fwlab_cmd;
 
 namespace {
-
-std::string fwlab_cmd(const std::string& args) { return fmt::format("{} {}", FWLAB_BIN, args); }
-std::string fake_worker() { return std::string(FWLAB_SOURCE_DIR) + "/tests/fake_worker.py"; }
 
 // Two stages (finetune after pretrain), three finetune cells: two waves, the second only after the first.
 std::string two_stage(const std::string& name, int seed) {

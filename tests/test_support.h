@@ -28,6 +28,15 @@ struct CommandResult {
 CommandResult run_command(const std::string& command);
 
 std::string slurp(const std::string& path);
+
+#ifdef FWLAB_BIN
+// `fwlab ARGS` as a command line, with the fwlab this build made.
+inline std::string fwlab_cmd(const std::string& args) { return std::string(FWLAB_BIN) + " " + args; }
+#endif
+#ifdef FWLAB_SOURCE_DIR
+// tests/fake_worker.py, the scripted worker of the orchestrator's reliability tests.
+inline std::string fake_worker() { return std::string(FWLAB_SOURCE_DIR) + "/tests/fake_worker.py"; }
+#endif
 void spit(const std::string& path, const std::string& content);
 
 }  // namespace fwlab::test

@@ -8,14 +8,14 @@ namespace fwlab {
 
 namespace {
 
-struct Row {
+struct GreedyRow {
   std::vector<int64_t> prompt, generated;
   std::string text;
   bool done = false;
 };
 
 // Rows run together until each has its tokens or its stop string.
-void run_rows(GPT& model, const Tokenizer& tok, std::vector<Row*>& rows, const GreedyOptions& o) {
+void run_rows(GPT& model, const Tokenizer& tok, std::vector<GreedyRow*>& rows, const GreedyOptions& o) {
   const auto device = model->wte->weight.device();
   GenerationState state;
   size_t longest = 0;
@@ -49,7 +49,7 @@ std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok,
   torch::NoGradGuard no_grad;
   model->eval();
   const auto keep = std::max<int64_t>(1, model->config().context - o.max_new_tokens);
-  std::vector<Row> rows(prompts.size());
+  std::vector<GreedyRow> rows(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto& p = prompts[i];
     if (p.empty()) throw std::invalid_argument("greedy_until: an empty prompt");
@@ -61,7 +61,7 @@ std::vector<std::string> greedy_until(GPT& model, const Tokenizer& tok,
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return rows[a].prompt.size() > rows[b].prompt.size(); });
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(o.batch)) {
-    std::vector<Row*> batch;
+    std::vector<GreedyRow*> batch;
     for (size_t j = i; j < std::min(order.size(), i + static_cast<size_t>(o.batch)); ++j)
       batch.push_back(&rows[order[j]]);
     run_rows(model, tok, batch, o);

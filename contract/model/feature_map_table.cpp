@@ -8,7 +8,7 @@ namespace fwlab {
 
 namespace {
 
-int64_t no_parameters(const LayerDims&) { return 0; }
+int64_t no_map_parameters(const LayerDims&) { return 0; }
 int64_t projection_with_bias(const LayerDims& d) { return d.n_heads * (d.m * d.head_dim + d.m); }
 int64_t projection(const LayerDims& d) { return d.n_heads * d.m * d.head_dim; }
 int64_t temperature_per_head(const LayerDims& d) { return d.n_heads; }
@@ -48,9 +48,9 @@ void hedgehog_even(const MixerSpec& s, const LayerDims&, const std::string& p) {
 const std::vector<FeatureMapRow>& feature_map_table() {
   static const std::vector<FeatureMapRow> rows = {
       {"relu", "Kasai et al. 2021 (T2R)", true, false, false, projection_with_bias, nullptr},
-      {"elu1", "Katharopoulos et al. 2020", false, false, false, no_parameters, m_is_head_dim},
+      {"elu1", "Katharopoulos et al. 2020", false, false, false, no_map_parameters, m_is_head_dim},
       {"identity", "Mao 2022 (\"phi off\")", true, true, false, projection, nullptr},
-      {"dpfp", "Schlag et al. 2021", false, false, true, no_parameters, dpfp_size},
+      {"dpfp", "Schlag et al. 2021", false, false, true, no_map_parameters, dpfp_size},
       {"rfa", "Peng et al. 2021", false, false, false, temperature_per_head, rfa_even},
       {"hedgehog", "Zhang et al. 2024", false, false, false, query_and_key_projections, hedgehog_even},
   };

@@ -6,7 +6,7 @@ namespace fwlab {
 
 namespace {
 
-int64_t no_parameters(const LayerDims&) { return 0; }
+int64_t no_rule_parameters(const LayerDims&) { return 0; }
 int64_t one_scalar_gate_per_head(const LayerDims& d) { return d.d_model * d.n_heads + d.n_heads; }  // Linear(d, H)
 // decay_z: Linear(d, H·hd), decay_f: Linear(d, H·m).
 int64_t decay_gates(const LayerDims& d) { return (d.d_model + 1) * d.n_heads * (d.head_dim + d.m); }
@@ -27,7 +27,7 @@ const std::vector<RuleRow>& rule_table() {
        {},
        KernelFamily::decay,
        32,
-       no_parameters,
+       no_rule_parameters,
        matrix_state,
        false,
        true},

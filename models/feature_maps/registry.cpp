@@ -13,13 +13,13 @@ namespace fwlab {
 
 namespace {
 
-struct Entry {
+struct FeatureMapRow {
   std::string name;
   FeatureMapFactory make;
 };
 
-const std::vector<Entry>& registry() {
-  static const std::vector<Entry> maps = {
+const std::vector<FeatureMapRow>& feature_map_rows() {
+  static const std::vector<FeatureMapRow> maps = {
       {"relu", make_relu_map}, {"elu1", make_elu1_map}, {"identity", make_identity_map},
       {"dpfp", make_dpfp_map}, {"rfa", make_rfa_map},   {"hedgehog", make_hedgehog_map},
   };
@@ -29,11 +29,12 @@ const std::vector<Entry>& registry() {
 }  // namespace
 
 std::shared_ptr<FeatureMap> make_feature_map(const MixerSpec& spec, int64_t n_heads, int64_t head_dim) {
-  if (const auto* entry = find_named_row(registry(), spec.feature_map)) return entry->make(spec, n_heads, head_dim);
+  if (const auto* entry = find_named_row(feature_map_rows(), spec.feature_map))
+    return entry->make(spec, n_heads, head_dim);
   throw ConfigError("feature_map", fmt::format("no feature map '{}' is registered", spec.feature_map));
 }
 
-std::vector<std::string> registered_feature_maps() { return row_names(registry()); }
+std::vector<std::string> registered_feature_maps() { return row_names(feature_map_rows()); }
 
 torch::Tensor project_heads(const torch::Tensor& x, const torch::Tensor& w) {
   const bool step = x.dim() == 3;

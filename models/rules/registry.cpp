@@ -13,13 +13,13 @@ namespace fwlab {
 
 namespace {
 
-struct Entry {
+struct RuleRow {
   std::string name;
   RuleFactory make;
 };
 
-const std::vector<Entry>& registry() {
-  static const std::vector<Entry> rules = {
+const std::vector<RuleRow>& rule_rows() {
+  static const std::vector<RuleRow> rules = {
       {"add", make_add_rule},
       {"delta", make_delta_rule},
       {"gated", make_gated_rule},
@@ -32,10 +32,10 @@ const std::vector<Entry>& registry() {
 }  // namespace
 
 std::unique_ptr<UpdateRule> make_rule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg) {
-  if (const auto* entry = find_named_row(registry(), spec.rule)) return entry->make(layer, spec, cfg);
+  if (const auto* entry = find_named_row(rule_rows(), spec.rule)) return entry->make(layer, spec, cfg);
   throw ConfigError("rule", fmt::format("no update rule '{}' is registered", spec.rule));
 }
 
-std::vector<std::string> registered_rules() { return row_names(registry()); }
+std::vector<std::string> registered_rules() { return row_names(rule_rows()); }
 
 }  // namespace fwlab

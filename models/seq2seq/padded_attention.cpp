@@ -21,15 +21,11 @@ torch::nn::Linear xavier(int64_t in, int64_t out, bool bias, double gain) {
   return layer;
 }
 
-torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) {
-  return t.defined() ? t.index_select(0, rows) : t;
-}
-
 }  // namespace
 
 void CrossMemory::select_rows(const torch::Tensor& rows) {
-  k = row_select(k, rows), v = row_select(v, rows), pad = row_select(pad, rows);
-  S = row_select(S, rows), z = row_select(z, rows);
+  k = rows_if_defined(k, rows), v = rows_if_defined(v, rows), pad = rows_if_defined(pad, rows);
+  S = rows_if_defined(S, rows), z = rows_if_defined(z, rows);
 }
 
 PaddedAttentionImpl::PaddedAttentionImpl(const MixerSpec& spec, const ModelConfig& cfg)

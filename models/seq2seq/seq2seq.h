@@ -14,6 +14,11 @@
 
 namespace fwlab {
 
+// t's rows (dimension 0) in the order `rows` gives (beam search reorders its hypotheses); an undefined t as is.
+inline torch::Tensor rows_if_defined(const torch::Tensor& t, const torch::Tensor& rows) {
+  return t.defined() ? t.index_select(0, rows) : t;
+}
+
 // What a decoder's cross attention reads of one batch of sources, computed once per source: softmax keeps the
 // projected keys and values with the pad mask, a fast-weight read keeps S = sum phi(k_j) v_j^T and
 // z = sum phi(k_j) over the non-pad source tokens (T2R's cross_attention.py), whatever the source length.

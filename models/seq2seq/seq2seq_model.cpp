@@ -9,22 +9,18 @@ namespace fwlab {
 
 namespace {
 
-torch::Tensor row_select(const torch::Tensor& t, const torch::Tensor& rows) {
-  return t.defined() ? t.index_select(0, rows) : t;
-}
-
 // A self mixer's state, rows reordered. A softmax KV cache is a view of the first tokens of a larger buffer
 // (models/mixer.h): the buffer is reordered and the view taken again.
 void select_state_rows(MixerState& s, const torch::Tensor& rows) {
   if (s.k_buffer.defined()) {
     const int64_t used = s.k.size(2);
-    s.k_buffer = row_select(s.k_buffer, rows), s.v_buffer = row_select(s.v_buffer, rows);
+    s.k_buffer = rows_if_defined(s.k_buffer, rows), s.v_buffer = rows_if_defined(s.v_buffer, rows);
     s.k = s.k_buffer.narrow(2, 0, used), s.v = s.v_buffer.narrow(2, 0, used);
   } else {
-    s.k = row_select(s.k, rows), s.v = row_select(s.v, rows);
+    s.k = rows_if_defined(s.k, rows), s.v = rows_if_defined(s.v, rows);
   }
-  s.S = row_select(s.S, rows), s.z = row_select(s.z, rows), s.c = row_select(s.c, rows),
-  s.conv = row_select(s.conv, rows);
+  s.S = rows_if_defined(s.S, rows), s.z = rows_if_defined(s.z, rows), s.c = rows_if_defined(s.c, rows),
+  s.conv = rows_if_defined(s.conv, rows);
 }
 
 }  // namespace

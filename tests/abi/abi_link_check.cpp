@@ -1,4 +1,4 @@
-// ctest's abi_link_check (tests/abi/abi_link_check.cmake) builds this with -D_GLIBCXX_USE_CXX11_ABI=0 forced, as
+// ctest's abi_link_check (scripts/fuzz.sh --abi-check) builds this with -D_GLIBCXX_USE_CXX11_ABI=0 forced, as
 // a PyTorch wheel before 2.7 compiles everything, and links the torch-free libraries whole (every object file, so
 // every fmt / simdjson / ICU / OpenSSL / toml++ symbol they use must resolve against what they link). Linking is
 // the main check; the calls below also run each library once, since a type that holds a std::string behind a

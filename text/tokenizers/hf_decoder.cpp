@@ -37,7 +37,7 @@ Step strip_step(const nlohmann::json& spec, const JsonPlace& at) {
 }
 
 // metaspace.rs: prepend_scheme always | first | never (older files: add_prefix_space true, meaning always).
-Step metaspace_step(const nlohmann::json& spec, const JsonPlace& at) {
+Step metaspace_decoder_step(const nlohmann::json& spec, const JsonPlace& at) {
   Step s{Step::Kind::metaspace, one_character(spec, "replacement", at), " "};
   const auto scheme =
       json_string(spec, "prepend_scheme", json_bool(spec, "add_prefix_space", true, at) ? "always" : "never", at);
@@ -52,7 +52,7 @@ void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<S
   if (type == "ByteLevel")
     steps.push_back({Step::Kind::byte_level});
   else if (type == "Metaspace")
-    steps.push_back(metaspace_step(spec, at));
+    steps.push_back(metaspace_decoder_step(spec, at));
   else if (type == "Replace")
     steps.push_back(replace_step(spec, at));
   else if (type == "ByteFallback")

@@ -181,7 +181,7 @@ PreTokenizer::Step split_step(const nlohmann::json& spec, const JsonPlace& at) {
 
 // metaspace.rs: `replacement` (required), prepend_scheme always | first | never (older files: add_prefix_space,
 // whose false tokenizers accepts only with prepend_scheme "never"), split (default true).
-PreTokenizer::Step metaspace_step(const nlohmann::json& spec, const JsonPlace& at) {
+PreTokenizer::Step metaspace_split_step(const nlohmann::json& spec, const JsonPlace& at) {
   PreTokenizer::Step step;
   step.metaspace = json_string(spec, "replacement", "", at);
   if (step.metaspace.empty()) (at / "replacement").fail("missing (the character that stands for a space)");
@@ -206,7 +206,7 @@ void append_steps(const nlohmann::json& spec, const JsonPlace& at, std::vector<P
     step.use_regex = json_bool(spec, "use_regex", true, at);
     steps.push_back(step);
   } else if (type == "Metaspace") {
-    steps.push_back(metaspace_step(spec, at));
+    steps.push_back(metaspace_split_step(spec, at));
   } else if (type == "Digits") {  // SmolLM's: ASCII digits apart from the rest, each alone or in runs (digits.rs)
     PreTokenizer::Step step;
     step.split = compile(json_bool(spec, "individual_digits", false, at) ? "[0-9]" : "[0-9]+", 0, at);
