@@ -15,6 +15,7 @@
 #include "contract/job/inputs.h"
 #include "contract/job/job_spec.h"
 #include "contract/job/model_dtype.h"
+#include "text/tokenizers/tokenizer_check.h"
 
 namespace fwlab {
 
@@ -379,6 +380,7 @@ std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vecto
     }
     const int64_t vocab = job.model.is_object() ? job.model.value("vocab", int64_t{0}) : 0;
     auto problems = input_problems(spec, own_source, vocab);
+    for (auto& p : tokenizer_problems(spec)) problems.push_back(std::move(p));
     if (job.model.is_object() && job.model.contains("context") && job.model["context"].is_number_integer())
       for (auto& p : task_context_problems(spec, job.model["context"].get<int64_t>())) problems.push_back(std::move(p));
     for (const auto& problem : problems) {

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fuzzes fwlab's parsers with libFuzzer under AddressSanitizer and UBSan: the experiment-file loader, the
-# safetensors reader, event-record ingestion, GPT-2 BPE and job.json (targets in tests/fuzz/). The same torch-free
+# safetensors reader, event-record ingestion, GPT-2 BPE, job.json, and the files users download: a Hugging Face
+# config.json with its shard index, tokenizer.json, evaluation task JSONL and parallel corpora (tests/fuzz/). The same torch-free
 # tree is the ABI check: it is compiled with -D_GLIBCXX_USE_CXX11_ABI=0, the flag PyTorch wheels before 2.7 give
 # every target, and tests/abi's two programs link its libraries whole and run them (ctest's abi_link_check).
 #
 #   scripts/fuzz.sh                  the long run: 600 s per target
-#   scripts/fuzz.sh SECONDS [T...]   SECONDS per target, only targets T (experiment safetensors ingest bpe job_spec)
-#   scripts/fuzz.sh --short          12 s per target (ctest's fuzz_short, in CI)
+#   scripts/fuzz.sh SECONDS [T...]   SECONDS per target, only targets T (experiment safetensors ingest bpe job_spec
+#                                    hf_config hf_tokenizer task_file parallel)
+#   scripts/fuzz.sh --short          10 s per target (ctest's fuzz_short, in CI)
 #   scripts/fuzz.sh --build-only     configure and build build-fuzz/ (scripts/setup.sh does)
 #   scripts/fuzz.sh --abi-check      build and run tests/abi's programs (ctest's abi_link_check)
 #
@@ -18,13 +20,13 @@ root=$PWD
 build=${FWLAB_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=600 build_only=0 abi_check=0
 case "${1:-}" in
-  --short) seconds=12; shift ;;
+  --short) seconds=10; shift ;;
   --build-only) build_only=1; shift ;;
   --abi-check) abi_check=1; shift ;;
   ''|*[!0-9]*) ;;
   *) seconds=$1; shift ;;
 esac
-all_targets=(experiment safetensors ingest bpe job_spec)
+all_targets=(experiment safetensors ingest bpe job_spec hf_config hf_tokenizer task_file parallel)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "text/tokenizers/hf_tokenizer.h"
 #include "text/tokenizers/hf_tokenizer_json.h"
 #include "text/tokenizers/sentencepiece_tokenizer.h"
+#include "text/tokenizers/tokenizer_check.h"
 
 using namespace fwlab;
 using nlohmann::json;
@@ -756,4 +758,72 @@ TEST_CASE(
       CHECK_THAT(r.output + log, Catch::Contains("the model computes in Float (--dtype float32)"));
     }
   }
+}
+
+namespace {
+
+// Three tokenizers that do not load (issue: each passed `validate` and failed only at `run`): tokenizer.json
+// cut in half, a tokenizer.model of random bytes, a merges entry with no space between its two parts.
+std::map<std::string, fs::path> damaged_tokenizers(const fs::path& root) {
+  const auto good = tiny_json().dump(1);
+  const auto truncated = root / "truncated", spm = root / "spm", merges = root / "merges";
+  fs::create_directories(truncated);
+  test::spit((truncated / "tokenizer.json").string(), good.substr(0, good.size() / 2));
+  fs::create_directories(spm);
+  std::mt19937 rng(7);
+  std::string bytes(2048, '\0');
+  for (auto& c : bytes) c = static_cast<char>(rng() & 0xff);
+  test::spit((spm / "tokenizer.model").string(), bytes);
+  auto bad = tiny_json();
+  bad["model"]["merges"][3] = "hello";
+  write_tokenizer(merges, bad);
+  return {{"tokenizer.json: ", truncated}, {"tokenizer.model", spm}, {"merges[3]", merges}};
+}
+
+}  // namespace
+
+TEST_CASE("hf tokenizer: validate and the sweep's pre-flight load the tokenizer as run does, and refuse a damaged one",
+          "[hf_tokenizer][spec]") {
+  test::TempDir tmp("hfdamaged");
+  for (const char* split : {"train", "valid", "test"})
+    test::spit(tmp.file(fmt::format("wiki.{}.raw", split)), "Some text.\n");
+  const auto job_of = [&](const fs::path& dir) {
+    return json{
+        {"data", {{"source", "wikitext103"}, {"path", tmp.path().string()}, {"tokenizer", "hf:" + dir.string()}}},
+        {"model", {{"vocab", 300}}}};
+  };
+  CHECK(tokenizer_problems(parse_job_spec(job_of(write_tokenizer(tmp.path() / "good", tiny_json())), "/repo")).empty());
+  std::string toml_presets, names;
+  for (const auto& [says, dir] : damaged_tokenizers(tmp.path())) {
+    INFO(dir);
+    const auto problems = tokenizer_problems(parse_job_spec(job_of(dir), "/repo"));
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].field() == "data.tokenizer");
+    CHECK_THAT(problems[0].what(), Catch::Contains(dir.string()) && Catch::Contains(says));
+    // fwlab-worker validate: exit 2, naming the file.
+    const auto job = tmp.path() / ("job-" + dir.filename().string());
+    fs::create_directories(job);
+    test::spit((job / "job.json").string(), job_of(dir).dump());
+    const auto r = test::run_command(fmt::format("{} validate {}", FWLAB_WORKER, job.string()));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("data.tokenizer: ") && Catch::Contains(says));
+    toml_presets +=
+        fmt::format("[preset.tok.{}]\ndata = {{ tokenizer = \"hf:{}\" }}\n", dir.filename().string(), dir.string());
+    names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", dir.filename().string());
+  }
+  // fwlab sweep: every damaged tokenizer named at the line that set it; nothing runs, no database.
+  const auto file = tmp.file("t.toml"), db = tmp.file("fwlab.db");
+  test::spit(file, fmt::format("[experiment]\nname = \"tok\"\n[defaults]\nsteps = 2\n[defaults.model]\nvocab = 300\n"
+                               "[defaults.data]\nsource = \"wikitext103\"\npath = \"{}\"\n[stage.s]\nmixer = "
+                               "\"softmax\"\n[grid]\ntok = [{}]\n{}",
+                               tmp.path().string(), names, toml_presets));
+  const auto r = test::run_command(fmt::format("{} sweep {} --db {}", FWLAB_BIN, file, db));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  for (const auto& [says, dir] : damaged_tokenizers(tmp.path()))
+    CHECK_THAT(r.output, Catch::Contains(fmt::format("preset.tok.{}.data.tokenizer: ", dir.filename().string())) &&
+                             Catch::Contains(says));
+  CHECK_THAT(r.output, Catch::Contains("nothing was run"));
+  CHECK_FALSE(fs::exists(db));
 }

@@ -440,6 +440,52 @@ TEST_CASE(
             "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2", 0) == 0);
 }
 
+namespace {
+
+// step -> value of every `key` metric (a resumed job may log a step twice: the later one stands).
+std::map<int64_t, double> curve_of(const std::string& job, const std::string& key) {
+  std::map<int64_t, double> out;
+  for (const auto& m : events_of(job, "metric"))
+    if (m["key"] == key) out[m["step"].get<int64_t>()] = m["value"].get<double>();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("translate job: killed half-way and resumed, it ends as an uninterrupted run: curve, average, BLEU",
+          "[translation]") {
+  test::TempDir dir("translate_resume");
+  write_number_corpus(dir, 300, 20, 15);
+  auto spec = tiny_translate_job(dir.path().string());
+  spec["model"]["dropout"] = 0.1;  // the resumed job must draw the same dropout masks: the RNG is in the state
+  auto run = [&](const std::string& name, const nlohmann::json& j) {
+    const auto job = dir.file(name);
+    fs::create_directories(job);
+    test::spit(job + "/job.json", j.dump());
+    return test::run_command(fmt::format("{} run {}", FWLAB_WORKER, job)).exit_code;
+  };
+  REQUIRE(run("whole", spec) == 0);
+  auto crashing = spec;
+  crashing["debug"] = {{"exit_at_step", 45}};  // SIGKILL after step 45; the last resume point is step 40
+  const int killed = run("killed", crashing);
+  CHECK((killed == -1 || killed == 128 + 9));
+  const auto whole = dir.file("whole"), job = dir.file("killed");
+  CHECK(fs::exists(job + "/resume.safetensors"));
+  CHECK(events_of(job, "end").empty());
+  REQUIRE(run("killed", spec) == 0);
+  const auto starts = events_of(job, "start");
+  REQUIRE(starts.size() == 2);
+  CHECK(starts[1]["resumed_from_step"] == 40);
+  CHECK_FALSE(fs::exists(job + "/resume.safetensors"));  // an ended job is never resumed
+  CHECK(curve_of(job, "train_loss") == curve_of(whole, "train_loss"));
+  CHECK(curve_of(job, "train_loss").size() == 6);
+  CHECK(events_of(job, "eval").back()["loss"] == events_of(whole, "eval").back()["loss"]);
+  CHECK(test::slurp(job + "/averaged.safetensors") == test::slurp(whole + "/averaged.safetensors"));
+  CHECK(test::slurp(job + "/translations/test.hyp") == test::slurp(whole + "/translations/test.hyp"));
+  CHECK(curve_of(job, "bleu") == curve_of(whole, "bleu"));
+  CHECK(curve_of(job, "sacrebleu") == curve_of(whole, "sacrebleu"));
+}
+
 TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the sweep before any job, by file and line",
           "[translation]") {
   test::TempDir dir("translate_bad");

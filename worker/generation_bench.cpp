@@ -8,6 +8,7 @@
 
 #include "contract/job/inputs.h"
 #include "models/generate.h"
+#include "worker/generation_metrics.h"
 #include "worker/trainer.h"
 
 namespace fwlab {
@@ -50,15 +51,7 @@ int run_generation_bench(const JobSpec& spec, const std::string& job_dir, EventL
       per_token_ms.push_back(ms / static_cast<double>(spec.bench.tokens));
       bytes = state_bytes(st);
     }
-    std::sort(per_token_ms.begin(), per_token_ms.end());
-    const double median = per_token_ms[per_token_ms.size() / 2];
-    for (const auto& [key, value] :
-         std::vector<std::pair<const char*, double>>{{"gen_ms_per_token", median},
-                                                     {"gen_ms_per_token_min", per_token_ms.front()},
-                                                     {"gen_ms_per_token_max", per_token_ms.back()},
-                                                     {"gen_state_bytes", static_cast<double>(bytes)},
-                                                     {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
-      log.write(MetricEvent{key, L, value});
+    const double median = log_generation_metrics(log, L, per_token_ms, bytes);
     if (::isatty(STDERR_FILENO))
       fmt::print(stderr, "length {:>6}: {:.3f} ms/token (min {:.3f}, max {:.3f}), state {} bytes\n", L, median,
                  per_token_ms.front(), per_token_ms.back(), bytes);

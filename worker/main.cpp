@@ -16,6 +16,7 @@
 #include "kernels/memory_policy.h"
 #include "contract/formats/safetensors_header.h"
 #include "text/corpora/corpus.h"
+#include "text/tokenizers/tokenizer_check.h"
 #include "worker/doctor.h"
 #include "kernels/decay/kernel_guard.h"
 #include "contract/job/inputs.h"
@@ -143,7 +144,8 @@ int run(const std::string& job_dir) {
 int validate(const std::string& job_dir) {
   try {
     auto spec = read_job_spec(job_dir, FWLAB_SOURCE_DIR);
-    const auto problems = input_problems(spec);
+    auto problems = input_problems(spec);
+    for (auto& p : tokenizer_problems(spec)) problems.push_back(std::move(p));  // loaded as `run` loads them
     for (const auto& p : problems) fmt::print(stderr, "fwlab-worker: {}: {}\n", spec_path(job_dir), p.what());
     if (!problems.empty()) return kExitBadSpec;
     fmt::print("{}: ok ({} job)\n", spec_path(job_dir), spec.kind);

@@ -24,15 +24,6 @@ std::string vocabulary_file(const DataSpec& data) {
   return joint_vocabulary(data.path, data.src, data.tgt, data.vocab_size);
 }
 
-void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path) {
-  const int64_t pad = sp.piece_to_id("<pad>", 5), bos = sp.bos_id(), eos = sp.eos_id();
-  if (pad != kPadId || bos != kBosId || eos != kEosId)
-    throw DataError(fmt::format(
-        "{}: pad, bos and eos have ids {}, {}, {}; a translation vocabulary needs 0, 2, 3 (spm_train --pad_id=0 "
-        "--unk_id=1 --bos_id=2 --eos_id=3)",
-        path, pad, bos, eos));
-}
-
 namespace {
 
 std::vector<int64_t> encode_line(const SentencePieceModel& sp, const std::string& line) {

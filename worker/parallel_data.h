@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "contract/job/job_spec.h"
+#include "text/tokenizers/joint_vocabulary.h"  // the ids: 0 pad, 1 unk, 2 bos, 3 eos
 #include "text/tokenizers/sentencepiece_model.h"
 
 namespace fwlab {
@@ -26,13 +27,8 @@ struct ParallelData {
   int64_t dropped_train = 0, dropped_valid = 0, truncated_test = 0;
 };
 
-// Ids: 0 pad, 1 unk, 2 bos, 3 eos (text/tokenizers/joint_vocabulary.h; a user's model must agree, checked by name).
-inline constexpr int64_t kPadId = 0, kBosId = 2, kEosId = 3;
-
 // The vocabulary of a job: data.vocab, or the joint BPE of data.vocab_size (learned and cached on first use).
 std::string vocabulary_file(const DataSpec& data);
-// Throws DataError naming the file when the model's pad, bos or eos ids are not fairseq's order above.
-void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path);
 
 ParallelData load_parallel_data(const DataSpec& data, const SentencePieceModel& sp, int64_t context,
                                 int64_t test_limit);

@@ -4,7 +4,6 @@
 #include "text/batches/mqar.h"
 #include "text/batches/retrieval.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 #include "worker/teacher_chain.h"
 #include "worker/precision.h"
 #include "worker/progress.h"
+#include "worker/resume_file.h"
 
 namespace fwlab {
 
@@ -70,21 +70,14 @@ struct TrainState {
             {"loss_scale", loss_scale},
             {"loss_scale_clean", loss_scale_clean}};
   }
-  static double number(const nlohmann::json& v) {
-    if (v.is_number()) return v.get<double>();
-    const auto s = v.get<std::string>();
-    return s == "nan"    ? kNaN
-           : s == "-inf" ? -std::numeric_limits<double>::infinity()
-                         : std::numeric_limits<double>::infinity();
-  }
   static TrainState from_json(const nlohmann::json& j) {
     TrainState s;
     s.step = j.at("step").get<int64_t>();
-    s.best_valid = number(j.at("best_valid"));
+    s.best_valid = number_from_json(j.at("best_valid"));
     s.best_step = j.at("best_step").get<int64_t>();
-    s.spikes.running_min = number(j.at("running_min"));
+    s.spikes.running_min = number_from_json(j.at("running_min"));
     s.spikes.run = j.at("spike_run").get<int64_t>();
-    s.last_finite_loss = number(j.at("last_finite_loss"));
+    s.last_finite_loss = number_from_json(j.at("last_finite_loss"));
     s.interval_loss = j.value("interval_loss", 0.0);  // absent in checkpoints of older workers
     s.interval_ms = j.value("interval_ms", 0.0);
     s.interval_steps = j.value("interval_steps", int64_t{0});
@@ -224,40 +217,14 @@ EvalEvent eval_event(const char* split, int64_t step, const EvalResult& r, bool 
   return e;
 }
 
-std::string resume_path(const std::string& job_dir) { return (fs::path(job_dir) / "resume.safetensors").string(); }
 std::string best_path(const std::string& job_dir) { return (fs::path(job_dir) / "best.safetensors").string(); }
 
 void save_resume(const std::string& job_dir, const GPT& model, const AdamW& opt, const TrainState& st) {
-  NamedTensors all;
-  for (auto& [name, t] : model_tensors(model)) all.emplace_back("model." + name, t);
-  for (auto& [name, t] : opt.state()) all.emplace_back("optim." + name, t);
-  all.emplace_back("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
-  save_tensors(resume_path(job_dir), all,
-               {{kModelConfigKey, to_json(model->config()).dump()},
-                {"fwlab.train_state", st.to_json().dump()},
-                {"fwlab.optimizer_steps", std::to_string(opt.steps())}});
+  save_resume_file(job_dir, *model, model->config(), opt, st.to_json());
 }
 
 TrainState load_resume(const std::string& job_dir, GPT& model, AdamW& opt) {
-  safetensors::Header header;
-  auto tensors = load_tensors(resume_path(job_dir), &header);
-  NamedTensors model_part, optim_part;
-  torch::Tensor rng;
-  for (auto& [name, t] : tensors) {
-    if (name.rfind("model.", 0) == 0)
-      model_part.emplace_back(name.substr(6), t);
-    else if (name.rfind("optim.", 0) == 0)
-      optim_part.emplace_back(name.substr(6), t);
-    else if (name == "rng.cpu")
-      rng = t;
-  }
-  load_into(model, model_part, resume_path(job_dir));
-  opt.load_state(optim_part, std::stoll(header.metadata.at("fwlab.optimizer_steps")));
-  if (rng.defined()) {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    gen.set_state(rng);
-  }
-  return TrainState::from_json(nlohmann::json::parse(header.metadata.at("fwlab.train_state")));
+  return TrainState::from_json(load_resume_file(job_dir, *model, opt));
 }
 
 }  // namespace

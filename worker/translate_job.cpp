@@ -1,17 +1,20 @@
 // kind = "translate": an encoder-decoder trained on a parallel corpus with label smoothing (T2R's recipe), from
 // scratch or converted from a softmax checkpoint (swap-then-finetune); validation loss every eval.every steps,
 // each evaluation's weights kept as a checkpoint for averaging; then the average of the last average_last decodes
-// the test split (worker/translate_test.cpp). A re-run after an interruption starts the job over.
+// the test split (worker/translate_test.cpp). Interrupted (a signal, a kill), it resumes from its last step
+// boundary saved (worker/resume_file.h) and ends as an uninterrupted run would, bit for bit.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 
 #include "models/seq2seq/label_smoothing.h"
 #include "models/seq2seq/seq2seq_io.h"
 #include "worker/optimizer.h"
+#include "worker/resume_file.h"
 #include "worker/trainer.h"
 #include "worker/translate_job.h"
 
@@ -55,6 +58,9 @@ class TranslateRun {
   double train_step(const std::vector<PairBatch>& batches, double lr, AdamW& opt);
   std::vector<PairBatch> next_batches();
   void evaluate(int64_t step);
+  void save_resume(int64_t next_step) const;
+  void load_resume();
+  void write_start(const std::string& vocab);
   int finish(JobStatus status, int code, const std::string& cause, const std::string& reason);
   std::string final_weights();
 
@@ -63,13 +69,14 @@ class TranslateRun {
   EventLog& log_;
   torch::Device device_;
   Seq2Seq model_{nullptr};
+  std::unique_ptr<AdamW> opt_;
   std::unique_ptr<SentencePieceModel> sp_;
   ParallelData data_;
   std::vector<std::vector<size_t>> epoch_;  // this pass's batches (rows of data_.train), in their shuffled order
   size_t next_ = 0, epochs_ = 0;
   std::deque<std::string> checkpoints_;  // the last average_last evaluations' weights, oldest first
-  double best_valid_ = INFINITY;
-  int64_t step_ = 0;
+  double best_valid_ = INFINITY, last_finite_ = NAN;
+  int64_t step_ = 0, first_step_ = 0;
 };
 
 TranslateRun::TranslateRun(const JobSpec& spec, const std::string& job_dir, EventLog& log)
@@ -84,14 +91,45 @@ TranslateRun::TranslateRun(const JobSpec& spec, const std::string& job_dir, Even
     throw SpecError("model.vocab", fmt::format("{} is smaller than the vocabulary {} ({} pieces)",
                                                model_->config().vocab, vocab, sp_->piece_size()));
   data_ = load_parallel_data(spec.data, *sp_, model_->config().context, spec.translate.test_limit);
-  auto start = start_event(spec, job_dir, model_->config(), count_parameters(model_->config()),
+  NamedTensors params;
+  for (const auto& p : model_->named_parameters()) params.emplace_back(p.key(), p.value());
+  opt_ = std::make_unique<AdamW>(params, spec.optim);
+  if (fs::exists(resume_path(job_dir))) load_resume();
+  write_start(vocab);
+  write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
+}
+
+void TranslateRun::write_start(const std::string& vocab) {
+  auto start = start_event(spec_, job_dir_, model_->config(), count_parameters(model_->config()),
                            model_->embed->weight.scalar_type());
   start.details["vocabulary"] = vocab;
   start.details["pairs"] = {{"train", data_.train.size()}, {"valid", data_.valid.size()}, {"test", data_.test.size()}};
   start.details["dropped_pairs"] = {{"train", data_.dropped_train}, {"valid", data_.dropped_valid}};
   start.details["truncated_test_sources"] = data_.truncated_test;
+  start.details["resumed_from_step"] = first_step_ > 0 ? nlohmann::json(first_step_) : nlohmann::json(nullptr);
   log_.write(start);
-  write_status(job_dir, StatusFile{JobStatus::running, {}, "", "", {{"pid", static_cast<int64_t>(getpid())}}});
+}
+
+// The state between two steps: where the data stands (the pass, its shuffle is a function of the seed and the
+// pass, and the next batch), the evaluations' checkpoints kept for averaging, the best and last losses.
+void TranslateRun::save_resume(int64_t next_step) const {
+  save_resume_file(job_dir_, *model_, model_->config(), *opt_,
+                   {{"step", next_step},
+                    {"epochs", epochs_},
+                    {"next", next_},
+                    {"checkpoints", checkpoints_},
+                    {"best_valid", json_number(best_valid_)},
+                    {"last_finite", json_number(last_finite_)}});
+}
+
+void TranslateRun::load_resume() {
+  const auto st = load_resume_file(job_dir_, *model_, *opt_);
+  first_step_ = step_ = st.at("step").get<int64_t>();
+  epochs_ = st.at("epochs").get<size_t>(), next_ = st.at("next").get<size_t>();
+  if (epochs_ > 0) epoch_ = token_batches(data_.train, spec_.translate.batch_tokens, spec_.seed + epochs_ - 1);
+  for (const auto& path : st.at("checkpoints")) checkpoints_.push_back(path.get<std::string>());
+  best_valid_ = number_from_json(st.at("best_valid"));
+  last_finite_ = number_from_json(st.at("last_finite"));
 }
 
 // One optimiser step over train.grad_accum batches, the loss summed and divided by all their target tokens
@@ -147,6 +185,7 @@ std::string TranslateRun::final_weights() {
 }
 
 int TranslateRun::finish(JobStatus status, int code, const std::string& cause, const std::string& reason) {
+  if (status != JobStatus::interrupted) fs::remove(resume_path(job_dir_));  // an ended job is never resumed
   nlohmann::json details = {{"step", step_}, {"best_valid_loss", json_number(best_valid_)}};
   log_.write(EndEvent{status, code, cause, reason, details});
   write_status(job_dir_, StatusFile{status, code, cause, reason, details});
@@ -165,31 +204,33 @@ std::vector<PairBatch> TranslateRun::next_batches() {
 }
 
 int TranslateRun::run() {
-  NamedTensors params;
-  for (const auto& p : model_->named_parameters()) params.emplace_back(p.key(), p.value());
-  AdamW opt(params, spec_.optim);
-  double last_finite = NAN;
-  for (step_ = 0; step_ < spec_.train.steps; ++step_) {
-    if (stop_requested())
+  for (; step_ < spec_.train.steps; ++step_) {
+    if (stop_requested()) {
+      if (step_ > first_step_) save_resume(step_);  // this step boundary: the resumed job goes on from here
       return finish(JobStatus::interrupted, kExitInterrupted, "signal", fmt::format("stopped at step {}", step_));
+    }
     const double lr = learning_rate(spec_.optim, step_, spec_.train.steps);
-    const double loss = train_step(next_batches(), lr, opt);
+    const double loss = train_step(next_batches(), lr, *opt_);
     if (!std::isfinite(loss)) {
       log_.write(DivergenceEvent{step_,
                                  "nonfinite_loss",
                                  json_number(loss),
-                                 std::isnan(last_finite) ? std::nullopt : std::optional(last_finite),
+                                 std::isnan(last_finite_) ? std::nullopt : std::optional(last_finite_),
                                  lr,
                                  {},
                                  {}});
       return finish(JobStatus::diverged, kExitDiverged, "nonfinite_loss",
                     fmt::format("nonfinite_loss at step {}", step_));
     }
-    last_finite = loss;
+    last_finite_ = loss;
     if ((step_ + 1) % spec_.train.log_every == 0)
       log_.write(MetricEvent{"train_loss", step_ + 1, loss}), log_.write(MetricEvent{"lr", step_ + 1, lr});
+    // Each evaluation (its checkpoint kept for averaging) is also a resume point, but not the last.
     const bool last = step_ + 1 == spec_.train.steps;
-    if (last || (spec_.eval.every > 0 && (step_ + 1) % spec_.eval.every == 0)) evaluate(step_ + 1);
+    const bool eval_point = spec_.eval.every > 0 && (step_ + 1) % spec_.eval.every == 0;
+    if (last || eval_point) evaluate(step_ + 1);
+    if (eval_point && !last) save_resume(step_ + 1);
+    if (spec_.debug.exit_at_step == step_) std::raise(SIGKILL);  // a crash at a known point, for the tests
   }
   if (checkpoints_.empty()) evaluate(step_);  // steps = 0: the model as built
   auto model = load_seq2seq(final_weights());

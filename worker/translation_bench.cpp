@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "models/seq2seq/seq2seq_io.h"
+#include "worker/generation_metrics.h"
 #include "worker/trainer.h"
 #include "worker/translate_job.h"
 
@@ -52,15 +53,7 @@ int run_translation_bench(const JobSpec& spec, const std::string& job_dir, Event
       const auto [ms, b] = decode_once(model, src, L);
       per_token_ms.push_back(ms), bytes = b;
     }
-    std::sort(per_token_ms.begin(), per_token_ms.end());
-    const double median = per_token_ms[per_token_ms.size() / 2];
-    for (const auto& [key, value] :
-         std::vector<std::pair<const char*, double>>{{"gen_ms_per_token", median},
-                                                     {"gen_ms_per_token_min", per_token_ms.front()},
-                                                     {"gen_ms_per_token_max", per_token_ms.back()},
-                                                     {"gen_state_bytes", static_cast<double>(bytes)},
-                                                     {"gen_peak_rss_bytes", static_cast<double>(peak_rss_bytes())}})
-      log.write(MetricEvent{key, L, value});
+    const double median = log_generation_metrics(log, L, per_token_ms, bytes);
     fmt::print(stderr, "length {:>6}: {:.3f} ms/token ({:.0f} tokens/s at batch {}), attention memory {} bytes\n", L,
                median, 1000.0 * static_cast<double>(spec.bench.batch) / median, spec.bench.batch, bytes);
   }

@@ -85,6 +85,8 @@ std::vector<std::string> DocFields::texts(const std::string& field) const {
 }
 
 std::vector<EvalDoc> read_task_file(const std::string& path, const TaskAdapter& adapter, int64_t limit) {
+  if (!adapter.read)
+    throw TaskFileError(path, 0, "", fmt::format("task {} is generated and reads no file", adapter.name));
   std::ifstream in(path);
   if (!in) throw TaskFileError(path, 0, "", "cannot be read");
   std::vector<EvalDoc> docs;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "contract/formats/corpus_files.h"
+#include "text/tokenizers/sentencepiece_model.h"
 
 extern "C" char** environ;
 
@@ -91,6 +92,15 @@ std::string joint_vocabulary(const std::string& dir, const std::string& source, 
   fs::rename(prefix + ".vocab", path.substr(0, path.size() - 6) + ".vocab");  // the pieces and scores, to read
   fs::rename(prefix + ".model", path);
   return path;
+}
+
+void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path) {
+  const int64_t pad = sp.piece_to_id("<pad>", 5), bos = sp.bos_id(), eos = sp.eos_id();
+  if (pad != kPadId || bos != kBosId || eos != kEosId)
+    throw DataError(fmt::format(
+        "{}: pad, bos and eos have ids {}, {}, {}; a translation vocabulary needs 0, 2, 3 (spm_train --pad_id=0 "
+        "--unk_id=1 --bos_id=2 --eos_id=3)",
+        path, pad, bos, eos));
 }
 
 }  // namespace fwlab

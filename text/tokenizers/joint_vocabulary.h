@@ -20,4 +20,10 @@ std::string joint_vocabulary(const std::string& dir, const std::string& source, 
 std::string joint_vocabulary_path(const std::string& dir, const std::string& source, const std::string& target,
                                   int64_t vocab_size);
 
+// A translation vocabulary's special ids, learned or the user's own (data.vocab): fairseq's order.
+inline constexpr int64_t kPadId = 0, kBosId = 2, kEosId = 3;
+class SentencePieceModel;
+// Throws DataError naming `path` when the model's pad, bos or eos ids are not those.
+void check_vocabulary_ids(const SentencePieceModel& sp, const std::string& path);
+
 }  // namespace fwlab

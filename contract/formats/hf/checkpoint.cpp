@@ -27,6 +27,8 @@ nlohmann::json read_json(const fs::path& path) {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw FormatError(fmt::format("{}: not valid JSON (byte {}): {}", path.string(), e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number too large for a double (out_of_range 406)
+    throw FormatError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
   }
 }
 
