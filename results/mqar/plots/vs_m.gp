@@ -5,22 +5,23 @@ set key below left Left reverse box maxrows 6
 set xlabel offset 0, 0.3
 set border lw 1.2
 $p0s0 << EOD
-16 0.2421875 0.2421875 0.2421875
+16 0.8937988281 0.7981598738 0.9894377824
 EOD
 $p0s1 << EOD
-16 0.2456054688 0.2456054688 0.2456054688
 EOD
 $p0s2 << EOD
-16 0.2431640625 0.2431640625 0.2431640625
 EOD
 $p0s3 << EOD
-16 0.2373046875 0.2373046875 0.2373046875
 EOD
 $p0s4 << EOD
-16 0.9951171875 0.9951171875 0.9951171875
 EOD
 $p0s5 << EOD
-0 0.9184570312 0.9184570312 0.9184570312
+16 0.9982910156 0.9979457486 0.9986362826
+EOD
+$p0s6 << EOD
+EOD
+$p0s7 << EOD
+0 0.9545898438 0.9545898438 0.9545898438
 EOD
 set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,10'
 set output 'vs_m.png'
@@ -34,12 +35,14 @@ unset logscale y
 set xtics (16)
 set xrange [11.42857143:22.4]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
-     0.9184570312 w l dt 3 lw 2 lc 6 t 'softmax (reference level)'
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 2 t 'delta, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 3 t 'gated, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 4 t 'decay, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 5 t 'gated\_delta, pairs=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'deltanet, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 7 t 'gated\_deltanet, pairs=4', \
+     0.9545898438 w l dt 3 lw 2 lc 8 t 'softmax (reference level)'
 unset output
 set terminal svg size 900,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_m.svg'
@@ -53,10 +56,12 @@ unset logscale y
 set xtics (16)
 set xrange [11.42857143:22.4]
 set autoscale y
-plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
-     0.9184570312 w l dt 3 lw 2 lc 6 t 'softmax (reference level)'
+plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 2 t 'delta, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 3 t 'gated, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 4 t 'decay, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 5 t 'gated\_delta, pairs=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'deltanet, pairs=4', \
+     keyentry w l dt 1 lw 2 lc 7 t 'gated\_deltanet, pairs=4', \
+     0.9545898438 w l dt 3 lw 2 lc 8 t 'softmax (reference level)'
 unset output
