@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <random>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "text/tokenizers/joint_vocabulary.h"
 #include "text/tokenizers/sentencepiece_model.h"
 #include "tests/test_support.h"
+#include "text/tokenizers/tokenizer_check.h"
 
 using namespace fwlab;
 namespace fs = std::filesystem;
@@ -484,6 +486,36 @@ TEST_CASE("translate job: killed half-way and resumed, it ends as an uninterrupt
   CHECK(test::slurp(job + "/translations/test.hyp") == test::slurp(whole + "/translations/test.hyp"));
   CHECK(curve_of(job, "bleu") == curve_of(whole, "bleu"));
   CHECK(curve_of(job, "sacrebleu") == curve_of(whole, "sacrebleu"));
+}
+
+TEST_CASE("translate job: a damaged vocabulary (data.vocab, or a joint one learned earlier) is refused at validate",
+          "[translation]") {
+  test::TempDir dir("translate_vocab");
+  write_number_corpus(dir, 30, 5, 5);
+  std::mt19937 rng(11);
+  std::string bytes(1024, '\0');
+  for (auto& c : bytes) c = static_cast<char>(rng() & 0xff);
+  test::spit(dir.file("user.model"), bytes);
+  test::spit(dir.file("spm_joint_de-en_bpe40.model"), bytes.substr(0, 100));  // a learned one, cut short
+  auto own = tiny_translate_job(dir.path().string());
+  own["data"].erase("vocab_size");
+  own["data"]["vocab"] = "user.model";
+  const auto learned = tiny_translate_job(dir.path().string());
+  for (const auto& [j, key, file] : std::vector<std::tuple<nlohmann::json, std::string, std::string>>{
+           {own, "data.vocab", dir.file("user.model")},
+           {learned, "data.vocab_size", dir.file("spm_joint_de-en_bpe40.model")}}) {
+    const auto problems = tokenizer_problems(parse_job_spec(j, "/repo"));
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].field() == key);
+    CHECK_THAT(problems[0].what(), Catch::Contains(file + ": not a SentencePiece model"));
+    const auto job = dir.file("job-" + key);
+    fs::create_directories(job);
+    test::spit(job + "/job.json", j.dump());
+    const auto r = test::run_command(fmt::format("{} validate {}", FWLAB_WORKER, job));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(key + ": " + file));
+  }
 }
 
 TEST_CASE("translate job: bad parallel files and a missing vocabulary stop the sweep before any job, by file and line",
