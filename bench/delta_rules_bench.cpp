@@ -1,13 +1,18 @@
-// The delta-rule family's fused CPU kernels side by side in one run: the gated delta rule (gated_delta_recurrence_
-// fused), the delta rule (delta_recurrence_fused) and the decay rule (decay_recurrence_fused, two-sided gates),
-// forward + backward (y.backward(g)), float32, at B4 H4 T1024 D = M = 32 and 64. Not a test: figures and ratios to
-// read; the gated delta kernel's target is within 1.5x of the delta kernel's time.
+// The delta-rule family's CPU kernels side by side in one run, forward + backward (y.backward(g)), float32, B4 H4:
+// each rule's fused recurrent kernel and, for delta and gated delta, the chunkwise-parallel WY form: the CPU kernel
+// around BLAS (kernels/gated_delta/chunk_cpu.cpp) at 32 and 64 steps a chunk, and the same algebra as libtorch ops
+// (chunk_libtorch.cpp, what other devices run), at D = M in
+// {32, 64, 128} and T in {256, 1024, 4096}, beside a 2048^2 sgemm on the same threads: the machine's limit. Not a
+// test: figures and ratios to read.
 //
-//   fwlab-bench-delta [--threads N] [--repeats R]
+//   fwlab-bench-delta [--threads N] [--repeats R] [--quick]     (--quick: D = M = 64, T = 1024 only)
 //
 // FLOPs per token and head, forward: delta 6 D M (read u = S k: 2, write delta k^T: 2, read S q: 2); gated delta
 // 8 D M (plus the decay of S: 2); decay 6 D M. Forward + backward is counted as 3x the forward (the usual
-// convention; the gated and decay kernels' recomputation of states in the backward is overhead, not counted).
+// convention), whatever the form does: the chunked forms' extra products within chunks and the fused kernels'
+// recomputation of states are overhead, not counted. "held": the heap the forward leaves for the backward (the
+// autograd graph's saved tensors, y excluded), against the all-states form's B H T D M floats.
+#include <malloc.h>
 #include <torch/torch.h>
 
 #include <fmt/format.h>
@@ -17,19 +22,45 @@
 #include <string>
 #include <thread>
 
-#include "kernels/blas_core.h"
 #include "bench/timing.h"
+#include "kernels/blas_core.h"
+#include "kernels/memory_policy.h"
 #include "kernels/recurrences.h"
 
 namespace K = fwlab::kernels;
 
 namespace {
 
-struct Rule {
-  const char* name;
-  double forward_flops_per_dm;                                                // per token and head, in units of D * M
-  std::function<K::RecurrenceResult(const std::vector<torch::Tensor>&)> run;  // q, k, v, alpha, beta, log_a, log_b
+using Run = std::function<K::RecurrenceResult(const std::vector<torch::Tensor>&)>;  // q, k, v, alpha, beta, a, b
+
+struct Form {
+  const char* rule;
+  const char* form;
+  double forward_flops_per_dm;  // per token and head, in units of D * M
+  Run run;
 };
+
+std::vector<Form> forms() {
+  using V = std::vector<torch::Tensor>;
+  return {
+      {"delta", "fused", 6, [](const V& i) { return K::delta_recurrence_fused(i[0], i[1], i[2], i[4], {}); }},
+      {"delta", "libtorch 64", 6,
+       [](const V& i) { return K::delta_recurrence_chunked(i[0], i[1], i[2], i[4], {}, 64); }},
+      {"delta", "chunk 32", 6,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], {}, i[4], {}, 32); }},
+      {"delta", "chunk 64", 6,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], {}, i[4], {}, 64); }},
+      {"gated delta", "fused", 8,
+       [](const V& i) { return K::gated_delta_recurrence_fused(i[0], i[1], i[2], i[3], i[4], {}); }},
+      {"gated delta", "libtorch 64", 8,
+       [](const V& i) { return K::gated_delta_recurrence_chunked(i[0], i[1], i[2], i[3], i[4], {}, 64); }},
+      {"gated delta", "chunk 32", 8,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], i[3], i[4], {}, 32); }},
+      {"gated delta", "chunk 64", 8,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], i[3], i[4], {}, 64); }},
+      {"decay", "fused", 6, [](const V& i) { return K::decay_recurrence_fused(i[0], i[1], i[2], i[5], i[6], {}); }},
+  };
+}
 
 std::vector<torch::Tensor> inputs(int64_t B, int64_t H, int64_t T, int64_t D) {
   torch::manual_seed(0);
@@ -49,48 +80,72 @@ std::vector<torch::Tensor> inputs(int64_t B, int64_t H, int64_t T, int64_t D) {
   return in;
 }
 
-double fwd_bwd_seconds(const Rule& rule, const std::vector<torch::Tensor>& in, int repeats) {
+double heap_bytes() {
+  const auto m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd);
+}
+
+struct Measured {
+  double ms = 0, held_bytes = 0;
+};
+
+Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int repeats) {
   const auto gy = torch::randn_like(in[2]);
-  return fwlab::bench::median_seconds(repeats, [&] {
+  Measured m;
+  m.ms = 1e3 * fwlab::bench::median_seconds(repeats, [&] {
     for (const auto& t : in) t.mutable_grad() = torch::Tensor();
-    rule.run(in).y.backward(gy);
+    form.run(in).y.backward(gy);
   });
+  for (const auto& t : in) t.mutable_grad() = torch::Tensor();
+  const double before = heap_bytes();
+  auto r = form.run(in);
+  m.held_bytes = heap_bytes() - before - static_cast<double>((r.y.numel() + r.state.numel()) * 4);
+  return m;
+}
+
+double sgemm_gflops(int repeats) {
+  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
+  const double s = fwlab::bench::median_seconds(repeats, [&] { (void)torch::mm(a, b); });
+  return 2.0 * 2048.0 * 2048.0 * 2048.0 / s / 1e9;
+}
+
+void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, double sgemm) {
+  const auto in = inputs(B, H, T, D);
+  const double all_states = static_cast<double>(B * H * T * D * D) * 4;
+  for (const auto& form : forms()) {
+    const auto m = measure(form, in, repeats);
+    const double gflops = 3.0 * form.forward_flops_per_dm * static_cast<double>(B * H * T * D * D) / (m.ms * 1e6);
+    fmt::print("{:<20} {:<12} {:<12} {:>9.1f} {:>8.1f} {:>9.0f}% {:>10.1f} {:>9.2f}\n",
+               fmt::format("B{} H{} T{} D=M={}", B, H, T, D), form.rule, form.form, m.ms, gflops,
+               100 * gflops / sgemm, m.held_bytes / (1 << 20), m.held_bytes / all_states);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   fwlab::use_the_cpus_blas_kernels();  // kernels/blas_core.h: not the generic kernels on a CPU OpenBLAS does not know
+  fwlab::keep_freed_memory_mapped();   // as the worker runs (kernels/memory_policy.h)
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), repeats = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--repeats"))
-      repeats = std::atoi(argv[i + 1]);
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
   }
   torch::set_num_threads(threads);
-  const std::vector<Rule> rules = {
-      {"gated delta", 8,
-       [](const std::vector<torch::Tensor>& i) {
-         return K::gated_delta_recurrence_fused(i[0], i[1], i[2], i[3], i[4], {});
-       }},
-      {"delta", 6,
-       [](const std::vector<torch::Tensor>& i) { return K::delta_recurrence_fused(i[0], i[1], i[2], i[4], {}); }},
-      {"decay", 6,
-       [](const std::vector<torch::Tensor>& i) { return K::decay_recurrence_fused(i[0], i[1], i[2], i[5], i[6], {}); }},
-  };
-  fmt::print("fused CPU kernels, float32, forward + backward, median of {} runs, {} threads\n\n", repeats, threads);
-  fmt::print("{:<22} {:<12} {:>10} {:>9} {:>16}\n", "size", "rule", "ms", "GFLOP/s", "x delta's time");
-  for (int64_t D : {32, 64}) {
-    const int64_t B = 4, H = 4, T = 1024;
-    const auto in = inputs(B, H, T, D);
-    std::vector<double> ms;
-    for (const auto& rule : rules) ms.push_back(1e3 * fwd_bwd_seconds(rule, in, repeats));
-    for (size_t r = 0; r < rules.size(); ++r) {
-      const double flops = 3.0 * rules[r].forward_flops_per_dm * static_cast<double>(B * H * T * D * D);
-      fmt::print("{:<22} {:<12} {:>10.1f} {:>9.2f} {:>16.2f}\n", fmt::format("B{} H{} T{} D=M={}", B, H, T, D),
-                 rules[r].name, ms[r], flops / (ms[r] * 1e6), ms[r] / ms[1]);
-    }
-  }
+  const double sgemm = sgemm_gflops(repeats);
+  fmt::print("delta-rule family on the CPU, float32, forward + backward, median of {} runs, {} threads\n", repeats,
+             threads);
+  fmt::print("sgemm 2048 x 2048 x 2048 on the same threads: {:.1f} GFLOP/s (the machine's limit, measured now)\n\n",
+             sgemm);
+  fmt::print("{:<20} {:<12} {:<12} {:>9} {:>8} {:>10} {:>10} {:>9}\n", "size", "rule", "form", "ms", "GFLOP/s",
+             "of sgemm", "held MiB", "x states");
+  for (int64_t D : {32, 64, 128})
+    for (int64_t T : {256, 1024, 4096})
+      if (!quick || (D == 64 && T == 1024)) print_size(4, 4, T, D, repeats, sgemm);
   return 0;
 }

@@ -79,6 +79,27 @@ RecurrenceResult delta_recurrence_naive(const torch::Tensor& q, const torch::Ten
 RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta, const torch::Tensor& state);
 
+// The chunkwise-parallel forms of the delta rule and the gated delta rule (kernels/gated_delta/chunk_libtorch.cpp):
+// within chunks of `chunk` steps dense matrix products (a triangular solve, Q K^T, the state's reads and writes),
+// across chunks a recurrence C times shorter; the backward keeps the chunk-start states only. libtorch ops, so any
+// device and dtype (alpha > 0: an alpha of exactly 0 is taken as float's smallest normal number).
+RecurrenceResult delta_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          const torch::Tensor& beta, const torch::Tensor& state0, int64_t chunk);
+RecurrenceResult gated_delta_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k,
+                                                const torch::Tensor& v, const torch::Tensor& alpha,
+                                                const torch::Tensor& beta, const torch::Tensor& state0,
+                                                int64_t chunk);
+
+// The same chunked forms as a raw-loop CPU kernel around BLAS products (kernels/gated_delta/chunk_cpu.cpp), with
+// its own backward that keeps the chunk-start states and recomputes each chunk's preparation; alpha undefined is
+// the delta rule. float32 and float64 (16-bit inputs are widened); on other devices, or where the process has no
+// BLAS symbols to call (chunk_cpu_available()), it runs gated_delta_recurrence_chunked.
+RecurrenceResult gated_delta_recurrence_chunk_cpu(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const torch::Tensor& alpha,
+                                                  const torch::Tensor& beta, const torch::Tensor& state0,
+                                                  int64_t chunk);
+bool chunk_cpu_available();
+
 // Gated delta rule (Yang, Kautz & Hatamizadeh 2024), k and q already normalised by the caller:
 //   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t
 // alpha, beta: [B, H, T, 1] (alpha in [0, 1]). The fused form is a raw-pointer CPU kernel with a checkpointed

@@ -252,7 +252,7 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   auto delta_chunk = test::small_config(fw("delta", "relu", "none", 4));
   delta_chunk.layers[0].chunk = 16;
   CHECK(config_error(delta_chunk) ==
-        "layers[0].chunk: rule 'delta' runs a sequential kernel with no chunks: chunk would change nothing");
+        "layers[0].chunk: rule 'delta' picks its form and chunk size by measurement: chunk would change nothing");
   CHECK(config_error(test::small_config(fw("add", "relu", "sum", 4))) ==
         "layers[0].norm: 'sum' is not one of attn, none");
   auto sized_none = test::small_config(fw("delta", "relu", "none", 4));

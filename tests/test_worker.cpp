@@ -206,13 +206,27 @@ TEST_CASE("worker: a threaded run is bit-reproducible on one machine: every loss
         out.push_back(fmt::format("{} {} {}", e["split"].get<std::string>(), e["step"].dump(), e["loss"].dump()));
     return out;
   };
+  // The delta rule's form is decided by measurement at the first run and kept for the second (form_store.h): here
+  // in a file of the test's own.
+  test::TempDir cache("kernel-cache");
+  ::setenv("FWLAB_KERNEL_CACHE", cache.file("kernel_choices.json").c_str(), 1);
   Job a, b;
   a.write(spec);
   b.write(spec);
   REQUIRE(a.run().exit_code == 0);
   REQUIRE(b.run().exit_code == 0);
+  ::unsetenv("FWLAB_KERNEL_CACHE");
   const auto first = numbers(a), second = numbers(b);
   CHECK(first.size() >= 12);  // train losses every 4 steps, three validations and the test
+  // Which form of the delta rule each shape class ran, and the times that decided it (kernel_choice events).
+  const auto choices = a.of_type("kernel_choice"), kept = b.of_type("kernel_choice");
+  REQUIRE(!choices.empty());
+  CHECK(choices[0]["family"] == "delta");
+  CHECK(choices[0]["ms"].size() == 3);
+  CHECK_THAT(choices[0]["shape_class"].get<std::string>(), Catch::StartsWith("cpu Float delta D="));
+  REQUIRE(kept.size() == choices.size());  // the second run heard the same decisions, with no race
+  CHECK(kept[0]["chosen"] == choices[0]["chosen"]);
+  CHECK(kept[0]["ms"].empty());
   CHECK(first == second);
   // A different seed gives different numbers: the comparison above can fail.
   Job c;

@@ -19,6 +19,7 @@
 #include "text/tokenizers/tokenizer_check.h"
 #include "worker/doctor.h"
 #include "kernels/decay/kernel_guard.h"
+#include "kernels/gated_delta/form_choice.h"
 #include "contract/job/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -89,6 +90,25 @@ void record_kernel_fallbacks(const JobSpec& spec, EventLog& log) {
   });
 }
 
+// Where the delta family's form decisions are kept for every process on this machine (form_store.h):
+// FWLAB_KERNEL_CACHE ("" for nowhere), else the user's cache folder.
+std::string kernel_choice_file() {
+  if (const char* set = std::getenv("FWLAB_KERNEL_CACHE")) return set;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "fwlab" / "kernel_choices.json").string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "fwlab" / "kernel_choices.json").string();
+  return "";
+}
+
+// The form each shape class of the delta family runs, decided by measurement (kernels/gated_delta/form_choice.h).
+void record_kernel_choices(EventLog& log) {
+  kernels::keep_delta_form_choices_in(kernel_choice_file());
+  kernels::on_delta_form_choice([&log](const kernels::DeltaFormChoice& c) {
+    log.write(KernelChoiceEvent{"delta", c.shape_class, c.chosen, c.ms});
+  });
+}
+
 int run(const std::string& job_dir) {
   JobSpec spec;
   try {
@@ -115,6 +135,7 @@ int run(const std::string& job_dir) {
     return already_ended(job_dir, code);  // the worker we waited for
   EventLog log((fs::path(job_dir) / "events.jsonl").string());
   record_kernel_fallbacks(spec, log);
+  record_kernel_choices(log);
   auto fail = [&](const char* cause, const std::string& message, int code) {
     fmt::print(stderr, "fwlab-worker: {}: {}\n", job_dir, message);
     const auto status = status_of_exit(code);

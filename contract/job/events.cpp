@@ -218,6 +218,13 @@ nlohmann::json to_json(const KernelFallbackEvent& e) {
           {"tolerance", e.tolerance}};
 }
 
+nlohmann::json to_json(const KernelChoiceEvent& e) {
+  auto ms = nlohmann::json::object();
+  for (const auto& [form, value] : e.ms) ms[form] = json_number(value);
+  return {{"type", "kernel_choice"}, {"family", e.family}, {"shape_class", e.shape_class}, {"chosen", e.chosen},
+          {"ms", ms}};
+}
+
 struct EventReader::Fast {
   simdjson::ondemand::parser parser;
   std::string buffer;  // the line with simdjson's padding

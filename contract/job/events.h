@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -54,6 +55,12 @@ struct KernelFallbackEvent {
   std::string kernel, shape_class, where;  // where: which output disagreed most (y, state, dq, ...)
   double max_error = 0, tolerance = 0;
 };
+// Which form of a recurrence a shape class runs on this machine, and the times that decided it
+// (kernels/gated_delta/form_choice.h). Read back as an OtherEvent (type "kernel_choice").
+struct KernelChoiceEvent {
+  std::string family, shape_class, chosen;
+  std::vector<std::pair<std::string, double>> ms;  // each candidate's time, ms; empty: kept from an earlier run
+};
 struct OtherEvent {  // conversion, checkpoint, ...: stored, not interpreted
   std::string type;
 };
@@ -74,6 +81,7 @@ nlohmann::json to_json(const DivergenceEvent& e);
 nlohmann::json to_json(const StartEvent& e);
 nlohmann::json to_json(const EndEvent& e);
 nlohmann::json to_json(const KernelFallbackEvent& e);
+nlohmann::json to_json(const KernelChoiceEvent& e);
 
 // Reads record lines. Metric lines, most of any record, take a fast path (simdjson, fields read in place).
 class EventReader {

@@ -143,7 +143,7 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
   if (s.chunk > 0 && rule.default_chunk == 0)
     throw ConfigError(
         p + "chunk",
-        fmt::format("rule '{}' runs a sequential kernel with no chunks: chunk would change nothing", s.rule));
+        fmt::format("rule '{}' picks its form and chunk size by measurement: chunk would change nothing", s.rule));
   if (s.beta_init != 0.0) {
     if (!rule.beta_bias)
       throw ConfigError(p + "beta_init",

@@ -1,6 +1,7 @@
 // The delta family: delta and gated_delta (models/rules/kernel_families.h).
 #include <cmath>
 
+#include "kernels/gated_delta/form_choice.h"
 #include "models/rules/kernel_families.h"
 
 namespace fwlab {
@@ -26,11 +27,10 @@ torch::Tensor l2_normalize(const torch::Tensor& x_in) {
 kernels::RecurrenceResult run_kernel(const RuleInputs& in, const torch::Tensor& values, const torch::Tensor& S0,
                                      bool reference) {
   namespace K = kernels;
-  if (in.alpha.defined())
-    return reference ? K::gated_delta_recurrence_naive(in.fq, in.fk, values, in.alpha, in.beta, S0)
-                     : K::gated_delta_recurrence_fused(in.fq, in.fk, values, in.alpha, in.beta, S0);
-  return reference ? K::delta_recurrence_naive(in.fq, in.fk, values, in.beta, S0)
-                   : K::delta_recurrence_fused(in.fq, in.fk, values, in.beta, S0);
+  // Not the reference: the fused kernel or the chunked form, whichever measured faster for this shape class.
+  if (!reference) return K::delta_family_recurrence(in.fq, in.fk, values, in.alpha, in.beta, S0);
+  return in.alpha.defined() ? K::gated_delta_recurrence_naive(in.fq, in.fk, values, in.alpha, in.beta, S0)
+                            : K::delta_recurrence_naive(in.fq, in.fk, values, in.beta, S0);
 }
 
 // The additive normaliser z_t = z_{t-1} + φ'(k_t) read by each query, [B, H, T, 1]; the step form continues from

@@ -1,0 +1,178 @@
+#include "kernels/gated_delta/form_choice.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "kernels/gated_delta/form_store.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace fwlab::kernels {
+
+namespace {
+
+struct Candidate {
+  const char* name;
+  int64_t chunk;  // 0: the fused recurrent kernel
+};
+constexpr Candidate kCandidates[] = {{"fused", 0}, {"chunk 32", 32}, {"chunk 64", 64}};
+
+struct Choices {
+  std::mutex mutex;
+  std::string pinned = "auto";
+  std::function<void(const DeltaFormChoice&)> listener;
+  std::map<std::string, Candidate> decided;  // shape class -> form
+  std::string store;                         // form_store.h's file, or ""
+  std::set<std::string> announced;           // classes the listener has heard of
+};
+
+Choices& choices() {
+  static Choices c;
+  return c;
+}
+
+RecurrenceResult run_form(const Candidate& form, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0) {
+  if (form.chunk == 0)
+    return alpha.defined() ? gated_delta_recurrence_fused(q, k, v, alpha, beta, state0)
+                           : delta_recurrence_fused(q, k, v, beta, state0);
+  return gated_delta_recurrence_chunk_cpu(q, k, v, alpha, beta, state0, form.chunk);
+}
+
+int64_t power_of_two_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+std::string form_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha, bool backward) {
+  std::ostringstream out;
+  out << q.device().str() << ' ' << c10::toString(q.scalar_type()) << (alpha.defined() ? " gated" : " delta")
+      << " D=" << v.size(3) << " M=" << q.size(3) << " T<=" << power_of_two_at_least(q.size(2))
+      << (backward ? " backward" : " forward");
+  return out.str();
+}
+
+// One candidate's time on random inputs shaped like the call's (B * H capped at 16), the better of two runs after
+// a warm-up; forward and, where the call will need it, backward.
+double candidate_ms(const Candidate& form, const torch::Tensor& q, const torch::Tensor& v, bool gated, bool backward) {
+  const int64_t BH = std::min<int64_t>(16, q.size(0) * q.size(1)), T = q.size(2), M = q.size(3), D = v.size(3);
+  const auto opt = q.options().requires_grad(false);
+  const auto gen = at::detail::createCPUGenerator(20241127);
+  auto randn = [&](int64_t w) { return torch::randn({1, BH, T, w}, gen, opt.device(torch::kCPU)).to(opt); };
+  namespace F = torch::nn::functional;
+  auto unit = [&] { return F::normalize(randn(M), F::NormalizeFuncOptions().dim(-1)); };
+  std::vector<torch::Tensor> in{unit(), unit(), randn(D), gated ? torch::sigmoid(randn(1) + 2) : torch::Tensor(),
+                                torch::sigmoid(randn(1))};
+  for (auto& t : in)
+    if (t.defined()) t.requires_grad_(backward);
+  auto once = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run_form(form, in[0], in[1], in[2], in[3], in[4], {});
+    if (backward) r.y.sum().backward();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  once();
+  return std::min(once(), once());
+}
+
+DeltaFormChoice race(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha, bool backward) {
+  DeltaFormChoice choice{form_class(q, v, alpha, backward), kCandidates[2].name, {}};
+  if (!q.is_cpu()) return choice;
+  torch::AutoGradMode grad(backward);
+  const auto time = [&](const Candidate& form) {
+    choice.ms.emplace_back(form.name, candidate_ms(form, q, v, alpha.defined(), backward));
+    return choice.ms.back().second;
+  };
+  // The fused kernel keeps its place unless a chunked form is 10% faster.
+  choice.chosen = kCandidates[0].name;
+  double best = 0.9 * time(kCandidates[0]);
+  for (size_t n = 1; n < std::size(kCandidates); ++n)
+    if (const double ms = time(kCandidates[n]); ms < best) best = ms, choice.chosen = kCandidates[n].name;
+  return choice;
+}
+
+Candidate candidate_named(const std::string& name) {
+  for (const auto& c : kCandidates)
+    if (name == c.name) return c;
+  return kCandidates[2];
+}
+
+}  // namespace
+
+void on_delta_form_choice(std::function<void(const DeltaFormChoice&)> listener) {
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  choices().listener = std::move(listener);
+}
+
+void set_delta_form(const std::string& form) {
+  TORCH_CHECK(form == "auto" || form == "fused" || form == "chunked", "set_delta_form: unknown form '", form, "'");
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  choices().pinned = form;
+}
+
+void reset_delta_form_choices() {
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  choices().decided.clear();
+  choices().announced.clear();
+}
+
+void keep_delta_form_choices_in(const std::string& path) {
+  const auto stored = path.empty() ? std::map<std::string, std::string>() : read_form_store(path);
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  choices().store = path;
+  for (const auto& [shape, form] : stored) choices().decided[shape] = candidate_named(form);
+}
+
+std::map<std::string, std::string> delta_form_choices() {
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  std::map<std::string, std::string> out;
+  for (const auto& [shape, form] : choices().decided) out[shape] = form.name;
+  return out;
+}
+
+void restore_delta_form_choices(const std::map<std::string, std::string>& decided) {
+  const std::lock_guard<std::mutex> lock(choices().mutex);
+  for (const auto& [shape, form] : decided) choices().decided[shape] = candidate_named(form);
+}
+
+RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const torch::Tensor& alpha, const torch::Tensor& beta,
+                                         const torch::Tensor& state0) {
+  const bool backward = torch::GradMode::is_enabled() &&
+                        (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() ||
+                         (alpha.defined() && alpha.requires_grad()) || (state0.defined() && state0.requires_grad()));
+  const auto key = form_class(q, v, alpha, backward);
+  auto& c = choices();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  if (c.pinned != "auto") {
+    const auto form = c.pinned == "fused" ? kCandidates[0] : kCandidates[2];
+    lock.unlock();
+    return run_form(form, q, k, v, alpha, beta, state0);
+  }
+  if (const auto it = c.decided.find(key); it != c.decided.end()) {
+    const auto form = it->second;
+    const bool first_use = c.announced.insert(key).second;
+    const auto listener = c.listener;
+    lock.unlock();
+    if (first_use && listener) listener({key, form.name, {}});  // kept or restored: no times
+    return run_form(form, q, k, v, alpha, beta, state0);
+  }
+  const auto store = c.store;
+  lock.unlock();
+  auto choice = race(q, v, alpha, backward);
+  // Another process may have decided the class meanwhile: its decision stands, for this process too.
+  if (!store.empty()) choice.chosen = add_to_form_store(store, key, choice.chosen);
+  lock.lock();
+  c.decided.emplace(key, candidate_named(choice.chosen));
+  c.announced.insert(key);
+  const auto listener = c.listener;
+  lock.unlock();
+  if (listener) listener(choice);
+  return run_form(candidate_named(choice.chosen), q, k, v, alpha, beta, state0);
+}
+
+}  // namespace fwlab::kernels
