@@ -93,9 +93,9 @@ Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int rep
   const auto gy = torch::randn_like(in[2]);
   Measured m;
   m.ms = 1e3 * fwlab::bench::median_seconds(repeats, [&] {
-    for (const auto& t : in) t.mutable_grad() = torch::Tensor();
-    form.run(in).y.backward(gy);
-  });
+           for (const auto& t : in) t.mutable_grad() = torch::Tensor();
+           form.run(in).y.backward(gy);
+         });
   for (const auto& t : in) t.mutable_grad() = torch::Tensor();
   const double before = heap_bytes();
   auto r = form.run(in);
@@ -116,8 +116,8 @@ void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, double 
     const auto m = measure(form, in, repeats);
     const double gflops = 3.0 * form.forward_flops_per_dm * static_cast<double>(B * H * T * D * D) / (m.ms * 1e6);
     fmt::print("{:<20} {:<12} {:<12} {:>9.1f} {:>8.1f} {:>9.0f}% {:>10.1f} {:>9.2f}\n",
-               fmt::format("B{} H{} T{} D=M={}", B, H, T, D), form.rule, form.form, m.ms, gflops,
-               100 * gflops / sgemm, m.held_bytes / (1 << 20), m.held_bytes / all_states);
+               fmt::format("B{} H{} T{} D=M={}", B, H, T, D), form.rule, form.form, m.ms, gflops, 100 * gflops / sgemm,
+               m.held_bytes / (1 << 20), m.held_bytes / all_states);
   }
 }
 

@@ -85,10 +85,9 @@ RecurrenceResult delta_recurrence_step(const torch::Tensor& q, const torch::Tens
 // device and dtype (alpha > 0: an alpha of exactly 0 is taken as float's smallest normal number).
 RecurrenceResult delta_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                           const torch::Tensor& beta, const torch::Tensor& state0, int64_t chunk);
-RecurrenceResult gated_delta_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k,
-                                                const torch::Tensor& v, const torch::Tensor& alpha,
-                                                const torch::Tensor& beta, const torch::Tensor& state0,
-                                                int64_t chunk);
+RecurrenceResult gated_delta_recurrence_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                const torch::Tensor& alpha, const torch::Tensor& beta,
+                                                const torch::Tensor& state0, int64_t chunk);
 
 // The same chunked forms as a raw-loop CPU kernel around BLAS products (kernels/gated_delta/chunk_cpu.cpp), with
 // its own backward that keeps the chunk-start states and recomputes each chunk's preparation; alpha undefined is

@@ -221,7 +221,10 @@ nlohmann::json to_json(const KernelFallbackEvent& e) {
 nlohmann::json to_json(const KernelChoiceEvent& e) {
   auto ms = nlohmann::json::object();
   for (const auto& [form, value] : e.ms) ms[form] = json_number(value);
-  return {{"type", "kernel_choice"}, {"family", e.family}, {"shape_class", e.shape_class}, {"chosen", e.chosen},
+  return {{"type", "kernel_choice"},
+          {"family", e.family},
+          {"shape_class", e.shape_class},
+          {"chosen", e.chosen},
           {"ms", ms}};
 }
 
