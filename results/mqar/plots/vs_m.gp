@@ -8,6 +8,7 @@ $p0s0 << EOD
 16 0.8937988281 0.7981598738 0.9894377824
 EOD
 $p0s1 << EOD
+16 0.2407226562 0.2338173166 0.2476279959
 EOD
 $p0s2 << EOD
 EOD
@@ -36,7 +37,7 @@ set xtics (16)
 set xrange [11.42857143:22.4]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     keyentry w l dt 1 lw 2 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      keyentry w l dt 1 lw 2 lc 3 t 'gated, pairs=4', \
      keyentry w l dt 1 lw 2 lc 4 t 'decay, pairs=4', \
      keyentry w l dt 1 lw 2 lc 5 t 'gated\_delta, pairs=4', \
@@ -57,7 +58,7 @@ set xtics (16)
 set xrange [11.42857143:22.4]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     keyentry w l dt 1 lw 2 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      keyentry w l dt 1 lw 2 lc 3 t 'gated, pairs=4', \
      keyentry w l dt 1 lw 2 lc 4 t 'decay, pairs=4', \
      keyentry w l dt 1 lw 2 lc 5 t 'gated\_delta, pairs=4', \
