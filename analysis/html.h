@@ -2,6 +2,7 @@
 // line charts drawn as inline SVG. Self-contained: no script, no font, nothing fetched from anywhere.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,11 +23,23 @@ std::string page(const std::string& title, const std::string& body, int refresh_
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (step, value); non-finite values are left out
+  std::optional<double> stopped_at;               // the step where the run diverged: marked with a cross
 };
 
-// A line chart of the series against the step: axes with their ranges, a legend, one colour per series. `log_y`
-// draws the value axis logarithmically where every value is positive.
+// A line chart of the series against the step: axes with their ranges, a legend below it, one colour per series,
+// each point dotted (a run validated once still shows), a diverged run's cross at its last value (or at the top
+// where it has none). `log_y` draws the value axis logarithmically where every value is positive.
 std::string line_chart(const std::string& title, const std::vector<Series>& series, bool log_y = false);
+
+// Whether values spanning this range read better on a log axis: all positive, over a factor of 10.
+bool spans_decades(const std::vector<Series>& series);
+
+struct Bar {
+  std::string label, note;  // note: shown after the bar ("2 of 4")
+  double value = 0;         // 0..1
+};
+// Horizontal bars of shares in [0, 1], one per label.
+std::string bar_chart(const std::string& title, const std::vector<Bar>& bars);
 
 // The bytes as base64 (an SVG made by gnuplot shown through an <img>, which never runs what it holds).
 std::string base64(std::string_view bytes);

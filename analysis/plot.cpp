@@ -272,9 +272,11 @@ std::vector<const JobRecord*> table_jobs(const ResultSet& results, const TableSp
   return out;
 }
 
-// Validation curves, one figure per table row, one line per run of the row.
-std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& spec, const std::string& out_dir,
-                                    const std::string& gnuplot) {
+// Validation curves, one figure per group (the table's rows, or its columns), one line per run of the group;
+// `others` are the axes that tell a group's runs apart, `prefix` names the files (PREFIX_KEY).
+std::vector<Figure> curve_figures(const ResultSet& results, const TableSpec& spec,
+                                  const std::vector<std::string>& group, const std::vector<std::string>& others,
+                                  const std::string& prefix, const std::string& out_dir, const std::string& gnuplot) {
   const auto eval_metric = std::find_if(spec.metrics.begin(), spec.metrics.end(),
                                         [](const Metric& m) { return m.source == Metric::Source::Eval; });
   if (eval_metric == spec.metrics.end()) return {};
@@ -285,15 +287,11 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
   std::map<std::string, std::string> shown_as;
   for (const auto* j : table_jobs(results, spec)) {
     std::vector<std::string> raw;
-    for (const auto& r : spec.rows) raw.push_back(value_text(job_value(*j, r)));
-    const auto key = spec.rows.empty() ? std::string("all") : fmt::format("{}", fmt::join(raw, "_"));
-    if (!rows.count(key))
-      order.push_back(key), shown_as[key] = spec.rows.empty() ? "" : series_label(spec, *j, spec.rows);
+    for (const auto& r : group) raw.push_back(value_text(job_value(*j, r)));
+    const auto key = group.empty() ? std::string("all") : fmt::format("{}", fmt::join(raw, "_"));
+    if (!rows.count(key)) order.push_back(key), shown_as[key] = group.empty() ? "" : series_label(spec, *j, group);
     rows[key].push_back(j);
   }
-  std::vector<std::string> others;  // what tells the runs of a row apart
-  for (const auto& c : spec.columns) others.push_back(c);
-  for (const auto& [axis, how] : spec.reduce) others.push_back(axis);
   // Runs told apart by nothing but their row: one figure, one line per row.
   std::vector<std::vector<std::string>> figure_rows;
   if (others.empty())
@@ -340,8 +338,23 @@ std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& s
         p.series.push_back(std::move(se));
       }
     if (p.series.empty()) continue;
-    figures.push_back(render({p}, keys.size() == 1 ? "curves_" + safe_name(keys[0]) : "curves", out_dir, gnuplot));
+    figures.push_back(render({p}, keys.size() == 1 ? prefix + "_" + safe_name(keys[0]) : prefix, out_dir, gnuplot));
   }
+  return figures;
+}
+
+// One figure per table row (the runs of its columns and reduced axes), and where the table has both rows and
+// columns, one per column (the runs of its rows and reduced axes): a column's cells side by side.
+std::vector<Figure> learning_curves(const ResultSet& results, const TableSpec& spec, const std::string& out_dir,
+                                    const std::string& gnuplot) {
+  std::vector<std::string> others = spec.columns;  // what tells the runs of a row apart
+  for (const auto& [axis, how] : spec.reduce) others.push_back(axis);
+  auto figures = curve_figures(results, spec, spec.rows, others, "curves", out_dir, gnuplot);
+  if (spec.rows.empty() || spec.columns.empty()) return figures;
+  std::vector<std::string> by_row = spec.rows;
+  for (const auto& [axis, how] : spec.reduce) by_row.push_back(axis);
+  for (auto& f : curve_figures(results, spec, spec.columns, by_row, "curves_column", out_dir, gnuplot))
+    figures.push_back(std::move(f));
   return figures;
 }
 

@@ -146,31 +146,11 @@ std::string diverged_runs_section(const Experiment& ex, const std::vector<JobRec
   return diverged == 0 ? out + "None.\n\n" : out;
 }
 
-// Stability by setting: every grid axis, and the mixer settings the papers compare, where they vary.
-std::string stability_section(const Experiment& ex, const std::vector<JobRecord>& jobs) {
-  std::vector<std::string> settings;
-  for (const auto& a : ex.axes) settings.push_back(a.name);
-  for (const std::string k : {"rule", "feature_map", "norm", "m"})
-    if (std::find(settings.begin(), settings.end(), k) == settings.end()) settings.push_back(k);
+std::string stability_section(const ResultSet& results) {
   std::string stability;
-  for (const auto& name : settings) {
-    std::vector<std::string> order;
-    std::map<std::string, std::pair<int, int>> stats;  // value -> runs with a result, diverged
-    for (const auto& j : jobs) {
-      if (!j.finished() && !j.diverged()) continue;
-      const auto v = job_value(j, name);
-      if (v.is_null()) continue;  // a run without this setting (the softmax teacher has no rule)
-      const auto text = value_text(v);
-      if (!stats.count(text)) order.push_back(text);
-      ++stats[text].first;
-      if (j.diverged()) ++stats[text].second;
-    }
-    if (stats.size() < 2) continue;
-    for (const auto& v : order) {
-      const auto [runs, div] = stats[v];
-      stability += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", name, v, runs, div, 100.0 * div / runs);
-    }
-  }
+  for (const auto& r : stability_by_setting(results))
+    stability += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", r.setting, md_cell(r.value), r.runs, r.diverged,
+                             100.0 * r.diverged / r.runs);
   const std::string out =
       "## Stability by setting\n\nRuns with a result (finished or diverged) and the share that diverged.\n\n";
   return out + (stability.empty()
@@ -229,6 +209,31 @@ std::string failures_section(const std::vector<JobRecord>& jobs) {
 
 }  // namespace
 
+// Every grid axis, and the mixer settings the papers compare, where they vary.
+std::vector<StabilityRow> stability_by_setting(const ResultSet& results) {
+  const auto& ex = results.experiment();
+  std::vector<std::string> settings;
+  for (const auto& a : ex.axes) settings.push_back(a.name);
+  for (const std::string k : {"rule", "feature_map", "norm", "m"})
+    if (std::find(settings.begin(), settings.end(), k) == settings.end()) settings.push_back(k);
+  std::vector<StabilityRow> out;
+  for (const auto& name : settings) {
+    std::vector<StabilityRow> rows;  // one per value, in the order the runs show them
+    for (const auto& j : results.jobs()) {
+      if (!j.finished() && !j.diverged()) continue;
+      const auto v = job_value(j, name);
+      if (v.is_null()) continue;  // a run without this setting (the softmax teacher has no rule)
+      const auto text = value_text(v);
+      auto row = std::find_if(rows.begin(), rows.end(), [&](const StabilityRow& r) { return r.value == text; });
+      if (row == rows.end()) row = rows.insert(rows.end(), {name, text});
+      ++row->runs;
+      row->diverged += j.diverged();
+    }
+    if (rows.size() >= 2) out.insert(out.end(), rows.begin(), rows.end());
+  }
+  return out;
+}
+
 std::string divergence_report(const ResultSet& results) {
   const auto& ex = results.experiment();
   const auto& jobs = results.jobs();
@@ -239,7 +244,7 @@ std::string divergence_report(const ResultSet& results) {
   std::vector<std::string> counts;
   for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
   out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
-  out += diverged_runs_section(ex, jobs) + stability_section(ex, jobs) + frontier_section(ex, jobs) +
+  out += diverged_runs_section(ex, jobs) + stability_section(results) + frontier_section(ex, jobs) +
          failures_section(jobs) + kernel_fallback_section(jobs);
   const auto table = table_spec(ex);
   if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's

@@ -4,11 +4,20 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "analysis/results.h"
 
 namespace fwlab {
 
 std::string divergence_report(const ResultSet& results);
+
+// Stability by setting: for every grid axis (and rule, feature_map, norm, m) that takes two or more values among
+// the runs with a result (finished or diverged), one row per value, in the order the runs first show it.
+struct StabilityRow {
+  std::string setting, value;
+  int runs = 0, diverged = 0;
+};
+std::vector<StabilityRow> stability_by_setting(const ResultSet& results);
 
 }  // namespace fwlab

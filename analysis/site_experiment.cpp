@@ -8,9 +8,11 @@
 
 #include "analysis/compare.h"
 #include "analysis/html.h"
+#include "analysis/markdown.h"
 #include "analysis/plot.h"
 #include "analysis/report.h"
 #include "analysis/site.h"
+#include "analysis/site_sections.h"
 #include "analysis/table.h"
 #include "harness/experiment.h"
 
@@ -42,9 +44,10 @@ std::string table_html(const Table& t) {
     out += "</tr>\n";
   }
   out += "</table>\n";
-  if (!t.caption.empty()) out += fmt::format("<p>{}</p>\n", esc(t.caption));
-  for (const auto& n : t.notes) out += fmt::format("<p>{}</p>\n", esc(n));
-  for (const auto& l : t.legend) out += fmt::format("<p><small>{}</small></p>\n", esc(l));
+  // Captions, notes and the legend are Markdown (emphasis, code, lists), as `fwlab table` prints them.
+  if (!t.caption.empty()) out += "<div class=\"caption\">" + html::markdown(t.caption) + "</div>\n";
+  for (const auto& n : t.notes) out += html::markdown(n);
+  for (const auto& l : t.legend) out += "<small>" + html::markdown(l) + "</small>\n";
   return out;
 }
 
@@ -75,6 +78,12 @@ std::string plots_html(const ResultSet& results, const TableSpec& spec, const st
   std::error_code ec;
   fs::remove_all(tmpl, ec);
   return out;
+}
+
+// The report's "# Divergence report: NAME" line: the page has its own heading.
+std::string without_title(const std::string& report) {
+  return report.rfind("# ", 0) == 0 && report.find('\n') != std::string::npos ? report.substr(report.find('\n') + 1)
+                                                                              : report;
 }
 
 std::string jobs_html(const ResultSet& results, bool& running) {
@@ -110,10 +119,15 @@ std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, 
     const auto jobs = jobs_html(results, running);
     std::string body = fmt::format("{}<h1>{}</h1>\n<p>{}</p>\n<p><small>{}</small></p>\n<h2>Table</h2>\n{}", nav,
                                    esc(title), esc(ex.description), esc(e.file), table_html(table));
+    body += fmt::format("<p><a href=\"{}\">Every run</a>, its settings and metrics, sortable and filterable.</p>\n",
+                        esc(runs_href(e).substr(2)));
+    body += "<h2>Curves by row and column</h2>\n<div class=\"curves\">\n" + cell_curves_html(results, spec, table) +
+            "</div>\n";
     if (published)
-      body += fmt::format("<h2>Against the paper</h2>\n<pre>{}</pre>\n",
-                          esc(render_comparison(compare_with_published(table, *published))));
-    body += fmt::format("<h2>Divergence report</h2>\n<pre>{}</pre>\n", esc(divergence_report(results)));
+      body += "<h2>Against the paper</h2>\n" +
+              html::markdown(render_comparison(compare_with_published(table, *published)), 1);
+    body += "<h2>Divergence report</h2>\n" + stability_chart_html(results) +
+            html::markdown(without_title(divergence_report(results)), 1);
     body += "<h2>Plots</h2>\n" + plots_html(results, spec, plots, ctx.gnuplot);
     body += "<h2>Jobs</h2>\n" + jobs;
     if (linked_jobs)

@@ -112,7 +112,7 @@ std::optional<std::string> job_page(Db& db, const std::string& job_id, const Sit
       {"finished", q.text(10)},
       {"seconds", text_of(q, 11)},
       {"folder", q.text(12)}};
-  html::Series valid{"valid loss", {}};
+  html::Series valid{"valid loss", {}, std::nullopt};
   std::string body = fmt::format("<nav><a href=\"../index.html\">all experiments</a></nav>\n<h1>job {}</h1>\n{}",
                                  esc(job_id), pairs_table(summary));
   const auto evals = evals_html(db, job_id, valid);

@@ -32,6 +32,30 @@ std::vector<std::string> experiment_files(const std::vector<std::string>& given)
 
 SiteContext context(const SiteOptions& o, bool live) { return {FWLAB_SOURCE_DIR, kFwlabVersion, o.gnuplot, live}; }
 
+// A runs page's query from the address: sort=COLUMN, order=asc|desc, and SETTING=VALUE filters.
+RunsQuery runs_query(const httplib::Request& req) {
+  RunsQuery q;
+  for (const auto& [key, value] : req.params) {
+    if (key == "sort")
+      q.sort = value;
+    else if (key == "order" && (value == "asc" || value == "desc"))
+      q.descending = value == "desc";
+    else if (key == "order")
+      throw std::invalid_argument(fmt::format("order={} is neither asc nor desc", value));
+    else
+      q.filters.emplace_back(key, value);
+  }
+  return q;
+}
+
+// The entry whose page is at `href`.
+std::optional<SiteEntry> entry_at(const std::vector<SiteEntry>& entries, std::string (*href_of)(const SiteEntry&),
+                                  const std::string& href) {
+  for (const auto& e : entries)
+    if (href_of(e) == href) return e;
+  return std::nullopt;
+}
+
 void write_page(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   write_file_atomic(path.string(), text);
@@ -51,6 +75,7 @@ int cmd_site(const SiteOptions& o, const Common& c) {
   for (const auto& e : entries) {
     std::vector<std::string> linked;
     write_page(out / experiment_href(e), experiment_page(db, e, ctx, &linked));
+    for (const auto& [path, page] : runs_pages(db, e, ctx)) write_page(out / path, page);
     jobs.insert(linked.begin(), linked.end());
   }
   for (const auto& id : jobs)
@@ -81,12 +106,22 @@ int cmd_serve(const SiteOptions& o, const Common& c) {
     Db db(c.db_path, true);
     reply(res, index_page(db, site_entries(db, files), ctx));
   });
+  // Before the experiment pages' route, which would take "NAME.runs" for an experiment's name.
+  server.Get(R"(/e/([A-Za-z0-9_.-]+)\.runs\.html)", [&](const httplib::Request& req, httplib::Response& res) {
+    Db db(c.db_path, true);
+    const auto e = entry_at(site_entries(db, files), runs_href, "e/" + std::string(req.matches[1]) + ".runs.html");
+    if (!e) return reply(res, std::nullopt);
+    try {
+      reply(res, runs_page(db, *e, ctx, runs_query(req)));
+    } catch (const std::invalid_argument& err) {  // a column or setting the page does not have: 400, named
+      reply(res, html::page("bad query", fmt::format("<h1>bad query</h1><p>{}</p>", html::esc(err.what()))));
+      res.status = 400;
+    }
+  });
   server.Get(R"(/e/([A-Za-z0-9_.-]+)\.html)", [&](const httplib::Request& req, httplib::Response& res) {
     Db db(c.db_path, true);
-    for (const auto& e : site_entries(db, files))
-      if (experiment_href(e) == "e/" + std::string(req.matches[1]) + ".html")
-        return reply(res, experiment_page(db, e, ctx));
-    reply(res, std::nullopt);
+    const auto e = entry_at(site_entries(db, files), experiment_href, "e/" + std::string(req.matches[1]) + ".html");
+    reply(res, e ? std::optional<std::string>(experiment_page(db, *e, ctx)) : std::nullopt);
   });
   server.Get(R"(/job/([A-Za-z0-9_.-]+)\.html)", [&](const httplib::Request& req, httplib::Response& res) {
     Db db(c.db_path, true);

@@ -20,12 +20,12 @@
 #
 # What the bundle is (all from `apt-get download` + `dpkg -x`, nothing installed on this machine):
 #  - headers + CMake/pkg-config files of fmt, nlohmann_json, simdjson, SQLite3, TOML++, CLI11, Catch2 2.x, ICU,
-#    OpenSSL, SentencePiece, cpp-httplib (with Brotli; zlib is the host's), pkgconf (bin/, for hosts without
+#    OpenSSL, SentencePiece, cpp-httplib (with Brotli; zlib is the host's), md4c (C), pkgconf (bin/, for hosts without
 #    pkg-config), and Boost.Process's headers (the transitive #include closure of the Boost headers fwlab includes,
 #    conservative: every #include line whatever its #if, plus all of boost/mpl and boost/preprocessor, whose
 #    headers are reached through macro-built file names: ~3 MB compressed instead of 16 MB for all of Boost;
 #    fwlab uses no Boost library binary and no find_package(Boost), so Boost's CMake files are left out);
-#  - the shared libraries of simdjson, SQLite, ICU and OpenSSL, with RUNPATH $ORIGIN (libicuuc finds libicudata
+#  - the shared libraries of simdjson, SQLite, ICU, OpenSSL and md4c, with RUNPATH $ORIGIN (libicuuc finds libicudata
 #    next to it also where the linker writes DT_RUNPATH, which does not apply to indirect dependencies).
 #  - fmt and TOML++ are made header-only (FMT_HEADER_ONLY, TOML_HEADER_ONLY) and Catch2WithMain compiles its main
 #    into each test binary (INTERFACE_SOURCES) instead of Debian's prebuilt libCatch2WithMain.a: these C++ APIs pass
@@ -79,10 +79,10 @@ check_bundle() {
   [ -z "$dangling" ] || bad "dangling symlinks: $dangling"
   for f in fmt/format.h fmt/ranges.h nlohmann/json.hpp simdjson.h sqlite3.h toml++/toml.h boost/process.hpp \
            boost/process/extend.hpp CLI/CLI.hpp catch2/catch.hpp unicode/uchar.h openssl/evp.h openssl/configuration.h \
-           sentencepiece_processor.h httplib.h; do
+           sentencepiece_processor.h httplib.h md4c-html.h; do
     [ -f "$dir/include/$f" ] || bad "missing include/$f"
   done
-  for f in libsimdjson.so libsqlite3.so libicuuc.so libicudata.so libcrypto.so; do
+  for f in libsimdjson.so libsqlite3.so libicuuc.so libicudata.so libcrypto.so libmd4c-html.so; do
     [ -e "$dir/lib/$arch/$f" ] || bad "missing lib/$arch/$f"
   done
   for f in lib/$arch/cmake/fmt/fmt-config.cmake lib/$arch/cmake/simdjson/simdjson-config.cmake \
@@ -300,7 +300,8 @@ make_bundle() {
   local boost_pkg=${FWLAB_BUNDLE_BOOST_PKG:-$(apt-cache search --names-only '^libboost1\.[0-9]+-dev$' | awk '{print $1}' | sort -V | tail -1)}
   [ -n "$boost_pkg" ] || die "no libboost1.XX-dev package known to apt"
   local dev_pkgs=(libfmt-dev nlohmann-json3-dev libsimdjson-dev libsqlite3-dev libtomlplusplus-dev libcli11-dev catch2
-                  libicu-dev libssl-dev libsentencepiece-dev libcpp-httplib-dev libbrotli-dev "$boost_pkg")
+                  libicu-dev libssl-dev libsentencepiece-dev libcpp-httplib-dev libbrotli-dev libmd4c-dev libmd4c-html0-dev
+                  "$boost_pkg")
   local header_only_runtime='^(libfmt[0-9]+|libtomlplusplus[0-9]+)$'  # made header-only below: their .so is not needed
   local specs=() p v dep
   for p in "${dev_pkgs[@]}"; do

@@ -17,6 +17,7 @@ pkgs=(
   libsimdjson-dev                           # fast ingestion of worker records
   gnuplot-nox                               # fwlab plot (PNG via cairo, SVG)
   libcpp-httplib-dev                        # fwlab serve: the results pages over HTTP
+  libmd4c-dev libmd4c-html0-dev             # Markdown (comparison, divergence report, captions) as HTML on the pages
   libsentencepiece-dev sentencepiece        # Llama 2 / Mistral tokenizer.model (library; spm_train/spm_encode for the tests)
   dict-freedict-deu-eng                     # German -> English example sentences: the quick translation corpus
   chromium                                  # the pages loaded in a real (headless) browser by ctest's browser test

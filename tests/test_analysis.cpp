@@ -8,7 +8,9 @@
 #include <filesystem>
 
 #include "analysis/compare.h"
+#include "analysis/markdown.h"
 #include "analysis/report.h"
+#include "analysis/site.h"
 #include "analysis/table.h"
 #include "harness/db.h"
 #include "harness/plan.h"
@@ -381,6 +383,13 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   CHECK_THAT(delta, Catch::Contains("'m=16, lr=0.001, seed=1'"));
   CHECK_THAT(test::slurp(out + "/curves_delta.svg"), Catch::Contains("diverged at step 7"));
   CHECK_THAT(test::slurp(out + "/curves_gated.gp"), Catch::Contains("'m=4, lr=0.001, seed=0 (running)'"));
+  // A column's cells side by side: m = 16 holds every rule's runs, m = 4 none of decay's (not applicable there).
+  const auto m16 = test::slurp(out + "/curves_column_16.gp");
+  CHECK_THAT(m16, Catch::Contains("'delta, lr=0.01, seed=0 — diverged at step 7 (nonfinite\\_loss)'") &&
+                      Catch::Contains("'add, lr=0.001, seed=1'") &&
+                      Catch::Contains("'decay, lr=0.01, seed=0 (crashed)'"));
+  CHECK_THAT(test::slurp(out + "/curves_column_4.gp"),
+             Catch::Contains("'add, lr=0.01, seed=0'") && !Catch::Contains("decay"));
   const auto vs_m = test::slurp(out + "/vs_m.gp");
   CHECK_THAT(vs_m, Catch::Contains("t 'add'") && Catch::Contains("t 'delta'") &&
                        Catch::Contains("t 'delta: diverged (no value)'"));
@@ -547,4 +556,96 @@ add = [9.0, 3.0]
     CHECK_THAT(e.output,
                Catch::Contains(line_of(text, bad.to.substr(bad.to.rfind('\n') + 1))) && Catch::Contains(bad.message));
   }
+}
+
+namespace {
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The inline SVG chart whose label starts with `label`, up to its </svg>.
+std::string chart_of(const std::string& page, const std::string& label) {
+  const auto at = page.find("aria-label=\"" + label);
+  REQUIRE(at != std::string::npos);
+  return page.substr(at, page.find("</svg>", at) - at);
+}
+
+// A runs page's cells of column `c` (0 = job), row by row.
+std::vector<std::string> runs_column(const std::string& page, size_t c) {
+  std::vector<std::string> out;
+  for (size_t at = page.find("<tr><td"); at != std::string::npos; at = page.find("<tr><td", at + 1)) {
+    size_t cell = at;
+    for (size_t k = 0; k <= c; ++k) cell = page.find("<td", cell + 1);
+    const auto open = page.find('>', cell) + 1;
+    out.push_back(page.substr(open, page.find("</td>", open) - open));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("site: a row's and a column's cells on one chart, the report as HTML tables, runs sorted and filtered",
+          "[analysis]") {
+  Fixture fx(kGrid + kPublishedHead + "\ndelta = [8.0, 12.0]\ngated = [9.5, 9.9]\n");
+  Db db(fx.db_path, true);
+  const std::vector<SiteEntry> entries{{fx.file, "grid", "", ""}};  // the fixture writes jobs, not the sweep's cells
+  const SiteContext ctx{FWLAB_SOURCE_DIR, kFwlabVersion, "gnuplot", false};
+  const auto page = experiment_page(db, entries[0], ctx);
+  // Row delta: its two cells (m = 4, 16) hold 4 runs each (lr x seed): 8 series, the 5 diverged ones crossed.
+  const auto delta = chart_of(page, "validation ppl — row delta, one line per column");
+  CHECK_THAT(delta, Catch::Contains("data-series=\"8\""));
+  CHECK(occurrences(delta, "<g class=\"series\"") == 8);
+  CHECK(occurrences(delta, "class=\"diverged\"") == 5);
+  CHECK_THAT(delta, Catch::Contains("m=16 · lr=0.01, seed=0 — diverged at step 7 ×"));
+  // Column m = 4: add's 4 runs, delta's 4, gated's one that has started; decay is not applicable there.
+  CHECK(occurrences(chart_of(page, "validation ppl — column m=4, one line per row"), "<g class=\"series\"") == 9);
+  // The comparison and the report are HTML: tables, headings under the page's own, no Markdown source left.
+  CHECK_THAT(page, !Catch::Contains("<pre") && !Catch::Contains("| --- |") && !Catch::Contains("| :--- |"));
+  CHECK_THAT(page, Catch::Contains("<h4>grid against Made up 2026, Table 9</h4>") &&
+                       Catch::Contains("<td align=\"right\">10.25 ± 0.35 / 9</td>"));
+  CHECK_THAT(page, Catch::Contains("<h3>Stability by setting</h3>") &&
+                       Catch::Contains("<td align=\"left\">crashed</td>") &&
+                       Catch::Contains("<text x=\"506\" y=\"36\" font-size=\"11\">0 of 8 diverged</text>"));
+
+  const SiteContext live{FWLAB_SOURCE_DIR, kFwlabVersion, "gnuplot", true};
+  // Columns: job, stage, rule, m, lr, seed, status, test_ppl, valid_loss. By test_ppl: ascending, runs without last.
+  const auto by_ppl = runs_column(runs_page(db, entries[0], live, {"test_ppl", false, {}}), 7);
+  REQUIRE(by_ppl.size() == 28);   // 4 rules x 2 m x 2 lr x 2 seeds, less decay at m = 4
+  CHECK(by_ppl.front() == "10");  // add, m = 4, lr 1e-2, seed 0
+  const auto valued = std::find(by_ppl.begin(), by_ppl.end(), "–") - by_ppl.begin();
+  CHECK(valued == 11);  // add's 8 and delta's 3 finished runs
+  std::vector<double> values;
+  for (long i = 0; i < valued; ++i) values.push_back(std::stod(by_ppl[static_cast<size_t>(i)]));
+  CHECK(std::is_sorted(values.begin(), values.end()));
+  CHECK(std::all_of(by_ppl.begin() + valued, by_ppl.end(), [](const std::string& s) { return s == "–"; }));
+  // Filtered by two settings and sorted by a third, descending.
+  const auto filtered = runs_page(db, entries[0], live, {"seed", true, {{"rule", "delta"}, {"m", "16"}}});
+  CHECK(runs_column(filtered, 2) == std::vector<std::string>(4, "delta"));
+  CHECK(runs_column(filtered, 5) == std::vector<std::string>{"1", "1", "0", "0"});
+  CHECK(runs_column(filtered, 6) == std::vector<std::string>{"finished", "finished", "finished", "diverged"});
+  CHECK_THROWS_WITH(runs_page(db, entries[0], live, {"colour", false, {}}),
+                    Catch::Contains("the runs page has no column 'colour' (it has: stage, rule, m, lr, seed, status, "
+                                    "test_ppl, valid_loss)"));
+  CHECK_THROWS_WITH(runs_page(db, entries[0], live, {"", false, {{"test_ppl", "10"}}}),
+                    Catch::Contains("no setting 'test_ppl'"));
+  // The static site: one page per sort column and direction, one per value of a setting that varies.
+  const auto pages = runs_pages(db, entries[0], ctx);
+  CHECK(pages.size() == 1 + 2 * 8 + (4 + 2 + 2 + 2 + 6));  // rule 4, m 2, lr 2, seed 2, status 6 values
+  CHECK(pages[0].first == "e/grid.runs.html");
+}
+
+TEST_CASE("html: Markdown becomes tables, headings and emphasis; raw HTML in it stays text", "[analysis][unit]") {
+  const auto out = html::markdown(
+      "# Report\n\nA *b* `c` <img src=x onerror=alert(1)>\n\n| k | v |\n| :--- | ---: |\n| <script>x</script> | 1 \\| "
+      "2 |\n",
+      1);
+  CHECK_THAT(out, Catch::Contains("<h2>Report</h2>") && Catch::Contains("<em>b</em> <code>c</code>"));
+  CHECK_THAT(out, Catch::Contains("&lt;img src=x onerror=alert(1)&gt;") && !Catch::Contains("<img"));
+  CHECK_THAT(out, Catch::Contains("<th align=\"left\">k</th>") &&
+                      Catch::Contains("<td align=\"left\">&lt;script&gt;x&lt;/script&gt;</td>") &&
+                      Catch::Contains("<td align=\"right\">1 | 2</td>"));
+  CHECK_THAT(html::markdown("###### deep", 3), Catch::Contains("<h6>deep</h6>"));
 }

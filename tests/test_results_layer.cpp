@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -303,6 +304,52 @@ TEST_CASE("results: fwlab site writes escaped, linked pages; fwlab serve serves 
   INFO(served.output);
   CHECK_THAT(served.output, Catch::StartsWith("http://127.0.0.1:") && Catch::Contains("default-src 'none'"));
   CHECK_THAT(served.output, Catch::Contains("<a href=\"e/layer.html\">layer</a>") && Catch::Contains("status 404"));
+}
+
+TEST_CASE("results: a script planted in a caption and in a setting's value is text on every page of the site",
+          "[results]") {
+  // A preset's name is a setting value: it reaches the table's rows, the curves' legends, the runs pages' columns
+  // and filter links, and the job pages' settings.
+  Swept s(R"([experiment]
+name = "planted"
+[defaults]
+steps = 4
+[stage.pretrain]
+mixer = "fast_weight"
+m = 4
+norm = "none"
+[grid]
+variant = ["<script>alert('v')</script>", "plain"]
+seed = [0, 3]
+[preset.variant."<script>alert('v')</script>"]
+rule = "add"
+[preset.variant.plain]
+rule = "decay"
+[table]
+rows = ["variant"]
+columns = ["seed"]
+metric = "valid_loss"
+caption = "caption <script>alert('c')</script> *emphasis*"
+)");
+  REQUIRE_THAT(s.run.output, Catch::Contains("2 finished, 2 diverged"));  // the fake worker diverges at seed 3
+  const auto out = s.dir.file("site");
+  REQUIRE(test::run_command(fwlab_cmd(fmt::format("site {} --db {} --out {}", s.file, s.db, out))).exit_code == 0);
+  size_t pages = 0;
+  for (const auto& f : fs::recursive_directory_iterator(out)) {
+    if (!f.is_regular_file()) continue;
+    ++pages;
+    auto text = test::slurp(f.path().string());
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    INFO(f.path().string());
+    CHECK_THAT(text, !Catch::Contains("<script"));
+  }
+  CHECK(pages == 1 + 1 + 4 + (1 + 2 * 5 + 2 + 2 + 2));  // index, experiment, jobs, runs (5 columns, 3 filters)
+  const auto page = test::slurp(out + "/e/planted.html");
+  CHECK_THAT(page, Catch::Contains("caption &lt;script&gt;alert('c')&lt;/script&gt; <em>emphasis</em>"));
+  CHECK_THAT(page, Catch::Contains("row &lt;script&gt;alert(&#39;v&#39;)&lt;/script&gt;, one line per column"));
+  CHECK_THAT(test::slurp(out + "/e/planted.runs.html"),
+             Catch::Contains("<td class=\"label\">&lt;script&gt;alert(&#39;v&#39;)&lt;/script&gt;</td>") &&
+                 Catch::Contains(">&lt;script&gt;alert(&#39;v&#39;)&lt;/script&gt;</a>"));
 }
 
 TEST_CASE("results: export --format mlflow writes MLflow's file store layout; tensorboard is refused with the reason",
