@@ -1,11 +1,12 @@
 // The delta-rule family's CPU kernels side by side in one run, forward + backward (y.backward(g)), float32, B4 H4:
 // each rule's fused recurrent kernel and, for delta and gated delta, the chunkwise-parallel WY form: the CPU kernel
-// around BLAS (kernels/gated_delta/chunk_cpu.cpp) at 32 and 64 steps a chunk, and the same algebra as libtorch ops
+// around BLAS (kernels/gated_delta/chunk_cpu.cpp) at 16, 32 and 64 steps a chunk, and the same algebra as libtorch ops
 // (chunk_libtorch.cpp, what other devices run), at D = M in
 // {32, 64, 128} and T in {256, 1024, 4096}, beside a 2048^2 sgemm on the same threads: the machine's limit. Not a
 // test: figures and ratios to read.
 //
-//   fwlab-bench-delta [--threads N] [--repeats R] [--quick]     (--quick: D = M = 64, T = 1024 only)
+//   fwlab-bench-delta [--threads N] [--repeats R] [--quick] [--only TEXT]
+//     --quick: D = M = 64, T = 1024 only; --only: the forms whose "rule form" holds TEXT ("gated delta chunk 32")
 //
 // FLOPs per token and head, forward: delta 6 D M (read u = S k: 2, write delta k^T: 2, read S q: 2); gated delta
 // 8 D M (plus the decay of S: 2); decay 6 D M. Forward + backward is counted as 3x the forward (the usual
@@ -46,6 +47,8 @@ std::vector<Form> forms() {
       {"delta", "fused", 6, [](const V& i) { return K::delta_recurrence_fused(i[0], i[1], i[2], i[4], {}); }},
       {"delta", "libtorch 64", 6,
        [](const V& i) { return K::delta_recurrence_chunked(i[0], i[1], i[2], i[4], {}, 64); }},
+      {"delta", "chunk 16", 6,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], {}, i[4], {}, 16); }},
       {"delta", "chunk 32", 6,
        [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], {}, i[4], {}, 32); }},
       {"delta", "chunk 64", 6,
@@ -54,6 +57,8 @@ std::vector<Form> forms() {
        [](const V& i) { return K::gated_delta_recurrence_fused(i[0], i[1], i[2], i[3], i[4], {}); }},
       {"gated delta", "libtorch 64", 8,
        [](const V& i) { return K::gated_delta_recurrence_chunked(i[0], i[1], i[2], i[3], i[4], {}, 64); }},
+      {"gated delta", "chunk 16", 8,
+       [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], i[3], i[4], {}, 16); }},
       {"gated delta", "chunk 32", 8,
        [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], i[3], i[4], {}, 32); }},
       {"gated delta", "chunk 64", 8,
@@ -109,10 +114,11 @@ double sgemm_gflops(int repeats) {
   return 2.0 * 2048.0 * 2048.0 * 2048.0 / s / 1e9;
 }
 
-void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, double sgemm) {
+void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, double sgemm, const std::string& only) {
   const auto in = inputs(B, H, T, D);
   const double all_states = static_cast<double>(B * H * T * D * D) * 4;
   for (const auto& form : forms()) {
+    if ((std::string(form.rule) + " " + form.form).find(only) == std::string::npos) continue;
     const auto m = measure(form, in, repeats);
     const double gflops = 3.0 * form.forward_flops_per_dm * static_cast<double>(B * H * T * D * D) / (m.ms * 1e6);
     fmt::print("{:<20} {:<12} {:<12} {:>9.1f} {:>8.1f} {:>9.0f}% {:>10.1f} {:>9.2f}\n",
@@ -128,6 +134,7 @@ int main(int argc, char** argv) {
   fwlab::keep_freed_memory_mapped();   // as the worker runs (kernels/memory_policy.h)
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), repeats = 5;
   bool quick = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
@@ -135,6 +142,8 @@ int main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
   }
   torch::set_num_threads(threads);
   const double sgemm = sgemm_gflops(repeats);
@@ -146,6 +155,6 @@ int main(int argc, char** argv) {
              "of sgemm", "held MiB", "x states");
   for (int64_t D : {32, 64, 128})
     for (int64_t T : {256, 1024, 4096})
-      if (!quick || (D == 64 && T == 1024)) print_size(4, 4, T, D, repeats, sgemm);
+      if (!quick || (D == 64 && T == 1024)) print_size(4, 4, T, D, repeats, sgemm, only);
   return 0;
 }

@@ -1,5 +1,5 @@
 // Row-major BLAS products for the CPU kernels, through the BLAS that libtorch itself loaded: the Fortran symbols
-// sgemm_/dgemm_ and strsm_/dtrsm_, found at run time (dlsym) rather than linked, so that fwlab builds against any
+// sgemm_/dgemm_, found at run time (dlsym) rather than linked, so that fwlab builds against any
 // libtorch. Debian's libtorch loads OpenBLAS; a libtorch whose BLAS symbols are hidden (one with MKL linked in
 // statically) has none, and the callers then run their libtorch form (available() says which).
 // Called from inside at::parallel_for, OpenBLAS's OpenMP build runs each product on the calling thread.
@@ -16,10 +16,5 @@ bool available();
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc);
-
-// B (c x w, row-major) <- L^-1 B, or L^-T B where `transposed`; L: c x c row-major, unit lower triangular (its
-// diagonal and upper part are not read).
-template <typename T>
-void unit_lower_solve(bool transposed, int64_t c, int64_t w, const T* L, int64_t ldl, T* B, int64_t ldb);
 
 }  // namespace fwlab::kernels::blas

@@ -61,7 +61,7 @@ TEST_CASE("delta form choice: one race per shape class, the fastest candidate ch
   REQUIRE(heard.choices.size() == 2);  // delta and gated: two classes, each raced once
   for (const auto& c : heard.choices) {
     INFO(c.shape_class);
-    REQUIRE(c.ms.size() == 3);
+    REQUIRE(c.ms.size() == 4);  // fused, chunk 16, 32, 64
     REQUIRE(c.ms[0].first == "fused");
     const auto chunked = std::min_element(c.ms.begin() + 1, c.ms.end(),
                                           [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -111,7 +111,7 @@ TEST_CASE("delta form choice: the decisions restored run without a race, and the
   CHECK(K::delta_form_choices() == decided);
   K::delta_family_recurrence(gated[0], gated[1], gated[2], gated[3], gated[4], {});  // raced
   REQUIRE(heard.choices.size() == 2);
-  CHECK(heard.choices[1].ms.size() == 3);
+  CHECK(heard.choices[1].ms.size() == 4);
   CHECK(torch::equal(torch::rand({4}), before));
 }
 
@@ -125,7 +125,7 @@ TEST_CASE("delta form choice: decisions kept in a file are the next process's, p
     K::keep_delta_form_choices_in(path);
     K::delta_family_recurrence(in[0], in[1], in[2], in[3], in[4], {});
     REQUIRE(heard.choices.size() == 1);
-    CHECK(heard.choices[0].ms.size() == 3);
+    CHECK(heard.choices[0].ms.size() == 4);
     const auto stored = nlohmann::json::parse(fwlab::test::slurp(path));
     CHECK(stored.at(K::form_store_machine()).at(heard.choices[0].shape_class) == heard.choices[0].chosen);
     K::keep_delta_form_choices_in("");

@@ -23,6 +23,7 @@
 
 #include "kernels/recurrences.h"
 #include "kernels/segment_checkpoints.h"
+#include "kernels/vector_clones.h"
 
 namespace fwlab::kernels {
 
@@ -39,19 +40,10 @@ struct HeadView {
 };
 
 // The decays of step t: a (D entries) and b (M entries), exp of the log-gates; 1 where a gate is absent.
-// The hot functions are inlined into per-dtype entry points that are compiled once per instruction set
-// (target_clones: AVX-512F, AVX2, baseline SSE2) and chosen when the library loads by the CPU's features, so one
-// binary runs everywhere and uses the widest vectors the CPU has. Feature clones, not "arch=" ones: those are
-// matched by CPU model and fell back to SSE2 on this AMD EPYC. Measured (B4 H4 T1024 D=M=32, fwd+bwd, 2
-// threads): 10.6 ms with these clones, 12.7 ms without; the omp simd reductions against plain loops 12.2 vs
-// 22.6 ms, and -fassociative-math -fno-signed-zeros on top of them changed nothing (12.9 ms).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FWLAB_HOT inline __attribute__((always_inline))
-#define FWLAB_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FWLAB_HOT inline
-#define FWLAB_VECTOR_CLONES
-#endif
+// The hot functions are inlined into per-dtype entry points compiled once per instruction set
+// (kernels/vector_clones.h). Measured (B4 H4 T1024 D=M=32, fwd+bwd, 2 threads): 10.6 ms with these clones, 12.7 ms
+// without; the omp simd reductions against plain loops 12.2 vs 22.6 ms, and -fassociative-math -fno-signed-zeros on
+// top of them changed nothing (12.9 ms).
 
 template <typename T>
 FWLAB_HOT void step_decays(const HeadView<T>& h, int64_t t, T* a, T* b) {

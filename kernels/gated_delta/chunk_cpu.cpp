@@ -1,13 +1,16 @@
 // Chunked CPU kernel of the delta rule and the gated delta rule: the WY form of chunk_libtorch.cpp (which states
 // the algebra) as raw loops around BLAS products (kernels/cpu_blas.h), one (batch, head) per task of the ATen
 // thread pool, with its own backward. Per chunk of c <= C steps, with the state S transposed ([M, D]: o = S^T q):
-//   prepare:  g = cumsum log alpha, Gamma_ts = e^{g_t - g_s} (s <= t), A = strict(diag(beta) (K K^T . Gamma)),
-//             X = [W U] = (I + A)^-1 [diag(beta e^g) K, diag(beta) V],  P = (Q K^T) . Gamma
+//   prepare:  g = cumsum log alpha, Gamma_ts = e^{g_t - g_s} = alpha_{s+1} ... alpha_t (s <= t, a product: no exp),
+//             L = strict(K K^T . Gamma), A = diag(beta) L, P = (Q K^T) . Gamma,
+//             Tinv = (I + A)^-1 by forward substitution (the UT transform of fla's chunk kernels),
+//             X = [W U] = Tinv [diag(beta e^g) K, diag(beta) V]
 //   scan:     u = U - W S,  O = diag(e^g) Q S + P u,  S <- e^{g_c} S + (diag(e^{g_c - g}) K)^T u
-// The forward keeps each chunk's starting state (T / C states per head) and X (T x (M + D)); the backward
-// recomputes the rest of a chunk's preparation from its inputs, walks the scan back, then the preparation:
+// The forward keeps each chunk's starting state (T / C states per head), X (T x (M + D)), u (T x D) and each chunk's
+// Tinv, L and P (3 C^2): the backward recomputes only the elementwise gates, walks the scan back, then the
+// preparation:
 //   du = P^T dO + Kw dS,  dP = dO u^T,  dQr = dO S^T,  dKw = u dS^T,  dX = [-du S^T, du],
-//   dS <- e^{g_c} dS + Qr^T dO - W^T du,  dR = (I + A)^-T dX,  dA = -strict(dR X^T),
+//   dS <- e^{g_c} dS + Qr^T dO - W^T du,  dR = Tinv^T dX,  dA = -strict(dR X^T),
 // and the elementwise rules of each product (pair_grads, gate_grads). No gate (the delta rule) is g = 0.
 #include <ATen/Parallel.h>
 
@@ -17,6 +20,7 @@
 
 #include "kernels/cpu_blas.h"
 #include "kernels/recurrences.h"
+#include "kernels/vector_clones.h"
 
 namespace fwlab::kernels {
 
@@ -33,11 +37,19 @@ struct Head {
   int64_t steps, M, D, C;
 };
 
-// One chunk's preparation and scratch, sized for the longest chunk.
+// What the forward keeps of one head: chunk-start states [chunks, M, D], X [T, M + D], u [T, D],
+// [Tinv L P] [chunks, 3 C^2].
+template <typename T>
+struct Kept {
+  T *starts, *solved, *values, *pairs;
+};
+
+// One chunk: its gates and scratch (sized for the longest chunk), and where its X, u, Tinv, L and P live.
 template <typename T>
 struct Chunk {
   int64_t t0 = 0, c = 0, C, M, D, MD;
-  std::vector<T> g, gam, Gam, KK, QK, A, P, X, u, Qr, Kw;  // Gam: Gamma (C x C), 1 on and below the diagonal ungated
+  std::vector<T> g, gam, Gam, KK, QK, R, Qr, Kw;  // Gam: Gamma (C x C), zero above the diagonal
+  T *X = nullptr, *u = nullptr, *Tinv = nullptr, *L = nullptr, *P = nullptr;
   Chunk(int64_t C_, int64_t M_, int64_t D_)
       : C(C_),
         M(M_),
@@ -48,87 +60,113 @@ struct Chunk {
         Gam(C_ * C_),
         KK(C_ * C_),
         QK(C_ * C_),
-        A(C_ * C_),
-        P(C_ * C_),
-        X(C_ * (M_ + D_)),
-        u(C_ * D_),
+        R(C_ * (M_ + D_)),
         Qr(C_ * M_),
         Kw(C_ * M_) {}
   T decay(int64_t t, int64_t s) const { return Gam[t * C + s]; }
   T gate() const { return gam[c - 1]; }
+  // Chunk n's share of the kept buffers.
+  void place(const Kept<T>& kept, int64_t n) {
+    X = kept.solved + t0 * MD, u = kept.values + t0 * D;
+    Tinv = kept.pairs + n * 3 * C * C, L = Tinv + C * C, P = L + C * C;
+  }
 };
 
+// alpha as the kernels read it: at least the smallest normal float, so that its log is finite.
 template <typename T>
-T log_gate(const T* alpha, int64_t t) {
-  return alpha ? std::log(std::max(alpha[t], static_cast<T>(std::numeric_limits<float>::min()))) : T(0);
+FWLAB_HOT T gate_at(const T* alpha, int64_t t) {
+  return alpha ? std::max(alpha[t], static_cast<T>(std::numeric_limits<float>::min())) : T(1);
 }
 
-// X from the forward where the backward has it (`solved`, c x (M + D)), else the solve.
+// g, e^g, Gamma (running products of the gates), and Q, K scaled by them: what forward and backward both need.
 template <typename T>
-void prepare(const Head<T>& h, int64_t t0, Chunk<T>& w, const T* solved = nullptr) {
+FWLAB_HOT void prepare_gates(const Head<T>& h, int64_t t0, Chunk<T>& w) {
   w.t0 = t0, w.c = std::min(h.C, h.steps - t0);
-  const int64_t c = w.c, M = h.M, D = h.D, C = w.C, MD = w.MD;
-  const T *Q = h.q + t0 * M, *K = h.k + t0 * M, *V = h.v + t0 * D, *beta = h.beta + t0;
+  const int64_t c = w.c, M = h.M, C = w.C;
   for (int64_t t = 0; t < c; ++t) {
-    w.g[t] = (t ? w.g[t - 1] : T(0)) + log_gate(h.alpha, t0 + t);
+    const T a = gate_at(h.alpha, t0 + t);
+    w.g[t] = (t ? w.g[t - 1] : T(0)) + (h.alpha ? std::log(a) : T(0));
     w.gam[t] = std::exp(w.g[t]);
+    T* row = w.Gam.data() + t * C;
+    for (int64_t s = 0; s < t; ++s) row[s] = w.Gam[(t - 1) * C + s] * a;
+    row[t] = 1;
+    std::fill(row + t + 1, row + c, T(0));
   }
-  for (int64_t t = 0; t < c; ++t)
-    for (int64_t s = 0; s < c; ++s) w.Gam[t * C + s] = s > t ? T(0) : h.alpha ? std::exp(w.g[t] - w.g[s]) : T(1);
+  const T *Q = h.q + t0 * M, *K = h.k + t0 * M;
+  for (int64_t t = 0; t < c; ++t) {
+    const T to_end = w.decay(c - 1, t);
+    for (int64_t j = 0; j < M; ++j) w.Qr[t * M + j] = w.gam[t] * Q[t * M + j], w.Kw[t * M + j] = to_end * K[t * M + j];
+  }
+}
+
+// Tinv = (I + diag(beta) L)^-1, row by row: Tinv_t = e_t - sum over r < t of beta_t L_tr Tinv_r.
+template <typename T>
+FWLAB_HOT void invert_unit_lower(Chunk<T>& w, const T* beta) {
+  const int64_t c = w.c, C = w.C;
+  for (int64_t t = 0; t < c; ++t) {
+    T* row = w.Tinv + t * C;
+    std::fill(row, row + C, T(0));
+    row[t] = 1;
+    for (int64_t r = 0; r < t; ++r) {
+      const T coef = -beta[t] * w.L[t * C + r];
+      const T* other = w.Tinv + r * C;
+      for (int64_t s = 0; s <= r; ++s) row[s] += coef * other[s];
+    }
+  }
+}
+
+// The forward's preparation: L, P, Tinv and X, into the kept buffers.
+template <typename T>
+FWLAB_HOT void prepare(const Head<T>& h, Chunk<T>& w) {
+  const int64_t c = w.c, M = h.M, D = h.D, C = w.C, MD = w.MD, t0 = w.t0;
+  const T *Q = h.q + t0 * M, *K = h.k + t0 * M, *V = h.v + t0 * D, *beta = h.beta + t0;
   blas::gemm<T>(false, true, c, c, M, 1, K, M, K, M, 0, w.KK.data(), C);
   blas::gemm<T>(false, true, c, c, M, 1, Q, M, K, M, 0, w.QK.data(), C);
   for (int64_t t = 0; t < c; ++t)
-    for (int64_t s = 0; s < c; ++s) {
-      const T gamma = w.decay(t, s);
-      w.A[t * C + s] = s < t ? beta[t] * w.KK[t * C + s] * gamma : T(0);
-      w.P[t * C + s] = w.QK[t * C + s] * gamma;
+    for (int64_t s = 0; s < C; ++s) {
+      const T gamma = s < c ? w.decay(t, s) : T(0);
+      w.L[t * C + s] = s < t ? w.KK[t * C + s] * gamma : T(0);
+      w.P[t * C + s] = s <= t ? w.QK[t * C + s] * gamma : T(0);
     }
+  invert_unit_lower(w, beta);
   for (int64_t t = 0; t < c; ++t) {
-    const T to_end = std::exp(w.g[c - 1] - w.g[t]);
-    for (int64_t j = 0; j < M; ++j) {
-      w.X[t * MD + j] = beta[t] * w.gam[t] * K[t * M + j];
-      w.Qr[t * M + j] = w.gam[t] * Q[t * M + j];
-      w.Kw[t * M + j] = to_end * K[t * M + j];
-    }
-    for (int64_t i = 0; i < D; ++i) w.X[t * MD + M + i] = beta[t] * V[t * D + i];
+    for (int64_t j = 0; j < M; ++j) w.R[t * MD + j] = beta[t] * w.gam[t] * K[t * M + j];
+    for (int64_t i = 0; i < D; ++i) w.R[t * MD + M + i] = beta[t] * V[t * D + i];
   }
-  if (solved)
-    std::copy(solved, solved + c * MD, w.X.begin());
-  else
-    blas::unit_lower_solve<T>(false, c, MD, w.A.data(), C, w.X.data(), MD);
+  blas::gemm<T>(false, false, c, MD, c, 1, w.Tinv, C, w.R.data(), MD, 0, w.X, MD);
 }
 
 // u = U - W S for the prepared chunk.
 template <typename T>
-void new_values(Chunk<T>& w, const T* S) {
+FWLAB_HOT void new_values(Chunk<T>& w, const T* S) {
   for (int64_t t = 0; t < w.c; ++t)
     for (int64_t i = 0; i < w.D; ++i) w.u[t * w.D + i] = w.X[t * w.MD + w.M + i];
-  blas::gemm<T>(false, false, w.c, w.D, w.M, -1, w.X.data(), w.MD, S, w.D, 1, w.u.data(), w.D);
+  blas::gemm<T>(false, false, w.c, w.D, w.M, -1, w.X, w.MD, S, w.D, 1, w.u, w.D);
 }
 
 // y rows of the chunk, and S advanced to its end.
 template <typename T>
-void scan_forward(Chunk<T>& w, T* S, T* y) {
+FWLAB_HOT void scan_forward(Chunk<T>& w, T* S, T* y) {
   const int64_t c = w.c, M = w.M, D = w.D;
   new_values(w, S);
   blas::gemm<T>(false, false, c, D, M, 1, w.Qr.data(), M, S, D, 0, y, D);
-  blas::gemm<T>(false, false, c, D, c, 1, w.P.data(), w.C, w.u.data(), D, 1, y, D);
+  blas::gemm<T>(false, false, c, D, c, 1, w.P, w.C, w.u, D, 1, y, D);
   const T gate = w.gate();
   if (gate != T(1))
     for (int64_t n = 0; n < M * D; ++n) S[n] *= gate;
-  blas::gemm<T>(true, false, M, D, c, 1, w.Kw.data(), M, w.u.data(), D, 1, S, D);
+  blas::gemm<T>(true, false, M, D, c, 1, w.Kw.data(), M, w.u, D, 1, S, D);
 }
 
-// S: state0 [M, D] in, S_T out; y [T, D]; starts [chunks, M, D]; solved [T, M + D]: each chunk's X, kept so
-// that the backward need not solve again.
+// S: state0 [M, D] in, S_T out; y [T, D].
 template <typename T>
-void forward_head(const Head<T>& h, T* S, T* y, T* starts, T* solved) {
+FWLAB_HOT void forward_head(const Head<T>& h, T* S, T* y, const Kept<T>& kept) {
   Chunk<T> w(h.C, h.M, h.D);
   const int64_t MD = h.M * h.D;
   for (int64_t t0 = 0, n = 0; t0 < h.steps; t0 += h.C, ++n) {
-    std::copy(S, S + MD, starts + n * MD);
-    prepare(h, t0, w);
-    std::copy(w.X.begin(), w.X.begin() + w.c * w.MD, solved + t0 * w.MD);
+    std::copy(S, S + MD, kept.starts + n * MD);
+    prepare_gates(h, t0, w);
+    w.place(kept, n);
+    prepare(h, w);
     scan_forward(w, S, y + t0 * h.D);
   }
 }
@@ -139,83 +177,91 @@ struct Grads {  // one head's; dy is never null (zeros where no gradient reached
   T *dq, *dk, *dv, *dalpha, *dbeta;
 };
 
-// The chunk's scan walked back: dS holds the gradient of its end state on entry and of its start on exit. Leaves
-// dX = [dW dU] in X's place of `d`, and dP, dQr, dKw, dgate.
+// A chunk's gradients and scratch: the scan's (dX, then dR = Tinv^T dX; dP, dQr, dKw, du, dgate) and the
+// preparation's (dg, E: the gradient of K K^T, dQK).
 template <typename T>
 struct ScanGrads {
-  std::vector<T> dX, dP, dQr, dKw, du;
+  std::vector<T> dX, dR, dP, dQr, dKw, du, dg, E, dQK;
   T dgate = 0;
-  ScanGrads(int64_t C, int64_t M, int64_t D) : dX(C * (M + D)), dP(C * C), dQr(C * M), dKw(C * M), du(C * D) {}
+  ScanGrads(int64_t C, int64_t M, int64_t D)
+      : dX(C * (M + D)), dR(C * (M + D)), dP(C * C), dQr(C * M), dKw(C * M), du(C * D), dg(C), E(C * C), dQK(C * C) {}
 };
 
+// The chunk's scan walked back: dS holds the gradient of its end state on entry and of its start on exit.
 template <typename T>
-void scan_backward(const Chunk<T>& w, const T* S, const T* dO, T* dS, ScanGrads<T>& d) {
+FWLAB_HOT void scan_backward(const Chunk<T>& w, const T* S, const T* dO, T* dS, ScanGrads<T>& d) {
   const int64_t c = w.c, M = w.M, D = w.D, C = w.C, MD = w.MD;
-  blas::gemm<T>(true, false, c, D, c, 1, w.P.data(), C, dO, D, 0, d.du.data(), D);
+  blas::gemm<T>(true, false, c, D, c, 1, w.P, C, dO, D, 0, d.du.data(), D);
   blas::gemm<T>(false, false, c, D, M, 1, w.Kw.data(), M, dS, D, 1, d.du.data(), D);
-  blas::gemm<T>(false, true, c, c, D, 1, dO, D, w.u.data(), D, 0, d.dP.data(), C);
+  blas::gemm<T>(false, true, c, c, D, 1, dO, D, w.u, D, 0, d.dP.data(), C);
   blas::gemm<T>(false, true, c, M, D, 1, dO, D, S, D, 0, d.dQr.data(), M);
-  blas::gemm<T>(false, true, c, M, D, 1, w.u.data(), D, dS, D, 0, d.dKw.data(), M);
+  blas::gemm<T>(false, true, c, M, D, 1, w.u, D, dS, D, 0, d.dKw.data(), M);
   blas::gemm<T>(false, true, c, M, D, -1, d.du.data(), D, S, D, 0, d.dX.data(), MD);
   for (int64_t t = 0; t < c; ++t)
     for (int64_t i = 0; i < D; ++i) d.dX[t * MD + M + i] = d.du[t * D + i];
-  d.dgate = 0;
-  for (int64_t n = 0; n < M * D; ++n) d.dgate += S[n] * dS[n];
+  T dgate = 0;
+#pragma omp simd reduction(+ : dgate)
+  for (int64_t n = 0; n < M * D; ++n) dgate += S[n] * dS[n];
+  d.dgate = dgate;
   const T gate = w.gate();
   if (gate != T(1))
     for (int64_t n = 0; n < M * D; ++n) dS[n] *= gate;
   blas::gemm<T>(true, false, M, D, c, 1, w.Qr.data(), M, dO, D, 1, dS, D);
-  blas::gemm<T>(true, false, M, D, c, -1, w.X.data(), MD, d.du.data(), D, 1, dS, D);
+  blas::gemm<T>(true, false, M, D, c, -1, w.X, MD, d.du.data(), D, 1, dS, D);
 }
 
-// The gradients through R = [diag(beta e^g) K, diag(beta) V] (dR in d.dX after the transposed solve): dk, dv and
-// dbeta start here; dg gathers the gates' share.
+// The gradients through R = [diag(beta e^g) K, diag(beta) V] (dR after the transposed solve): dk, dv and dbeta
+// start here; dg gathers the gates' share.
 template <typename T>
-void solve_grads(const Head<T>& h, const Chunk<T>& w, const ScanGrads<T>& d, const Grads<T>& out, T* dg) {
+FWLAB_HOT void solve_grads(const Head<T>& h, const Chunk<T>& w, ScanGrads<T>& d, const Grads<T>& out) {
   const int64_t M = w.M, D = w.D, MD = w.MD;
   for (int64_t t = 0; t < w.c; ++t) {
     const int64_t r = w.t0 + t;
-    const T b = h.beta[r], *K = h.k + r * M, *V = h.v + r * D, *dRk = d.dX.data() + t * MD, *dRv = dRk + M;
+    const T b = h.beta[r], to_end = w.decay(w.c - 1, t), *K = h.k + r * M, *V = h.v + r * D;
+    const T *dRk = d.dR.data() + t * MD, *dRv = dRk + M;
     T k_dR = 0, v_dR = 0;
+#pragma omp simd reduction(+ : k_dR)
     for (int64_t j = 0; j < M; ++j) {
       k_dR += K[j] * dRk[j];
-      out.dk[r * M + j] = b * w.gam[t] * dRk[j] + std::exp(w.g[w.c - 1] - w.g[t]) * d.dKw[t * M + j];
+      out.dk[r * M + j] = b * w.gam[t] * dRk[j] + to_end * d.dKw[t * M + j];
     }
+#pragma omp simd reduction(+ : v_dR)
     for (int64_t i = 0; i < D; ++i) {
       v_dR += V[i] * dRv[i];
       out.dv[r * D + i] = b * dRv[i];
     }
     out.dbeta[r] = w.gam[t] * k_dR + v_dR;
-    dg[t] = b * w.gam[t] * k_dR;
+    d.dg[t] = b * w.gam[t] * k_dR;
   }
 }
 
-// The pairwise products: A (through dA = -strict(dR X^T)) and P. Returns E (the gradient of K K^T) and dQK in
-// `E` and `dQK`, and adds the pairs' share to dbeta and dg.
+// The pairwise products: A (through dA = -strict(dR X^T)) and P. Leaves E (the gradient of K K^T) and dQK, and
+// adds the pairs' share to dbeta and dg.
 template <typename T>
-void pair_grads(const Head<T>& h, const Chunk<T>& w, ScanGrads<T>& d, std::vector<T>& E, std::vector<T>& dQK, T* dbeta,
-                T* dg) {
+FWLAB_HOT void pair_grads(const Head<T>& h, const Chunk<T>& w, ScanGrads<T>& d, T* dbeta) {
   const int64_t c = w.c, C = w.C, MD = w.MD;
-  blas::gemm<T>(false, true, c, c, MD, -1, d.dX.data(), MD, w.X.data(), MD, 0, E.data(), C);  // dA, unmasked
+  T *E = d.E.data(), *dg = d.dg.data();
+  blas::gemm<T>(false, true, c, c, MD, -1, d.dR.data(), MD, w.X, MD, 0, E, C);  // dA, unmasked
   for (int64_t t = 0; t < c; ++t) {
     const T b = h.beta[w.t0 + t];
     for (int64_t s = 0; s < c; ++s) {
       const T gamma = w.decay(t, s), dA = s < t ? E[t * C + s] : T(0), dP = s <= t ? d.dP[t * C + s] : T(0);
-      dbeta[t] += dA * w.KK[t * C + s] * gamma;
+      dbeta[t] += dA * w.L[t * C + s];
       E[t * C + s] = b * dA * gamma;
-      dQK[t * C + s] = dP * gamma;
-      const T rho = (b * dA * w.KK[t * C + s] + dP * w.QK[t * C + s]) * gamma;  // dGamma_ts Gamma_ts
+      d.dQK[t * C + s] = dP * gamma;
+      const T rho = b * dA * w.L[t * C + s] + dP * w.P[t * C + s];  // dGamma_ts Gamma_ts
       dg[t] += rho, dg[s] -= rho;
     }
   }
 }
 
 template <typename T>
-void gate_grads(const Head<T>& h, const Chunk<T>& w, const ScanGrads<T>& d, T* dg, T* dalpha) {
+FWLAB_HOT void gate_grads(const Head<T>& h, const Chunk<T>& w, const ScanGrads<T>& d, T* dg, T* dalpha) {
   const int64_t c = w.c, M = w.M;
   T to_end = 0;
   for (int64_t t = 0; t < c; ++t) {
     T qr = 0, kw = 0;
+#pragma omp simd reduction(+ : qr, kw)
     for (int64_t j = 0; j < M; ++j) qr += w.Qr[t * M + j] * d.dQr[t * M + j], kw += w.Kw[t * M + j] * d.dKw[t * M + j];
     dg[t] += qr - kw;
     to_end += kw;
@@ -230,35 +276,52 @@ void gate_grads(const Head<T>& h, const Chunk<T>& w, const ScanGrads<T>& d, T* d
 }
 
 template <typename T>
-void backward_chunk(const Head<T>& h, Chunk<T>& w, const T* S, T* dS, ScanGrads<T>& d, const Grads<T>& out) {
+FWLAB_HOT void backward_chunk(const Head<T>& h, Chunk<T>& w, const T* S, T* dS, ScanGrads<T>& d, const Grads<T>& out) {
   const int64_t c = w.c, M = w.M, C = w.C, MD = w.MD, t0 = w.t0;
-  new_values(w, S);
-  scan_backward(w, S, out.dy + t0 * w.D, dS, d);
-  blas::unit_lower_solve<T>(true, c, MD, w.A.data(), C, d.dX.data(), MD);  // dR
-  std::vector<T> dg(c), E(C * C), dQK(C * C);
-  solve_grads(h, w, d, out, dg.data());
-  pair_grads(h, w, d, E, dQK, out.dbeta + t0, dg.data());
+  scan_backward(w, S, out.dy + t0 * w.D, dS, d);  // u as the forward kept it
+  blas::gemm<T>(true, false, c, MD, c, 1, w.Tinv, C, d.dX.data(), MD, 0, d.dR.data(), MD);
+  solve_grads(h, w, d, out);
+  pair_grads(h, w, d, out.dbeta + t0);
   const T *Q = h.q + t0 * M, *K = h.k + t0 * M;
   T *dq = out.dq + t0 * M, *dk = out.dk + t0 * M;
   for (int64_t t = 0; t < c; ++t)
     for (int64_t j = 0; j < M; ++j) dq[t * M + j] = w.gam[t] * d.dQr[t * M + j];
-  blas::gemm<T>(false, false, c, M, c, 1, dQK.data(), C, K, M, 1, dq, M);
-  blas::gemm<T>(true, false, c, M, c, 1, dQK.data(), C, Q, M, 1, dk, M);
-  blas::gemm<T>(false, false, c, M, c, 1, E.data(), C, K, M, 1, dk, M);
-  blas::gemm<T>(true, false, c, M, c, 1, E.data(), C, K, M, 1, dk, M);
-  if (h.alpha) gate_grads(h, w, d, dg.data(), out.dalpha);
+  blas::gemm<T>(false, false, c, M, c, 1, d.dQK.data(), C, K, M, 1, dq, M);
+  blas::gemm<T>(true, false, c, M, c, 1, d.dQK.data(), C, Q, M, 1, dk, M);
+  for (int64_t t = 0; t < c; ++t)  // E K + E^T K as one product: E + E^T, in E's place (E is strictly lower)
+    for (int64_t s = 0; s < t; ++s) d.E[s * C + t] = d.E[t * C + s];
+  blas::gemm<T>(false, false, c, M, c, 1, d.E.data(), C, K, M, 1, dk, M);
+  if (h.alpha) gate_grads(h, w, d, d.dg.data(), out.dalpha);
 }
 
 // dS: the gradient of S_T in, of state0 out ([M, D]).
 template <typename T>
-void backward_head(const Head<T>& h, const T* starts, const T* solved, T* dS, const Grads<T>& out) {
+FWLAB_HOT void backward_head(const Head<T>& h, const Kept<T>& kept, T* dS, const Grads<T>& out) {
   Chunk<T> w(h.C, h.M, h.D);
   ScanGrads<T> d(h.C, h.M, h.D);
   const int64_t chunks = (h.steps + h.C - 1) / h.C, MD = h.M * h.D;
   for (int64_t n = chunks - 1; n >= 0; --n) {
-    prepare(h, n * h.C, w, solved + n * h.C * w.MD);
-    backward_chunk(h, w, starts + n * MD, dS, d, out);
+    prepare_gates(h, n * h.C, w);
+    w.place(kept, n);
+    backward_chunk(h, w, kept.starts + n * MD, dS, d, out);
   }
+}
+
+// The entry points, one clone per instruction set (kernels/vector_clones.h): the loops between the BLAS products
+// in the widest vectors the CPU has.
+FWLAB_VECTOR_CLONES void forward_entry(const Head<float>& h, float* S, float* y, const Kept<float>& kept) {
+  forward_head(h, S, y, kept);
+}
+FWLAB_VECTOR_CLONES void forward_entry(const Head<double>& h, double* S, double* y, const Kept<double>& kept) {
+  forward_head(h, S, y, kept);
+}
+FWLAB_VECTOR_CLONES void backward_entry(const Head<float>& h, const Kept<float>& kept, float* dS,
+                                        const Grads<float>& out) {
+  backward_head(h, kept, dS, out);
+}
+FWLAB_VECTOR_CLONES void backward_entry(const Head<double>& h, const Kept<double>& kept, double* dS,
+                                        const Grads<double>& out) {
+  backward_head(h, kept, dS, out);
 }
 
 template <typename T>
@@ -273,6 +336,11 @@ Head<T> head_at(const std::vector<torch::Tensor>& in, int64_t h, int64_t C) {  /
           in[0].size(3),        in[2].size(3),        C};
 }
 
+template <typename T>
+Kept<T> kept_at(const std::vector<torch::Tensor>& kept, int64_t h) {  // starts, solved, values, pairs
+  return {at_head<T>(kept[0], h), at_head<T>(kept[1], h), at_head<T>(kept[2], h), at_head<T>(kept[3], h)};
+}
+
 // [B, H, D, M] <-> [B, H, M, D]: the kernel's state is the transpose of fwlab's.
 torch::Tensor transposed_state(const torch::Tensor& S) { return S.transpose(-1, -2).contiguous(); }
 
@@ -284,23 +352,26 @@ struct DeltaChunkCpu : public torch::autograd::Function<DeltaChunkCpu> {
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), M = q.size(3), D = v.size(3);
     auto S = transposed_state(S0);
     auto y = torch::empty({B, H, T, D}, v.options());
-    auto starts = torch::empty({B, H, std::max<int64_t>(1, (T + C - 1) / C), M, D}, v.options());
+    const int64_t chunks = std::max<int64_t>(1, (T + C - 1) / C);
+    auto starts = torch::empty({B, H, chunks, M, D}, v.options());
     auto solved = torch::empty({B, H, T, M + D}, v.options());
+    auto values = torch::empty({B, H, T, D}, v.options()), pairs = torch::empty({B, H, chunks, 3 * C * C}, v.options());
+    const std::vector<torch::Tensor> kept{starts, solved, values, pairs};
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_chunk_cpu", [&] {
       at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t n = lo; n < hi; ++n)
-          forward_head(head_at<scalar_t>(in, n, C), at_head<scalar_t>(S, n), at_head<scalar_t>(y, n),
-                       at_head<scalar_t>(starts, n), at_head<scalar_t>(solved, n));
+          forward_entry(head_at<scalar_t>(in, n, C), at_head<scalar_t>(S, n), at_head<scalar_t>(y, n),
+                        kept_at<scalar_t>(kept, n));
       });
     });
-    ctx->save_for_backward({in[0], in[1], in[2], in[3], in[4], starts, solved});
+    ctx->save_for_backward({in[0], in[1], in[2], in[3], in[4], starts, solved, values, pairs});
     ctx->saved_data["C"] = C;
     return {y, transposed_state(S)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const std::vector<torch::Tensor> in(saved.begin(), saved.begin() + 5);
+    const std::vector<torch::Tensor> in(saved.begin(), saved.begin() + 5), kept(saved.begin() + 5, saved.end());
     const int64_t C = ctx->saved_data["C"].toInt(), B = in[0].size(0), H = in[0].size(1);
     const auto dy = grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(in[2]);
     auto dS = grads[1].defined() ? transposed_state(grads[1])
@@ -312,8 +383,7 @@ struct DeltaChunkCpu : public torch::autograd::Function<DeltaChunkCpu> {
         for (int64_t n = lo; n < hi; ++n) {
           const Grads<scalar_t> g{at_head<scalar_t>(dy, n), at_head<scalar_t>(dq, n),     at_head<scalar_t>(dk, n),
                                   at_head<scalar_t>(dv, n), at_head<scalar_t>(dalpha, n), at_head<scalar_t>(dbeta, n)};
-          backward_head(head_at<scalar_t>(in, n, C), at_head<scalar_t>(saved[5], n), at_head<scalar_t>(saved[6], n),
-                        at_head<scalar_t>(dS, n), g);
+          backward_entry(head_at<scalar_t>(in, n, C), kept_at<scalar_t>(kept, n), at_head<scalar_t>(dS, n), g);
         }
       });
     });

@@ -18,7 +18,7 @@ struct Candidate {
   const char* name;
   int64_t chunk;  // 0: the fused recurrent kernel
 };
-constexpr Candidate kCandidates[] = {{"fused", 0}, {"chunk 32", 32}, {"chunk 64", 64}};
+constexpr Candidate kCandidates[] = {{"fused", 0}, {"chunk 16", 16}, {"chunk 32", 32}, {"chunk 64", 64}};
 
 struct Choices {
   std::mutex mutex;
@@ -80,7 +80,7 @@ double candidate_ms(const Candidate& form, const torch::Tensor& q, const torch::
 }
 
 DeltaFormChoice race(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha, bool backward) {
-  DeltaFormChoice choice{form_class(q, v, alpha, backward), kCandidates[2].name, {}};
+  DeltaFormChoice choice{form_class(q, v, alpha, backward), kCandidates[3].name, {}};
   if (!q.is_cpu()) return choice;
   torch::AutoGradMode grad(backward);
   const auto time = [&](const Candidate& form) {

@@ -3,7 +3,7 @@
 // with or without a backward) it times the candidates on inputs of that shape (B * H capped at 16; one warm-up,
 // then the better of two runs; the inputs drawn from a generator of its own, so the process's random stream is
 // untouched): the fused recurrent kernel and the chunked kernel (chunk_cpu.cpp, around BLAS) at
-// 32 and 64 steps a chunk. The fastest runs that class for the rest of the process (a chunked form only where it
+// 16, 32 and 64 steps a chunk. The fastest runs that class for the rest of the process (a chunked form only where it
 // beats the fused kernel by 10%: near-ties stay with one form from process to process); the listener hears each
 // decision (the worker records a `kernel_choice` event). On devices other than the CPU the fused kernel is the
 // naive loop, so the libtorch chunked form (64) runs there without a race.
