@@ -98,8 +98,9 @@ void sort_rows(RunsTable& t, size_t c, bool descending) {
 }
 
 RunsTable apply(RunsTable t, const RunsQuery& q) {
-  for (const auto& [setting, value] : q.filters) {
-    const auto c = t.column(setting, true);
+  for (const auto& filter : q.filters) {  // not a structured binding: clang 14 cannot capture one
+    const auto c = t.column(filter.first, true);
+    const auto& value = filter.second;
     t.rows.erase(std::remove_if(t.rows.begin(), t.rows.end(), [&](const auto& r) { return r.text[c] != value; }),
                  t.rows.end());
   }

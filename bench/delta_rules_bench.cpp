@@ -1,7 +1,8 @@
 // The delta-rule family's CPU kernels side by side in one run, forward + backward (y.backward(g)), float32, B4 H4:
 // each rule's fused recurrent kernel and, for delta and gated delta, the chunkwise-parallel WY form: the CPU kernel
 // around BLAS (kernels/gated_delta/chunk_cpu.cpp) at 16, 32 and 64 steps a chunk, and the same algebra as libtorch ops
-// (chunk_libtorch.cpp, what other devices run), at D = M in
+// (chunk_libtorch.cpp, what other devices run); for decay its fused kernel and the chunked one around BLAS
+// (kernels/decay/chunk_cpu.cpp: sub-chunks of 16 steps), at D = M in
 // {32, 64, 128} and T in {256, 1024, 4096}, beside a 2048^2 sgemm on the same threads: the machine's limit. Not a
 // test: figures and ratios to read.
 //
@@ -64,6 +65,8 @@ std::vector<Form> forms() {
       {"gated delta", "chunk 64", 8,
        [](const V& i) { return K::gated_delta_recurrence_chunk_cpu(i[0], i[1], i[2], i[3], i[4], {}, 64); }},
       {"decay", "fused", 6, [](const V& i) { return K::decay_recurrence_fused(i[0], i[1], i[2], i[5], i[6], {}); }},
+      {"decay", "chunk cpu", 6,
+       [](const V& i) { return K::decay_recurrence_chunk_cpu(i[0], i[1], i[2], i[5], i[6], {}); }},
   };
 }
 

@@ -54,6 +54,13 @@ bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v);
 RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const torch::Tensor& log_a, const torch::Tensor& log_b,
                                               const torch::Tensor& state0, int threads_per_block = 1);
+// The same chunked algebra on the CPU around BLAS products (kernels/decay/chunk_cpu.h): the chunked kernel's binding
+// with programs that scan sub-chunks of 16 steps, the state's reads and writes as matrix products, the pairs inside
+// a sub-chunk summed exactly. float32 and float64 (16-bit inputs widened); without BLAS symbols in the process
+// (chunk_cpu_available()) it runs the fused CPU kernel.
+RecurrenceResult decay_recurrence_chunk_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                            const torch::Tensor& state0);
 // bfloat16 / float16 tensors as float32, others unchanged: the dtype of gates, states and the CPU kernels under
 // mixed precision (the matrix products around them stay in low precision).
 torch::Tensor widened_to_fp32(const torch::Tensor& x);

@@ -36,7 +36,7 @@ struct Grads {
   std::vector<torch::Tensor> grads;
 };
 
-enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks, cuda_chunks_threads };
+enum class Form { naive, chunked, fused, cuda_rows, cuda_chunks, cuda_chunks_threads, chunk_cpu };
 
 K::RecurrenceResult recurrence(const Inputs& in, Form form) {
   switch (form) {
@@ -48,6 +48,8 @@ K::RecurrenceResult recurrence(const Inputs& in, Form form) {
       return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
     case Form::cuda_chunks_threads:
       return K::decay_recurrence_chunks_host(in.q, in.k, in.v, in.log_a, in.log_b, in.state0, 5);
+    case Form::chunk_cpu:
+      return K::decay_recurrence_chunk_cpu(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
     default:
       return K::decay_recurrence_naive(in.q, in.k, in.v, in.log_a, in.log_b, in.state0);
   }
@@ -188,6 +190,27 @@ TEST_CASE(
     for (int value_gate : {1, 2})
       check_equal(make_inputs(150, value_gate, true, true, 1.0, 1, 2, torch::kFloat64, 20, 24),
                   Form::cuda_chunks_threads, 1e-11);
+  }
+}
+
+TEST_CASE("decay recurrence: the chunked CPU kernel around BLAS == naive loop (outputs, state, gradients), float64",
+          "[kernels]") {
+  // Sub-chunks of 16 inside the binding's 64-step chunks: lengths inside one sub-chunk, across sub-chunks, around
+  // the chunk and over several chunks; M = 4, D = 5 padded to 16.
+  torch::manual_seed(15);
+  REQUIRE(K::chunk_cpu_available());
+  check_gate_layouts(Form::chunk_cpu, {1, 16, 17, 64, 65, 150}, 1e-11);
+  SECTION("strong decay: log-gates around -40") {
+    check_equal(make_inputs(150, 2, true, true, 40.0), Form::chunk_cpu, 1e-11);
+  }
+  SECTION("no decay: log-gates exactly 0") {
+    check_equal(make_inputs(130, 2, true, true, 0.0), Form::chunk_cpu, 1e-11);
+  }
+  SECTION("M = 32, D = 48, a scalar value gate") {
+    check_equal(make_inputs(100, 1, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::chunk_cpu, 1e-11);
+  }
+  SECTION("float32") {
+    check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::chunk_cpu, 2e-5);
   }
 }
 

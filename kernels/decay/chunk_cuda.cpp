@@ -1,6 +1,7 @@
-// The autograd binding of the chunked decay kernel (kernels/decay/cuda/chunks.h), with two runners: the CUDA
-// kernels, and the same block programs run on the host for CPU tensors (the twin that tests bind to the naive
-// recurrence in float64, so every line of the preparation and of the gates' gradients below is checked too).
+// The autograd binding of the chunked decay kernel (kernels/decay/cuda/chunks.h), with three runners: the CUDA
+// kernels; the same block programs run on the host for CPU tensors (the twin that tests bind to the naive
+// recurrence in float64, so every line of the preparation and of the gates' gradients below is checked too); and
+// the CPU programs around BLAS (kernels/decay/chunk_cpu.h), the CPU's fast chunked form.
 //
 // Preparation: steps padded to a multiple of the chunk, D and M to multiples of 16 (zero keys, values and queries,
 // log-gates 0: nothing changes), the log-gates floored (log_gate_floor) and summed from each chunk's start in fp64,
@@ -18,8 +19,10 @@
 #include "kernels/decay/cuda/chunks_api.h"
 #include "kernels/cuda_stream.h"
 #endif
-#include "kernels/decay/cuda/chunks_host.h"
+#include "kernels/cpu_blas.h"
 #include "kernels/cuda/host_half.h"
+#include "kernels/decay/chunk_cpu.h"
+#include "kernels/decay/cuda/chunks_host.h"
 
 namespace fwlab::kernels {
 
@@ -65,6 +68,7 @@ struct ForwardOut {
 
 struct Prepared {
   torch::Tensor q, k, v, A, B, state0;  // A, B undefined where the gate is absent
+  torch::Tensor a_step, b_step;         // the BLAS runner's: e^{log gate} per step, padded with 1
   int64_t batch, H, T, D, M, Tp, Dp, Mp, a_width;
   int host_threads = 1;  // the host runner's threads per block
   torch::ScalarType acc;
@@ -152,6 +156,36 @@ void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
   });
 }
 
+// ---- the BLAS runner: the CPU programs of kernels/decay/chunk_cpu.h ----
+
+// Each step's gates, floored as the chunk sums are: the padding's log-gates are 0, its gates 1.
+void add_step_gates(Prepared& p, const torch::Tensor& log_a, const torch::Tensor& log_b) {
+  const double floor = log_gate_floor(p.acc);
+  if (p.a_width > 0) p.a_step = flat_padded(log_a.to(p.acc).clamp_min(floor), p.Tp, p.a_width).exp();
+  if (log_b.numel() > 0) p.b_step = flat_padded(log_b.to(p.acc).clamp_min(floor), p.Tp, p.Mp).exp();
+}
+
+template <typename T>
+decay_blas::StepGates<T> step_gates(const Prepared& p) {
+  return {p.a_step.defined() ? p.a_step.data_ptr<T>() : nullptr, p.b_step.defined() ? p.b_step.data_ptr<T>() : nullptr};
+}
+
+void blas_forward(const Prepared& p, ForwardOut& out) {
+  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunk_cpu", [&] {
+    decay_blas::forward<scalar_t>(host_problem<scalar_t, scalar_t>(p, {}, {}), step_gates<scalar_t>(p),
+                                  out.y.data_ptr<scalar_t>(), out.states.data_ptr<scalar_t>());
+  });
+}
+
+void blas_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
+                   torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+  AT_DISPATCH_FLOATING_TYPES(p.q.scalar_type(), "decay_recurrence_chunk_cpu_backward", [&] {
+    decay_blas::backward<scalar_t>(host_problem<scalar_t, scalar_t>(p, dy, dS), step_gates<scalar_t>(p),
+                                   states.data_ptr<scalar_t>(), dstates.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
+                                   dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>());
+  });
+}
+
 // ---- the CUDA runner ----
 
 #if defined(FWLAB_HAVE_CUDA)
@@ -216,9 +250,10 @@ void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 // ---- the autograd function over either runner ----
 
-enum class Runner : int64_t { host = 0, gpu = 1 };
+enum class Runner : int64_t { host = 0, gpu = 1, blas = 2 };
 
 void run_forward(Runner r, const Prepared& p, ForwardOut& out) {
+  if (r == Runner::blas) return blas_forward(p, out);
 #if defined(FWLAB_HAVE_CUDA)
   if (r == Runner::gpu) return cuda_forward(p, out);
 #endif
@@ -229,6 +264,7 @@ void run_forward(Runner r, const Prepared& p, ForwardOut& out) {
 
 void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
                   torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
+  if (r == Runner::blas) return blas_backward(p, dy, dS, states, dstates, dq, dk, dv);
 #if defined(FWLAB_HAVE_CUDA)
   if (r == Runner::gpu) return cuda_backward(p, dy, dS, states, dstates, dq, dk, dv);
 #endif
@@ -277,6 +313,7 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
                                int64_t host_threads) {
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(host_threads);
+    if (static_cast<Runner>(runner) == Runner::blas) add_step_gates(p, log_a, log_b);
     ForwardOut out;
     out.y = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options().dtype(p.acc));
     out.states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
@@ -299,6 +336,7 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
                &y_off = saved[6], &S = saved[7];
     auto p = prepare(q, k, v, log_a, log_b, S0);
     p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
+    if (static_cast<Runner>(ctx->saved_data["runner"].toInt()) == Runner::blas) add_step_gates(p, log_a, log_b);
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
     const auto dy = grads[0].defined() ? grads[0].to(p.q.scalar_type()) : torch::zeros(y_off.sizes(), p.q.options());
     const auto dy_flat = flat_padded(dy, p.Tp, p.Dp);
@@ -371,6 +409,19 @@ RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torc
   TORCH_CHECK(q.is_cpu(), "decay_recurrence_chunks_host: CPU tensors expected");
   TORCH_CHECK(threads_per_block >= 1, "decay_recurrence_chunks_host: threads_per_block must be >= 1");
   return run_chunks(q, k, v, log_a, log_b, state0, Runner::host, threads_per_block, "decay_recurrence_chunks_host");
+}
+
+RecurrenceResult decay_recurrence_chunk_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                            const torch::Tensor& log_a, const torch::Tensor& log_b,
+                                            const torch::Tensor& state0) {
+  TORCH_CHECK(q.is_cpu(), "decay_recurrence_chunk_cpu: CPU tensors expected");
+  // One dtype throughout, the widest given (fp32 for 16-bit inputs), as the fused CPU kernel.
+  const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
+  auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
+  if (!blas::available())
+    return decay_recurrence_fused(as_wide(q), as_wide(k), as_wide(v), as_wide(log_a), as_wide(log_b), as_wide(state0));
+  return run_chunks(as_wide(q), as_wide(k), as_wide(v), as_wide(log_a), as_wide(log_b), as_wide(state0), Runner::blas,
+                    1, "decay_recurrence_chunk_cpu");
 }
 
 }  // namespace fwlab::kernels

@@ -98,7 +98,7 @@ DeltaFormChoice race(const torch::Tensor& q, const torch::Tensor& v, const torch
 Candidate candidate_named(const std::string& name) {
   for (const auto& c : kCandidates)
     if (name == c.name) return c;
-  return kCandidates[2];
+  return kCandidates[3];  // chunk 64
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Te
   auto& c = choices();
   std::unique_lock<std::mutex> lock(c.mutex);
   if (c.pinned != "auto") {
-    const auto form = c.pinned == "fused" ? kCandidates[0] : kCandidates[2];
+    const auto form = c.pinned == "fused" ? kCandidates[0] : kCandidates[3];  // "chunked": 64 steps a chunk
     lock.unlock();
     return run_form(form, q, k, v, alpha, beta, state0);
   }
