@@ -101,11 +101,13 @@ std::string kernel_choice_file() {
   return "";
 }
 
-// The form each shape class of the delta family runs, decided by measurement (kernels/gated_delta/form_choice.h).
+// The form each shape class of the delta family and of the decay rules runs, decided by measurement
+// (kernels/gated_delta/form_choice.h); the family is the class's rule ("cpu Float decay a=64 ..." is decay's).
 void record_kernel_choices(EventLog& log) {
   kernels::keep_delta_form_choices_in(kernel_choice_file());
   kernels::on_delta_form_choice([&log](const kernels::DeltaFormChoice& c) {
-    log.write(KernelChoiceEvent{"delta", c.shape_class, c.chosen, c.ms});
+    const bool decay = c.shape_class.find(" decay ") != std::string::npos;
+    log.write(KernelChoiceEvent{decay ? "decay" : "delta", c.shape_class, c.chosen, c.ms});
   });
 }
 

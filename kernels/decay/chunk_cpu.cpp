@@ -25,16 +25,19 @@ struct Head {
   T b_at(int64_t t, int64_t j) const { return b ? b[t * M + j] : T(1); }
 };
 
-// One sub-chunk's running products of the gates and its scaled rows (scratch for kSub steps):
-// al, bl: alpha_t, beta_t from the start; ae, be: alpha_e / alpha_s, beta_e / beta_s to the end;
-// Qb = beta * q, Vend = ae * v, Kend = be * k; Gb, Ga: one pair's ratios.
+// One sub-chunk's gates and scaled rows (scratch for kSub steps): ga, gb each step's gates (D and M wide: a scalar
+// or absent gate spelled out, so that every loop below is plain and vectorises); al, bl: alpha_t, beta_t from the
+// start; ae, be: alpha_e / alpha_s, beta_e / beta_s to the end; Qb = beta * q, Vend = ae * v, Kend = be * k; Gb, Ga:
+// one pair's ratios.
 template <typename T>
 struct Sub {
   int64_t t0 = 0, c = 0, D, M;
-  std::vector<T> al, bl, ae, be, Qb, Vend, Kend, Ady, Ga, Gb;
+  std::vector<T> ga, gb, al, bl, ae, be, Qb, Vend, Kend, Ady, Ga, Gb;
   Sub(int64_t D_, int64_t M_)
       : D(D_),
         M(M_),
+        ga(kSub * D_),
+        gb(kSub * M_),
         al(kSub * D_),
         bl(kSub * M_),
         ae(kSub * D_),
@@ -51,15 +54,21 @@ template <typename T>
 FWLAB_HOT void prepare(const Head<T>& h, int64_t t0, Sub<T>& w) {
   w.t0 = t0, w.c = std::min(kSub, h.steps - t0);
   const int64_t c = w.c, D = h.D, M = h.M;
-  for (int64_t t = 0; t < c; ++t)
-    for (int64_t i = 0; i < D; ++i) w.al[t * D + i] = (t ? w.al[(t - 1) * D + i] : T(1)) * h.a_at(t0 + t, i);
-  for (int64_t t = 0; t < c; ++t)
-    for (int64_t j = 0; j < M; ++j) w.bl[t * M + j] = (t ? w.bl[(t - 1) * M + j] : T(1)) * h.b_at(t0 + t, j);
+  for (int64_t t = 0; t < c; ++t) {
+    for (int64_t i = 0; i < D; ++i) w.ga[t * D + i] = h.a_at(t0 + t, i);
+    for (int64_t j = 0; j < M; ++j) w.gb[t * M + j] = h.b_at(t0 + t, j);
+  }
+  std::copy(w.ga.begin(), w.ga.begin() + D, w.al.begin());
+  std::copy(w.gb.begin(), w.gb.begin() + M, w.bl.begin());
+  for (int64_t t = 1; t < c; ++t) {
+    for (int64_t i = 0; i < D; ++i) w.al[t * D + i] = w.al[(t - 1) * D + i] * w.ga[t * D + i];
+    for (int64_t j = 0; j < M; ++j) w.bl[t * M + j] = w.bl[(t - 1) * M + j] * w.gb[t * M + j];
+  }
   std::fill(w.ae.begin() + (c - 1) * D, w.ae.begin() + c * D, T(1));
   std::fill(w.be.begin() + (c - 1) * M, w.be.begin() + c * M, T(1));
   for (int64_t s = c - 2; s >= 0; --s) {
-    for (int64_t i = 0; i < D; ++i) w.ae[s * D + i] = w.ae[(s + 1) * D + i] * h.a_at(t0 + s + 1, i);
-    for (int64_t j = 0; j < M; ++j) w.be[s * M + j] = w.be[(s + 1) * M + j] * h.b_at(t0 + s + 1, j);
+    for (int64_t i = 0; i < D; ++i) w.ae[s * D + i] = w.ae[(s + 1) * D + i] * w.ga[(s + 1) * D + i];
+    for (int64_t j = 0; j < M; ++j) w.be[s * M + j] = w.be[(s + 1) * M + j] * w.gb[(s + 1) * M + j];
   }
   const T *q = h.q + t0 * M, *k = h.k + t0 * M, *v = h.v + t0 * D;
   for (int64_t t = 0; t < c; ++t) {
@@ -82,14 +91,14 @@ FWLAB_HOT void advance(const Sub<T>& w, T* S) {
 
 // For each pair s < t of the sub-chunk, f(s, t, Gb, Ga) with Gb = beta_t / beta_s, Ga = alpha_t / alpha_s.
 template <typename T, typename F>
-FWLAB_HOT void each_pair(const Head<T>& h, Sub<T>& w, F&& f) {
+FWLAB_HOT void each_pair(Sub<T>& w, F&& f) {
   const int64_t c = w.c, D = w.D, M = w.M;
   for (int64_t s = 0; s < c; ++s) {
     std::fill(w.Gb.begin(), w.Gb.end(), T(1));
     std::fill(w.Ga.begin(), w.Ga.end(), T(1));
     for (int64_t t = s + 1; t < c; ++t) {
-      for (int64_t j = 0; j < M; ++j) w.Gb[j] *= h.b_at(w.t0 + t, j);
-      for (int64_t i = 0; i < D; ++i) w.Ga[i] *= h.a_at(w.t0 + t, i);
+      for (int64_t j = 0; j < M; ++j) w.Gb[j] *= w.gb[t * M + j];
+      for (int64_t i = 0; i < D; ++i) w.Ga[i] *= w.ga[t * D + i];
       f(s, t, w.Gb.data(), w.Ga.data());
     }
   }
@@ -116,7 +125,7 @@ FWLAB_HOT void forward_sub(const Head<T>& h, Sub<T>& w, T* S, T* y) {
   for (int64_t t = 0; t < c; ++t)
     for (int64_t i = 0; i < D; ++i) y[t * D + i] *= w.al[t * D + i];
   const T *q = h.q + w.t0 * M, *k = h.k + w.t0 * M, *v = h.v + w.t0 * D;
-  each_pair(h, w, [&](int64_t s, int64_t t, const T* Gb, const T* Ga) {
+  each_pair(w, [&](int64_t s, int64_t t, const T* Gb, const T* Ga) {
     axpy(dot(q + t * M, k + s * M, Gb, M), Ga, v + s * D, y + t * D, D);
   });
   advance(w, S);
@@ -137,7 +146,7 @@ FWLAB_HOT void backward_sub(const Head<T>& h, Sub<T>& w, const T* S, T* dS, T* d
     for (int64_t j = 0; j < M; ++j) dq[t * M + j] *= w.bl[t * M + j], dk[t * M + j] *= w.be[t * M + j];
     for (int64_t i = 0; i < D; ++i) dv[t * D + i] *= w.ae[t * D + i];
   }
-  each_pair(h, w, [&](int64_t s, int64_t t, const T* Gb, const T* Ga) {
+  each_pair(w, [&](int64_t s, int64_t t, const T* Gb, const T* Ga) {
     const T P = dot(q + t * M, k + s * M, Gb, M), R = dot(dy + t * D, v + s * D, Ga, D);
     axpy(R, Gb, k + s * M, dq + t * M, M);
     axpy(R, Gb, q + t * M, dk + s * M, M);

@@ -37,6 +37,7 @@ int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // [B, H, T, w] -> [B * H, Tp, width], zero-padded.
 torch::Tensor flat_padded(const torch::Tensor& x, int64_t Tp, int64_t width) {
+  if (width == x.size(3) && Tp == x.size(2)) return x.reshape({-1, Tp, width}).contiguous();  // no copy to pad
   auto padded = torch::constant_pad_nd(x, {0, width - x.size(3), 0, Tp - x.size(2)});
   return padded.reshape({-1, Tp, width}).contiguous();
 }
@@ -84,8 +85,9 @@ struct Prepared {
   }
 };
 
+// `sums`: the gates summed from each chunk's start, which the BLAS runner does not read (it takes each step's gate).
 Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
-                 const torch::Tensor& log_b, const torch::Tensor& S0) {
+                 const torch::Tensor& log_b, const torch::Tensor& S0, bool sums = true) {
   Prepared p;
   p.batch = q.size(0), p.H = q.size(1), p.T = q.size(2), p.M = q.size(3), p.D = v.size(3);
   p.Tp = (p.T + kChunk - 1) / kChunk * kChunk, p.Dp = round16(p.D), p.Mp = round16(p.M);
@@ -93,8 +95,8 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   p.q = flat_padded(q, p.Tp, p.Mp), p.k = flat_padded(k.to(q.scalar_type()), p.Tp, p.Mp);
   p.v = flat_padded(v.to(q.scalar_type()), p.Tp, p.Dp);
   p.a_width = log_a.numel() > 0 ? (log_a.size(3) == 1 ? 1 : p.Dp) : 0;
-  if (p.a_width > 0) p.A = chunk_sums(log_a, p.Tp, p.a_width, p.acc);
-  if (log_b.numel() > 0) p.B = chunk_sums(log_b, p.Tp, p.Mp, p.acc);
+  if (p.a_width > 0 && sums) p.A = chunk_sums(log_a, p.Tp, p.a_width, p.acc);
+  if (log_b.numel() > 0 && sums) p.B = chunk_sums(log_b, p.Tp, p.Mp, p.acc);
   p.state0 = flat_state(S0, p.Dp, p.Mp, p.acc);
   return p;
 }
@@ -311,9 +313,10 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                torch::Tensor log_a, torch::Tensor log_b, torch::Tensor S0, int64_t runner,
                                int64_t host_threads) {
-    auto p = prepare(q, k, v, log_a, log_b, S0);
+    const bool blas = static_cast<Runner>(runner) == Runner::blas;
+    auto p = prepare(q, k, v, log_a, log_b, S0, !blas);
     p.host_threads = static_cast<int>(host_threads);
-    if (static_cast<Runner>(runner) == Runner::blas) add_step_gates(p, log_a, log_b);
+    if (blas) add_step_gates(p, log_a, log_b);
     ForwardOut out;
     out.y = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options().dtype(p.acc));
     out.states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
@@ -334,9 +337,10 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5],
                &y_off = saved[6], &S = saved[7];
-    auto p = prepare(q, k, v, log_a, log_b, S0);
+    const bool blas = static_cast<Runner>(ctx->saved_data["runner"].toInt()) == Runner::blas;
+    auto p = prepare(q, k, v, log_a, log_b, S0, !blas);
     p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
-    if (static_cast<Runner>(ctx->saved_data["runner"].toInt()) == Runner::blas) add_step_gates(p, log_a, log_b);
+    if (blas) add_step_gates(p, log_a, log_b);
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
     const auto dy = grads[0].defined() ? grads[0].to(p.q.scalar_type()) : torch::zeros(y_off.sizes(), p.q.options());
     const auto dy_flat = flat_padded(dy, p.Tp, p.Dp);

@@ -1,9 +1,9 @@
 // The first-use self-check of fwlab's custom decay kernels. The first time a process would run a custom kernel
-// (the chunked CUDA kernel, the fused CPU kernel) for a shape class — device, dtype, D, M and gate layout — it runs
-// it once on a small input of that class against libtorch's chunked form (kernel_check.h). On disagreement beyond
-// the dtype's tolerance that class runs the libtorch form for the rest of the process, and the listener hears of
-// it (the worker records a `kernel_fallback` event, which `fwlab report` lists): a kernel that is wrong on a
-// user's GPU costs speed, never a silently wrong table.
+// (the chunked CUDA kernel; on the CPU the fused or the chunked kernel, as measured: form_race.h) for a shape
+// class — device, dtype, D, M and gate layout — it runs it once on a small input of that class against libtorch's
+// chunked form (kernel_check.h). On disagreement beyond the dtype's tolerance that class runs the libtorch form for
+// the rest of the process, and the listener hears of it (the worker records a `kernel_fallback` event, which
+// `fwlab report` lists): a kernel that is wrong on a user's GPU costs speed, never a silently wrong table.
 #pragma once
 
 #include <torch/torch.h>

@@ -24,9 +24,9 @@ struct Choices {
   std::mutex mutex;
   std::string pinned = "auto";
   std::function<void(const DeltaFormChoice&)> listener;
-  std::map<std::string, Candidate> decided;  // shape class -> form
-  std::string store;                         // form_store.h's file, or ""
-  std::set<std::string> announced;           // classes the listener has heard of
+  std::map<std::string, std::string> decided;  // shape class -> form
+  std::string store;                           // form_store.h's file, or ""
+  std::set<std::string> announced;             // classes the listener has heard of
 };
 
 Choices& choices() {
@@ -124,19 +124,49 @@ void keep_delta_form_choices_in(const std::string& path) {
   const auto stored = path.empty() ? std::map<std::string, std::string>() : read_form_store(path);
   const std::lock_guard<std::mutex> lock(choices().mutex);
   choices().store = path;
-  for (const auto& [shape, form] : stored) choices().decided[shape] = candidate_named(form);
+  for (const auto& [shape, form] : stored) choices().decided[shape] = form;
 }
 
 std::map<std::string, std::string> delta_form_choices() {
   const std::lock_guard<std::mutex> lock(choices().mutex);
-  std::map<std::string, std::string> out;
-  for (const auto& [shape, form] : choices().decided) out[shape] = form.name;
-  return out;
+  return choices().decided;
 }
 
 void restore_delta_form_choices(const std::map<std::string, std::string>& decided) {
   const std::lock_guard<std::mutex> lock(choices().mutex);
-  for (const auto& [shape, form] : decided) choices().decided[shape] = candidate_named(form);
+  for (const auto& [shape, form] : decided) choices().decided[shape] = form;
+}
+
+RecurrenceResult run_chosen_form(const std::string& key, const std::string& chunked,
+                                 const std::function<DeltaFormChoice()>& race_now,
+                                 const std::function<RecurrenceResult(const std::string&)>& run) {
+  auto& c = choices();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  if (c.pinned != "auto") {
+    const auto form = c.pinned == "fused" ? std::string("fused") : chunked;
+    lock.unlock();
+    return run(form);
+  }
+  if (const auto it = c.decided.find(key); it != c.decided.end()) {
+    const auto form = it->second;
+    const bool first_use = c.announced.insert(key).second;
+    const auto listener = c.listener;
+    lock.unlock();
+    if (first_use && listener) listener({key, form, {}});  // kept or restored: no times
+    return run(form);
+  }
+  const auto store = c.store;
+  lock.unlock();
+  auto choice = race_now();
+  // Another process may have decided the class meanwhile: its decision stands, for this process too.
+  if (!store.empty()) choice.chosen = add_to_form_store(store, key, choice.chosen);
+  lock.lock();
+  c.decided.emplace(key, choice.chosen);
+  c.announced.insert(key);
+  const auto listener = c.listener;
+  lock.unlock();
+  if (listener) listener(choice);
+  return run(choice.chosen);
 }
 
 RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -145,34 +175,9 @@ RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Te
   const bool backward = torch::GradMode::is_enabled() &&
                         (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() ||
                          (alpha.defined() && alpha.requires_grad()) || (state0.defined() && state0.requires_grad()));
-  const auto key = form_class(q, v, alpha, backward);
-  auto& c = choices();
-  std::unique_lock<std::mutex> lock(c.mutex);
-  if (c.pinned != "auto") {
-    const auto form = c.pinned == "fused" ? kCandidates[0] : kCandidates[3];  // "chunked": 64 steps a chunk
-    lock.unlock();
-    return run_form(form, q, k, v, alpha, beta, state0);
-  }
-  if (const auto it = c.decided.find(key); it != c.decided.end()) {
-    const auto form = it->second;
-    const bool first_use = c.announced.insert(key).second;
-    const auto listener = c.listener;
-    lock.unlock();
-    if (first_use && listener) listener({key, form.name, {}});  // kept or restored: no times
-    return run_form(form, q, k, v, alpha, beta, state0);
-  }
-  const auto store = c.store;
-  lock.unlock();
-  auto choice = race(q, v, alpha, backward);
-  // Another process may have decided the class meanwhile: its decision stands, for this process too.
-  if (!store.empty()) choice.chosen = add_to_form_store(store, key, choice.chosen);
-  lock.lock();
-  c.decided.emplace(key, candidate_named(choice.chosen));
-  c.announced.insert(key);
-  const auto listener = c.listener;
-  lock.unlock();
-  if (listener) listener(choice);
-  return run_form(candidate_named(choice.chosen), q, k, v, alpha, beta, state0);
+  return run_chosen_form(
+      form_class(q, v, alpha, backward), "chunk 64", [&] { return race(q, v, alpha, backward); },
+      [&](const std::string& form) { return run_form(candidate_named(form), q, k, v, alpha, beta, state0); });
 }
 
 }  // namespace fwlab::kernels

@@ -23,14 +23,15 @@ namespace fwlab::kernels {
 
 struct DeltaFormChoice {
   std::string shape_class;                         // e.g. "cpu Float gated D=64 M=64 T<=1024 backward"
-  std::string chosen;                              // "fused" | "chunk 32" | "chunk 64"
+  std::string chosen;                              // "fused" | "chunk 16" | "chunk 32" | "chunk 64" | "chunk cpu"
   std::vector<std::pair<std::string, double>> ms;  // each candidate's time, milliseconds; empty where no race
                                                    // ran (a kept or restored decision, or not the CPU)
 };
 
 // Called once per class and process, at its first use (from the thread that runs it): decided then, or kept.
 void on_delta_form_choice(std::function<void(const DeltaFormChoice&)> listener);
-// "auto" (the default: measure), "fused" or "chunked" (64 steps a chunk): benchmarks and tests pin a form.
+// "auto" (the default: measure), "fused" or "chunked" (64 steps a chunk; decay's chunked CPU kernel): benchmarks
+// and tests pin a form.
 void set_delta_form(const std::string& form);
 // Forgets every decision (tests).
 void reset_delta_form_choices();
@@ -41,6 +42,13 @@ void keep_delta_form_choices_in(const std::string& path);
 // process chose, so that it goes on bit for bit (the forms round differently).
 std::map<std::string, std::string> delta_form_choices();
 void restore_delta_form_choices(const std::map<std::string, std::string>& decided);
+
+// The form decided for the shape class `key`: pinned (set_delta_form; `chunked` names the pinned chunked form), kept
+// or restored, else raced now (race_now: the candidates' times and the fastest); `run` runs a form by its name.
+// Each family (this file's delta rules, kernels/decay/form_race.cpp's decay rules) brings its classes and candidates.
+RecurrenceResult run_chosen_form(const std::string& key, const std::string& chunked,
+                                 const std::function<DeltaFormChoice()>& race_now,
+                                 const std::function<RecurrenceResult(const std::string&)>& run);
 
 // The delta rule (alpha undefined) or the gated delta rule (kernels/recurrences.h) in the form decided for the
 // inputs' class.
