@@ -3,7 +3,6 @@
 // chunked one only where it is 10% faster.
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <chrono>
 #include <sstream>
 
 #include "kernels/decay/form_race.h"
@@ -51,14 +50,7 @@ double decay_form_ms(const std::string& form, const torch::Tensor& q, const torc
   std::vector<torch::Tensor> in{randn(M), randn(M), randn(D), gate(log_a), gate(log_b)};
   for (auto& t : in)
     if (t.defined()) t.requires_grad_(backward);
-  auto once = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = run_decay_form(form, in[0], in[1], in[2], in[3], in[4], {});
-    if (backward) r.y.sum().backward();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  once();
-  return std::min(once(), once());
+  return race_ms([&] { return run_decay_form(form, in[0], in[1], in[2], in[3], in[4], {}); }, backward);
 }
 
 DeltaFormChoice decay_race(const std::string& key, const torch::Tensor& q, const torch::Tensor& v,

@@ -69,14 +69,7 @@ double candidate_ms(const Candidate& form, const torch::Tensor& q, const torch::
                                 torch::sigmoid(randn(1))};
   for (auto& t : in)
     if (t.defined()) t.requires_grad_(backward);
-  auto once = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = run_form(form, in[0], in[1], in[2], in[3], in[4], {});
-    if (backward) r.y.sum().backward();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  once();
-  return std::min(once(), once());
+  return race_ms([&] { return run_form(form, in[0], in[1], in[2], in[3], in[4], {}); }, backward);
 }
 
 DeltaFormChoice race(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha, bool backward) {
@@ -135,6 +128,17 @@ std::map<std::string, std::string> delta_form_choices() {
 void restore_delta_form_choices(const std::map<std::string, std::string>& decided) {
   const std::lock_guard<std::mutex> lock(choices().mutex);
   for (const auto& [shape, form] : decided) choices().decided[shape] = form;
+}
+
+double race_ms(const std::function<RecurrenceResult()>& run, bool backward) {
+  auto once = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run();
+    if (backward) r.y.sum().backward();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  once();
+  return std::min(once(), once());
 }
 
 RecurrenceResult run_chosen_form(const std::string& key, const std::string& chunked,

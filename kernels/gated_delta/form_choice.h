@@ -43,6 +43,10 @@ void keep_delta_form_choices_in(const std::string& path);
 std::map<std::string, std::string> delta_form_choices();
 void restore_delta_form_choices(const std::map<std::string, std::string>& decided);
 
+// A candidate's time for a race: `run` (and its backward where `backward`), the better of two runs after a warm-up,
+// in milliseconds.
+double race_ms(const std::function<RecurrenceResult()>& run, bool backward);
+
 // The form decided for the shape class `key`: pinned (set_delta_form; `chunked` names the pinned chunked form), kept
 // or restored, else raced now (race_now: the candidates' times and the fastest); `run` runs a form by its name.
 // Each family (this file's delta rules, kernels/decay/form_race.cpp's decay rules) brings its classes and candidates.
