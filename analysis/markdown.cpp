@@ -23,6 +23,26 @@ std::string demote_headings(std::string html, int demote) {
   return html;
 }
 
+// Where a link may go: a relative address, a fragment, http or https; anything with another scheme (javascript:,
+// data:, file:) becomes "#". An image would be fetched from outside the page: its address becomes "#" too.
+bool safe_target(const std::string& url) {
+  const auto colon = url.find(':');
+  const auto slash = url.find_first_of("/?#");
+  if (colon == std::string::npos || (slash != std::string::npos && slash < colon)) return true;  // no scheme
+  const auto scheme = url.substr(0, colon);
+  return scheme == "http" || scheme == "https";
+}
+
+std::string safe_links(std::string html) {
+  for (const std::string attr : {"href=\"", "src=\""})
+    for (size_t at = html.find(attr); at != std::string::npos; at = html.find(attr, at + 1)) {
+      const size_t from = at + attr.size(), to = html.find('"', from);
+      if (to == std::string::npos) break;
+      if (attr == "src=\"" || !safe_target(html.substr(from, to - from))) html.replace(from, to - from, "#");
+    }
+  return html;
+}
+
 }  // namespace
 
 std::string markdown(std::string_view text, int demote) {
@@ -31,6 +51,7 @@ std::string markdown(std::string_view text, int demote) {
   const unsigned parser = MD_DIALECT_GITHUB | MD_FLAG_NOHTML;
   if (md_html(text.data(), static_cast<MD_SIZE>(text.size()), append, &out, parser, 0) != 0)
     return "<pre>" + esc(text) + "</pre>";  // md4c fails only without memory: the source, escaped
+  out = safe_links(std::move(out));         // the pages fetch nothing and run nothing, whatever a report's text says
   return demote > 0 ? demote_headings(out, demote) : out;
 }
 

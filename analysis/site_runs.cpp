@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "analysis/html.h"
@@ -85,14 +86,18 @@ RunsTable load_runs(Db& db, const SiteEntry& e, const SiteContext& ctx) {
   return t;
 }
 
-// Runs without a value go last whichever the direction; ties keep grid order.
+// A cell's rank class: numbers first, then text, then no value ("–", empty, or a number that is not finite).
+int rank_class(const RunsTable::Row& r, size_t c) {
+  if (r.number[c]) return std::isfinite(*r.number[c]) ? 0 : 2;
+  return r.text[c] == "–" || r.text[c].empty() ? 2 : 1;
+}
+
+// Runs without a value go last whichever the direction; numbers before text; ties keep grid order.
 void sort_rows(RunsTable& t, size_t c, bool descending) {
   std::stable_sort(t.rows.begin(), t.rows.end(), [&](const RunsTable::Row& a, const RunsTable::Row& b) {
-    const bool a_none = a.text[c] == "–" || a.text[c].empty(), b_none = b.text[c] == "–" || b.text[c].empty();
-    if (a_none || b_none) return !a_none && b_none;
-    if (a.number[c] && b.number[c] && *a.number[c] != *b.number[c])
-      return descending ? *a.number[c] > *b.number[c] : *a.number[c] < *b.number[c];
-    if (a.number[c] && b.number[c]) return false;
+    const int ka = rank_class(a, c), kb = rank_class(b, c);
+    if (ka != kb || ka == 2) return ka < kb;
+    if (ka == 0) return descending ? *a.number[c] > *b.number[c] : *a.number[c] < *b.number[c];
     return descending ? a.text[c] > b.text[c] : a.text[c] < b.text[c];
   });
 }
@@ -173,7 +178,7 @@ std::string filters_html(const RunsTable& all, const RunsQuery& q, const Links& 
     for (const auto& v : values) {
       auto to = without_filter(q, name);
       to.filters.emplace_back(name, v);
-      parts.push_back(chosen != q.filters.end() && chosen->second == v ? "<b>" + esc(v) + "</b>"
+      parts.push_back(chosen != q.filters.end() && chosen->second == v ? "<b>" + esc(v.empty() ? "(none)" : v) + "</b>"
                                                                        : link(links.to(to), v.empty() ? "(none)" : v));
     }
     out += fmt::format("<p class=\"filter\">{}: {}</p>\n", esc(name), fmt::join(parts, " · "));

@@ -648,4 +648,10 @@ TEST_CASE("html: Markdown becomes tables, headings and emphasis; raw HTML in it 
                       Catch::Contains("<td align=\"left\">&lt;script&gt;x&lt;/script&gt;</td>") &&
                       Catch::Contains("<td align=\"right\">1 | 2</td>"));
   CHECK_THAT(html::markdown("###### deep", 3), Catch::Contains("<h6>deep</h6>"));
+  // Links stay links only to relative addresses and http(s); a script's address and an image's become "#".
+  const auto links =
+      html::markdown("[a](javascript:alert(1)) [b](https://x.org/p) [c](../job/1.html) ![d](http://x/i.png)");
+  CHECK_THAT(links, Catch::Contains("<a href=\"#\">a</a>") && Catch::Contains("<a href=\"https://x.org/p\">b</a>") &&
+                        Catch::Contains("<a href=\"../job/1.html\">c</a>") && Catch::Contains("src=\"#\"") &&
+                        !Catch::Contains("javascript") && !Catch::Contains("http://x/i.png"));
 }

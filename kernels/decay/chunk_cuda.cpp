@@ -422,7 +422,7 @@ RecurrenceResult decay_recurrence_chunk_cpu(const torch::Tensor& q, const torch:
   // One dtype throughout, the widest given (fp32 for 16-bit inputs), as the fused CPU kernel.
   const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
   auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
-  if (!blas::available())
+  if (!blas::available() || q.size(2) == 0)  // an empty sequence: the fused kernel keeps its autograd history
     return decay_recurrence_fused(as_wide(q), as_wide(k), as_wide(v), as_wide(log_a), as_wide(log_b), as_wide(state0));
   return run_chunks(as_wide(q), as_wide(k), as_wide(v), as_wide(log_a), as_wide(log_b), as_wide(state0), Runner::blas,
                     1, "decay_recurrence_chunk_cpu");
