@@ -73,7 +73,8 @@ TEST_CASE("catalog: table1 at the smoke profile end to end and a re-run does not
                       {"| rule | Baseline | Norm ✗ | φ ✗ |", "| decay | N/A |",
                        "| gated_delta (not in the paper) | N/A |", "Reference: softmax teacher (before fine-tuning): ",
                        "Reference: softmax teacher fine-tuned the same steps (control): "},
-                      {"curves_add", "curves_delta", "curves_gated", "curves_decay", "curves_gated_delta"}});
+                      {"curves_add", "curves_delta", "curves_gated", "curves_decay", "curves_gated_delta",
+                       "curves_column_baseline", "curves_column_norm_off", "curves_column_phi_off"}});
   CHECK(std::count(md.begin(), md.end(), '\n') >= 10);
   Db db(dir.file("fwlab.db"), true);
   CHECK(count(db, "SELECT COUNT(*) FROM cells WHERE experiment = 'table1' AND profile = 'smoke'") ==
@@ -192,27 +193,29 @@ TEST_CASE(
 
 TEST_CASE("catalog: t2r_table1 at the smoke profile", "[catalog]") {
   test::TempDir dir("t2r");
-  run_smoke(dir,
-            {"t2r_table1",
-             {"| model | Random init | Pretrain |", "| T2R 75% | N/A |", "Reference: pretrained softmax transformer: "},
-             {"curves_elu", "curves_rfa", "curves_t2r", "curves_t2r_75"}});
+  run_smoke(
+      dir,
+      {"t2r_table1",
+       {"| model | Random init | Pretrain |", "| T2R 75% | N/A |", "Reference: pretrained softmax transformer: "},
+       {"curves_elu", "curves_rfa", "curves_t2r", "curves_t2r_75", "curves_column_scratch", "curves_column_finetune"}});
 }
 
 TEST_CASE("catalog: t2r_feature_size at the smoke profile", "[catalog]") {
   test::TempDir dir("t2r_fs");
   run_smoke(dir, {"t2r_feature_size",
                   {"| stage | m=4 | m=16 |", "| T2R, random init |", "| T2R, pretrain |"},
-                  {"curves_scratch", "curves_finetune", "vs_m"}});
+                  {"curves_scratch", "curves_finetune", "curves_column_4", "curves_column_16", "vs_m"}});
 }
 
 TEST_CASE("catalog: transfer at the smoke profile (conversions as columns and the window hybrid for decay only)",
           "[catalog]") {
   test::TempDir dir("transfer");
-  const auto md = run_smoke(
-      dir, {"transfer",
-            {"| rule | attention | m | swap → finetune | transfer → finetune | transfer → LoRA |",
-             "| decay | + sliding window | 4 |", "Reference: softmax teacher (before conversion): "},
-            {"curves_add_linear_4", "curves_gated_linear_4", "curves_decay_linear_4", "curves_decay_window_4"}});
+  const auto md =
+      run_smoke(dir, {"transfer",
+                      {"| rule | attention | m | swap → finetune | transfer → finetune | transfer → LoRA |",
+                       "| decay | + sliding window | 4 |", "Reference: softmax teacher (before conversion): "},
+                      {"curves_add_linear_4", "curves_gated_linear_4", "curves_decay_linear_4", "curves_decay_window_4",
+                       "curves_column_swap", "curves_column_transfer_ft", "curves_column_transfer_lora"}});
   CHECK_THAT(md, !Catch::Contains("| add | + sliding window"));
   Db db(dir.file("fwlab.db"));
   // Transfer trained the new mixers only; its LoRA follow-up only the adapters.
@@ -281,18 +284,18 @@ TEST_CASE("catalog: mqar at the smoke profile (best learning rate per cell and a
   const auto md = run_smoke(
       dir, {"mqar",
             {"| rule | pairs=4, m=4 |", "| add |", "| decay |", "| gated_delta |", "| deltanet |", "| softmax |"},
-            {"curves_add", "curves_decay", "curves_gated_delta", "curves_deltanet", "vs_m"}});
+            {"curves_add", "curves_decay", "curves_gated_delta", "curves_deltanet", "curves_column_4_4", "vs_m"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy (best over lr)."));
 }
 
 TEST_CASE("catalog: capacity at the smoke profile (retrieval task: accuracy vs pairs with softmax along it)",
           "[catalog]") {
   test::TempDir dir("capacity");
-  const auto md =
-      run_smoke(dir, {"capacity",
-                      {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |",
-                       "| deltanet | 4 |", "| softmax (keeps every pair) |"},
-                      {"curves_add_4", "curves_delta_4", "curves_gated_delta_4", "curves_deltanet_4", "vs_pairs"}});
+  const auto md = run_smoke(dir, {"capacity",
+                                  {"| rule | m | S=2 | S=8 |", "| add | 4 |", "| delta | 4 |", "| gated_delta | 4 |",
+                                   "| deltanet | 4 |", "| softmax (keeps every pair) |"},
+                                  {"curves_add_4", "curves_delta_4", "curves_gated_delta_4", "curves_deltanet_4",
+                                   "curves_column_2", "curves_column_8", "vs_pairs"}});
   CHECK_THAT(md, Catch::Contains("Cells: test accuracy."));
   // The softmax reference runs at each S too: a line along S, not one level.
   const auto gp = test::slurp(dir.file("plots/vs_pairs.gp"));
@@ -307,7 +310,8 @@ TEST_CASE("catalog: llama_conversion at the smoke profile (transfer then LoRA on
       dir, {"llama_conversion",
             {"| rule | attention | after attention transfer | transfer → LoRA |", "| gated_delta | + sliding window |",
              "Reference: softmax Llama-shaped teacher (before conversion): "},
-            {"curves_decay_linear", "curves_decay_window", "curves_gated_delta_linear", "curves_gated_delta_window"}});
+            {"curves_decay_linear", "curves_decay_window", "curves_gated_delta_linear", "curves_gated_delta_window",
+             "curves_column_transfer", "curves_column_lora"}});
   Db db(dir.file("fwlab.db"));
   CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
   CHECK(count(db,
