@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -234,17 +235,23 @@ void model_level(const Options& o) {
       const double rate = static_cast<double>(B * T) / (train.ms * 1e-3);
       if (mixer == "softmax") softmax_rate = rate;
       model->eval();
-      std::vector<double> gen_ms(gen_contexts.size(), 0.0);  // once per mixer: at the first T
+      // Once per mixer, at the first T: "-" in the table and null in the JSON line elsewhere.
+      std::vector<double> gen_ms(gen_contexts.size(), std::nan(""));
       for (size_t i = 0; i < gen_contexts.size() && (T == 1024 || o.smoke); ++i)
         gen_ms[i] =
             1e3 / bench::generation_rate_prefilled(model, gen_contexts[i], gen_tokens, [&] { wait_device(o.device); });
-      fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16.3f} {:>16.3f}\n", T, mixer, rate, rate / softmax_rate,
-                 train.peak < 0 ? -1.0 : train.peak / double(1 << 20), gen_ms[0], gen_ms[1]);
+      auto shown = [](double ms, int digits, const char* none) {
+        return std::isnan(ms) ? std::string(none) : fmt::format("{:.{}f}", ms, digits);
+      };
+      fmt::print("{:>6} {:>8} {:>12.0f} {:>10.2f} {:>11.1f} {:>16} {:>16}\n", T, mixer, rate, rate / softmax_rate,
+                 train.peak < 0 ? -1.0 : train.peak / double(1 << 20), shown(gen_ms[0], 3, "-"),
+                 shown(gen_ms[1], 3, "-"));
       fmt::print(
           "{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, "
           "\"peak_bytes\": {}, "
-          "\"generation_ms_per_token\": {{\"{}\": {:.4f}, \"{}\": {:.4f}}}}}\n",
-          T, mixer, B, rate, train.peak, gen_contexts[0], gen_ms[0], gen_contexts[1], gen_ms[1]);
+          "\"generation_ms_per_token\": {{\"{}\": {}, \"{}\": {}}}}}\n",
+          T, mixer, B, rate, train.peak, gen_contexts[0], shown(gen_ms[0], 4, "null"), gen_contexts[1],
+          shown(gen_ms[1], 4, "null"));
     }
   }
 }

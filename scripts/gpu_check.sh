@@ -14,8 +14,9 @@
 #
 # Writes: device.txt (nvidia-smi's device line, driver, toolkit, libtorch, compilers), build.log (configure and
 # build), cuda.txt (the CUDA kernels against their host rows: ctest `cuda`), doctor.txt (`fwlab doctor`: every
-# kernel against libtorch's form, fp32 / bf16 / fp16), gpu.txt (ctest `gpu`: bindings, model, worker on CUDA),
-# bench.txt (fwlab-bench-gpu: ops, then the model level), summary.txt (each step's exit status and seconds).
+# kernel against libtorch's form, fp32 / bf16 / fp16), gpu.txt (ctest `gpu`: bindings, model; then ctest
+# `gpu_worker`: the worker on CUDA, every step of its curves), bench.txt (fwlab-bench-gpu: ops, then the model
+# level), summary.txt (each step's exit status and seconds).
 # The order puts the cheapest decisive checks first: the kernels' own test needs only nvcc's build.
 set -uo pipefail
 root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -86,7 +87,7 @@ configure() {
 backtrace() {
   local log=$1 gdb; gdb=$(command -v cuda-gdb || command -v gdb || echo /usr/local/cuda/bin/cuda-gdb)
   [ -x "$gdb" ] || return 0
-  step backtrace 120 "$log" "$gdb" -batch -ex run -ex bt -ex 'info sharedlibrary' --args "$2"
+  step backtrace 120 "$log" "$gdb" -batch -ex run -ex 'x/8a $sp' -ex bt -ex 'info sharedlibrary' --args "$2"
 }
 
 main() {
@@ -96,10 +97,11 @@ main() {
   if step build-cuda-test 240 "$out/build.log" cmake --build "$build" --target fwlab_cuda_tests -- -k 0; then
     step ctest-cuda 60 "$out/cuda.txt" ctest --test-dir "$build" -R '^cuda$' --output-on-failure
   fi
-  step build 420 "$out/build.log" cmake --build "$build" --target fwlab fwlab-worker fwlab_gpu_tests fwlab-bench-gpu -- -k 0 ||
+  step build 420 "$out/build.log" cmake --build "$build" --target fwlab fwlab-worker fwlab_gpu_tests fwlab_gpu_worker_tests fwlab-bench-gpu -- -k 0 ||
     { echo "gpu_check: build failed (build.log)"; return 1; }
   step doctor 120 "$out/doctor.txt" "$build/cli/fwlab" doctor
   step ctest-gpu 180 "$out/gpu.txt" ctest --test-dir "$build" -R '^gpu$' --output-on-failure -V || backtrace "$out/gpu.txt" "$build/tests/fwlab_gpu_tests"
+  step ctest-gpu-worker 120 "$out/gpu.txt" ctest --test-dir "$build" -R '^gpu_worker$' --output-on-failure -V
   [ "$bench" = 1 ] || return 0
   local smoke=(); [ "$rehearse" = 1 ] && smoke=(--smoke)
   step bench-ops 150 "$out/bench.txt" "$build/bench/fwlab-bench-gpu" --only ops "${smoke[@]}"

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "contract/files/remove_tree.h"
 #include "harness/db.h"
 #include "tests/test_support.h"
 
@@ -397,4 +398,25 @@ TEST_CASE("hardening: a checkpoint header whose shape overflows a byte count is 
   CHECK_THAT(r.output,
              Catch::Contains("init_checkpoint: ") &&
                  Catch::Contains("tensor 'wte.weight': shape [4294967296,4294967296] has a byte count that overflows"));
+}
+
+TEST_CASE("hardening: remove_tree removes a tree and never follows a link out of it", "[hardening]") {
+  test::TempDir dir("remove-tree");
+  const auto tree = dir.path() / "tree", outside = dir.path() / "outside";
+  fs::create_directories(tree / "a" / "b" / "c");
+  fs::create_directories(outside / "keep");
+  test::spit((tree / "a" / "b" / "c" / "x.txt").string(), "x");
+  test::spit((tree / "top.txt").string(), "t");
+  test::spit((outside / "keep" / "y.txt").string(), "y");
+  fs::create_directory_symlink(outside, tree / "a" / "link");
+  REQUIRE(remove_tree(tree.string()));
+  CHECK_FALSE(fs::exists(fs::symlink_status(tree)));
+  CHECK(fs::exists(outside / "keep" / "y.txt"));  // the link went, not what it pointed to
+  CHECK(remove_tree((dir.path() / "never-was").string()));
+  test::spit((dir.path() / "file").string(), "f");
+  CHECK(remove_tree((dir.path() / "file").string()));
+  CHECK_FALSE(fs::exists(dir.path() / "file"));
+  fs::create_directory_symlink(outside, dir.path() / "top-link");  // a link as the path itself: the link alone
+  CHECK(remove_tree((dir.path() / "top-link").string()));
+  CHECK(fs::exists(outside / "keep" / "y.txt"));
 }

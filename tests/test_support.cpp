@@ -1,5 +1,7 @@
 #include "tests/test_support.h"
 
+#include "contract/files/remove_tree.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,10 +20,7 @@ TempDir::TempDir(const std::string& tag) {
   std::filesystem::create_directories(path_);
 }
 
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
+TempDir::~TempDir() { remove_tree(path_.string()); }
 
 CommandResult run_command(const std::string& command) {
   CommandResult r;

@@ -1,0 +1,115 @@
+// The worker on CUDA (ctest `gpu_worker`): a short training run on the GPU in fp32, bf16 and fp16 follows the same
+// run's loss curve on the CPU. A binary of its own without libtorch: the worker does the GPU work in its own
+// process, and this one only writes job files and reads event records. (The first runs on an H100 crashed the
+// libtorch test binary, which holds a CUDA context, right after it started the worker: results/gpu/README.md.)
+// Exits 77 (ctest: skipped) with the reason where fwlab's libtorch has no CUDA or the machine has no NVIDIA GPU.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "contract/job/events.h"
+#include "tests/test_support.h"
+
+using namespace fwlab;
+
+namespace {
+
+// One run's record, per step (log_every 1): the test compares means over blocks of kBlock steps and prints every
+// step, so that a reader of results/gpu sees which step of a block moved.
+struct Curve {
+  std::map<int64_t, double> loss;        // train_loss
+  std::map<int64_t, double> skipped;     // fp16: 1 where an overflow skipped the step
+  std::map<int64_t, double> loss_scale;  // fp16's loss scale after the step
+};
+constexpr int64_t kBlock = 5;
+
+const nlohmann::json kSpec = nlohmann::json::parse(R"({
+    "seed": 5, "threads": 2,
+    "model": {"d_model": 64, "n_layers": 2, "n_heads": 2, "head_dim": 32, "context": 128, "dropout": 0.0,
+              "mixer": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 16}},
+    "optim": {"lr": 3e-3, "warmup_steps": 3},
+    "train": {"steps": 30, "batch_size": 4, "seq_len": 128, "log_every": 1},
+    "eval": {"every": 0, "max_tokens": 4096}
+  })");
+
+Curve run_worker(const std::string& device, const std::string& precision) {
+  test::TempDir dir("gpu-worker");
+  auto spec = kSpec;
+  spec["device"] = device;
+  spec["train"]["precision"] = precision;
+  test::spit(dir.file("job.json"), spec.dump(2));
+  const auto r = test::run_command(fmt::format("{} run {}", FWLAB_WORKER, dir.path().string()));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  Curve c;
+  for (auto& e : read_events(dir.file("events.jsonl")).events) {
+    if (e.value("type", "") != "metric") continue;
+    const std::string key = e.value("key", "");
+    const int64_t step = e.value("step", int64_t{-1});
+    if (key == "train_loss") c.loss[step] = e["value"].get<double>();
+    if (key == "skipped_steps") c.skipped[step] = e["value"].get<double>();
+    if (key == "loss_scale") c.loss_scale[step] = e["value"].get<double>();
+  }
+  return c;
+}
+
+// The mean loss of the block of kBlock steps that ends at `last`.
+double block_mean(const Curve& c, int64_t last) {
+  double sum = 0.0;
+  for (int64_t step = last - kBlock + 1; step <= last; ++step) sum += c.loss.at(step);
+  return sum / kBlock;
+}
+
+// The curves side by side in the test's output (ctest -V keeps it): the record a reader of results/gpu compares.
+void print_curves(const Curve& cpu, const std::string& name, const Curve& gpu) {
+  std::printf("%-6s step  cpu fp32    gpu      rel. diff  skipped  loss scale\n", name.c_str());
+  auto at = [](const std::map<int64_t, double>& m, int64_t step) { return m.count(step) ? m.at(step) : NAN; };
+  for (const auto& [step, loss] : cpu.loss) {
+    const double g = at(gpu.loss, step);
+    std::printf("%-6s %4lld  %8.4f  %8.4f  %+9.4f  %7g  %g\n", name.c_str(), static_cast<long long>(step), loss, g,
+                (g - loss) / loss, at(gpu.skipped, step), at(gpu.loss_scale, step));
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: a short worker run on CUDA follows the CPU run's loss curve", "[gpu]") {
+  const auto cpu = run_worker("cpu", "fp32");
+  REQUIRE(cpu.loss.size() == 30);
+  for (const char* precision : {"fp32", "bf16", "fp16"}) {
+    DYNAMIC_SECTION(precision) {
+      const auto gpu = run_worker("cuda", precision);
+      print_curves(cpu, precision, gpu);
+      REQUIRE(gpu.loss.size() == cpu.loss.size());
+      const double tolerance = std::string(precision) == "fp32" ? 0.01 : 0.05;  // relative, per block's mean
+      for (int64_t last = kBlock; last <= 30; last += kBlock) {
+        INFO("steps " << last - kBlock + 1 << " to " << last);
+        CHECK(std::fabs(block_mean(gpu, last) - block_mean(cpu, last)) <= tolerance * block_mean(cpu, last));
+      }
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+#if defined(FWLAB_TORCH_CUDA)
+  constexpr bool torch_has_cuda = true;
+#else
+  constexpr bool torch_has_cuda = false;
+#endif
+  if (!torch_has_cuda) {
+    std::puts("skipped: fwlab was built with a libtorch without CUDA");
+    return 77;
+  }
+  if (!std::filesystem::exists("/dev/nvidia0") && !std::filesystem::exists("/dev/nvidiactl")) {
+    std::puts("skipped: no NVIDIA GPU on this machine (/dev/nvidia0 absent)");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
