@@ -19,10 +19,11 @@ constexpr int64_t kSegment = 16;
 // Checkpoints a sequence of `steps` steps needs (one where there is none: the tensor is never empty).
 inline int64_t segment_count(int64_t steps) { return steps > 0 ? (steps + kSegment - 1) / kSegment : 1; }
 
-// Forward, before step t: keeps S (DM values) if t starts a segment.
+// Forward, before step t: keeps S (DM values) if t starts a segment (none kept without a buffer: a forward no
+// backward follows).
 template <typename T>
 inline void keep_checkpoint(int64_t t, const T* S, int64_t DM, T* checkpoints) {
-  if (t % kSegment == 0) std::copy(S, S + DM, checkpoints + (t / kSegment) * DM);
+  if (checkpoints && t % kSegment == 0) std::copy(S, S + DM, checkpoints + (t / kSegment) * DM);
 }
 
 // Backward over `steps` steps. advance(t, S_prev, S_t) writes step t's state from the one before it;

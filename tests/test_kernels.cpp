@@ -109,6 +109,13 @@ void check_equal(const Inputs& in, Form form = Form::chunked, double tolerance =
   };
   CHECK(close(fast.y, slow.y));
   CHECK(close(fast.state, slow.state));
+  if (form == Form::fused) {  // without gradients: no autograd node, no checkpoints (generation's decode step)
+    const torch::NoGradGuard off;
+    const auto plain = recurrence(in, form);
+    CHECK_FALSE(plain.y.requires_grad());
+    CHECK(close(plain.y, slow.y));
+    CHECK(close(plain.state, slow.state));
+  }
   const char* names[] = {"q", "k", "v", "log_a", "log_b", "state0"};
   size_t gi = 0;
   int slot = 0;

@@ -18,7 +18,7 @@ RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k
     return custom_kernel(CustomKernel::cuda_chunked)(q, k, v, log_a, log_b, state0);
   // The CPU kernels and the libtorch form keep one dtype throughout: the widest given (fp32 for mixed precision).
   const auto wide = torch::promote_types(widened_to_fp32(q).scalar_type(), widened_to_fp32(v).scalar_type());
-  auto as_wide = [&](const torch::Tensor& x) { return x.defined() ? x.to(wide) : x; };
+  auto as_wide = [&](const torch::Tensor& x) { return x.defined() && x.scalar_type() != wide ? x.to(wide) : x; };
   const auto q_ = as_wide(q), k_ = as_wide(k), v_ = as_wide(v), a_ = as_wide(log_a), b_ = as_wide(log_b),
              s_ = as_wide(state0);
   if (q.is_cpu() && kernel_trusted(CustomKernel::cpu_fused, q_, v_, a_, b_))

@@ -196,29 +196,37 @@ torch::Tensor contiguous_or_undefined(const torch::Tensor& x) { return x.defined
 // An absent gate travels through autograd as an empty tensor (a custom Function takes no undefined inputs).
 torch::Tensor absent_if_empty(const torch::Tensor& x) { return x.numel() == 0 ? torch::Tensor() : x.contiguous(); }
 
+struct Forward {
+  torch::Tensor q, k, v, log_a, log_b, y, S, checkpoints;
+};
+
+// The forward pass over contiguous inputs; the segment checkpoints (the backward's) only when asked for.
+Forward run_forward(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                    const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& S0, bool checkpoints) {
+  Forward f{q_in.contiguous(), k_in.contiguous(), v_in.contiguous(), absent_if_empty(log_a), absent_if_empty(log_b)};
+  const auto s = sizes_of(f.q, f.v, f.log_a);
+  f.S = S0.contiguous().clone();
+  f.y = torch::empty({s.B, s.H, s.T, s.D}, f.v.options());
+  if (checkpoints) f.checkpoints = torch::empty({s.B, s.H, segment_count(s.T), s.D, s.M}, f.v.options());
+  AT_DISPATCH_FLOATING_TYPES(f.q.scalar_type(), "decay_recurrence_fused", [&] {
+    at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t h = lo; h < hi; ++h)
+        forward_head_entry(
+            head_view<scalar_t>(s, h, f.q, f.k, f.v, f.log_a, f.log_b), f.S.data_ptr<scalar_t>() + h * s.D * s.M,
+            f.y.data_ptr<scalar_t>() + h * s.T * s.D,
+            checkpoints ? f.checkpoints.data_ptr<scalar_t>() + h * f.checkpoints.size(2) * s.D * s.M : nullptr);
+    });
+  });
+  return f;
+}
+
 struct DecayFunction : public torch::autograd::Function<DecayFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                torch::Tensor log_a, torch::Tensor log_b, torch::Tensor S0) {
-    q = q.contiguous();
-    k = k.contiguous();
-    v = v.contiguous();
-    log_a = absent_if_empty(log_a);
-    log_b = absent_if_empty(log_b);
-    const auto s = sizes_of(q, v, log_a);
-    auto S = S0.contiguous().clone();
-    auto y = torch::empty({s.B, s.H, s.T, s.D}, v.options());
-    auto checkpoints = torch::empty({s.B, s.H, segment_count(s.T), s.D, s.M}, v.options());
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_fused", [&] {
-      at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t h = lo; h < hi; ++h)
-          forward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b), S.data_ptr<scalar_t>() + h * s.D * s.M,
-                             y.data_ptr<scalar_t>() + h * s.T * s.D,
-                             checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M);
-      });
-    });
-    ctx->save_for_backward({q, k, v, log_a.defined() ? log_a : torch::empty({0}, v.options()),
-                            log_b.defined() ? log_b : torch::empty({0}, v.options()), checkpoints});
-    return {y, S};
+    auto f = run_forward(q, k, v, log_a, log_b, S0, true);
+    ctx->save_for_backward({f.q, f.k, f.v, f.log_a.defined() ? f.log_a : torch::empty({0}, f.v.options()),
+                            f.log_b.defined() ? f.log_b : torch::empty({0}, f.v.options()), f.checkpoints});
+    return {f.y, f.S};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -260,6 +268,13 @@ RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Ten
               "decay_recurrence_fused: log_a must be [B, H, T, D] or [B, H, T, 1]");
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), "decay_recurrence_fused: log_b must be [B, H, T, M]");
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
+  // Without gradients (generation, evaluation): no autograd node and no checkpoints, a decode step's few ops.
+  auto needs = [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); };
+  if (!torch::GradMode::is_enabled() ||
+      !(needs(q) || needs(k) || needs(v) || needs(log_a) || needs(log_b) || needs(S0))) {
+    auto f = run_forward(q, k, v, log_a, log_b, S0, false);
+    return {f.y, f.S};
+  }
   const auto absent = torch::empty({0}, v.options());
   auto out = DecayFunction::apply(q, k, v, log_a.defined() ? log_a : absent, log_b.defined() ? log_b : absent, S0);
   return {out[0], out[1]};
