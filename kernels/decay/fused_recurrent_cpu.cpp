@@ -21,6 +21,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/head_grain.h"
 #include "kernels/recurrences.h"
 #include "kernels/segment_checkpoints.h"
 #include "kernels/vector_clones.h"
@@ -209,7 +210,7 @@ Forward run_forward(const torch::Tensor& q_in, const torch::Tensor& k_in, const 
   f.y = torch::empty({s.B, s.H, s.T, s.D}, f.v.options());
   if (checkpoints) f.checkpoints = torch::empty({s.B, s.H, segment_count(s.T), s.D, s.M}, f.v.options());
   AT_DISPATCH_FLOATING_TYPES(f.q.scalar_type(), "decay_recurrence_fused", [&] {
-    at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
+    at::parallel_for(0, s.B * s.H, head_grain(s.B * s.H, s.T * s.D * s.M), [&](int64_t lo, int64_t hi) {
       for (int64_t h = lo; h < hi; ++h)
         forward_head_entry(
             head_view<scalar_t>(s, h, f.q, f.k, f.v, f.log_a, f.log_b), f.S.data_ptr<scalar_t>() + h * s.D * s.M,
@@ -241,7 +242,7 @@ struct DecayFunction : public torch::autograd::Function<DecayFunction> {
     auto dlb = log_b.defined() ? torch::empty_like(log_b) : torch::Tensor();
     auto dS0 = torch::empty({s.B, s.H, s.D, s.M}, v.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "decay_recurrence_fused_backward", [&] {
-      at::parallel_for(0, s.B * s.H, 1, [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, s.B * s.H, head_grain(s.B * s.H, 3 * s.T * s.D * s.M), [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           backward_head_entry(head_view<scalar_t>(s, h, q, k, v, log_a, log_b),
                               checkpoints.data_ptr<scalar_t>() + h * checkpoints.size(2) * s.D * s.M,

@@ -9,6 +9,7 @@
 //   revert S_{t-1} = S_t - delta_t k_t^T;  G += du k_t^T;  dk_t += S_{t-1}^T du
 #include <ATen/Parallel.h>
 
+#include "kernels/head_grain.h"
 #include "kernels/recurrences.h"
 
 namespace fwlab::kernels {
@@ -107,7 +108,7 @@ struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
     auto y = torch::empty({B, H, T, D}, v.options());
     auto delta = torch::empty({B, H, T, D}, v.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_recurrence_fused", [&] {
-      at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, B * H, head_grain(B * H, T * D * M), [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           forward_head<scalar_t>(q.data_ptr<scalar_t>() + h * T * M, k.data_ptr<scalar_t>() + h * T * M,
                                  v.data_ptr<scalar_t>() + h * T * D, beta.data_ptr<scalar_t>() + h * T,
@@ -129,7 +130,7 @@ struct DeltaFunction : public torch::autograd::Function<DeltaFunction> {
          dbeta = torch::empty_like(beta);
     auto dS0 = torch::empty_like(S);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_recurrence_fused_backward", [&] {
-      at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, B * H, head_grain(B * H, 3 * T * D * M), [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           backward_head<scalar_t>(q.data_ptr<scalar_t>() + h * T * M, k.data_ptr<scalar_t>() + h * T * M,
                                   v.data_ptr<scalar_t>() + h * T * D, beta.data_ptr<scalar_t>() + h * T,

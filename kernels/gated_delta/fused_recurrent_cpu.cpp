@@ -11,6 +11,7 @@
 // Each (batch, head) runs independently on the ATen thread pool.
 #include <ATen/Parallel.h>
 
+#include "kernels/head_grain.h"
 #include "kernels/recurrences.h"
 #include "kernels/segment_checkpoints.h"
 
@@ -144,7 +145,7 @@ struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction>
     auto y = torch::empty({q.size(0), q.size(1), T, D}, v.options());
     auto checkpoints = torch::empty({BH, segment_count(T), D, M}, v.options());
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gated_delta_recurrence_fused", [&] {
-      at::parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, BH, head_grain(BH, T * D * M), [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h)
           forward_head(head_at<scalar_t>(in, h), at_head<scalar_t>(S, h, D * M), at_head<scalar_t>(y, h, T * D),
                        at_head<scalar_t>(checkpoints, h, checkpoints.size(1) * D * M));
@@ -165,7 +166,7 @@ struct GatedDeltaFunction : public torch::autograd::Function<GatedDeltaFunction>
     auto dalpha = torch::empty_like(in[3]), dbeta = torch::empty_like(in[4]);
     auto dS0 = torch::empty({in[0].size(0), in[0].size(1), D, M}, in[2].options());
     AT_DISPATCH_FLOATING_TYPES(in[0].scalar_type(), "gated_delta_recurrence_fused_backward", [&] {
-      at::parallel_for(0, BH, 1, [&](int64_t lo, int64_t hi) {
+      at::parallel_for(0, BH, head_grain(BH, 3 * T * D * M), [&](int64_t lo, int64_t hi) {
         for (int64_t h = lo; h < hi; ++h) {
           const HeadGrads<scalar_t> g{at_head<scalar_t>(dy, h, T * D), at_head<scalar_t>(dS, h, D * M),
                                       at_head<scalar_t>(dq, h, T * M), at_head<scalar_t>(dk, h, T * M),
