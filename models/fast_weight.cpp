@@ -100,7 +100,9 @@ torch::Tensor FastWeight::forward(const torch::Tensor& x) { return run(x, nullpt
 
 torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   // One token is a sequence of length 1 continuing from `state`, O(1) per token. The fused CPU kernels take
-  // about 7 us a step against 20 us for the per-timestep ops (B1 H4 D64 M32), so they serve the step form too.
+  // about 7 us a step against 20 us for the per-timestep ops (B1 H4 D64 M32), so they serve the step form too;
+  // a plain decay layer has its own decode step, a few libtorch ops instead of ~37.
+  if (auto y = decode_step(x, state)) return *y;
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
 }
 

@@ -121,6 +121,9 @@ class FastWeight : public AttentionMixer {
   const ProjectionMap* projection_map() const;  // null for maps that are not a projection
   Inputs inputs(const torch::Tensor& x, MixerState* state);
   torch::Tensor run(const torch::Tensor& x, MixerState* state, bool reference);
+  // One token through kernels/decay/decode_step.h where the layer is a plain decay layer on the CPU without
+  // gradients (models/fast_weight_decode.cpp); nothing where the general path must run.
+  std::optional<torch::Tensor> decode_step(const torch::Tensor& x, MixerState& state);
   bool positions_or_groups() const { return rope_.has_value() || n_kv_heads_ != n_heads_; }
   // y [B, H, T, hd] with each head's output RMS-normalised over hd and scaled by out_norm (fp32 arithmetic, as
   // fla's RMSNorm(dtype = float32)); y itself without an output norm.

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <ATen/record_function.h>
+
+#include <atomic>
 #include <optional>
 
 #include "contract/model/feature_map_table.h"
@@ -63,6 +66,65 @@ TEST_CASE("GPT with a hybrid layer stack: parallel logits == step-by-step logits
     INFO("position " << t);
     CHECK(max_abs_diff(step_logits, logits.select(1, t)) < 1e-9);
   }
+}
+
+namespace {
+
+std::atomic<int64_t> g_ops{0};
+
+// libtorch operators dispatched on this thread while `f` runs.
+template <typename F>
+int64_t ops_in(F&& f) {
+  g_ops = 0;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        ++g_ops;
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  f();
+  at::removeCallback(handle);
+  return g_ops;
+}
+
+}  // namespace
+
+TEST_CASE("a plain decay layer's CPU decode step == the general step form, in a few libtorch ops", "[model]") {
+  for (auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (const char* map : {"identity", "relu"}) {
+      DYNAMIC_SECTION(c10::toString(dtype) << ", " << map) {
+        torch::manual_seed(23);
+        auto cfg = test::small_config(fw("decay", map, "none", 8), 3, 16);
+        cfg.layers[1].kind = "softmax";
+        GPT model(cfg);
+        model->to(dtype);
+        model->eval();
+        auto idx = torch::randint(0, 50, {2, 24}, torch::kLong);
+        const auto parallel = model->forward(idx).detach();
+        GenerationState general, decode;
+        for (int64_t t = 0; t < 24; ++t) {
+          auto expected = model->step(idx.select(1, t), general).detach();  // gradients on: the general path
+          torch::NoGradGuard off;
+          auto got = model->step(idx.select(1, t), decode);
+          const double tolerance = dtype == torch::kFloat64 ? 1e-10 : 1e-4;
+          INFO("position " << t);
+          CHECK(max_abs_diff(got, expected) < tolerance * std::max(1.0, expected.abs().max().item<double>()));
+          CHECK(max_abs_diff(got, parallel.select(1, t)) <
+                tolerance * std::max(1.0, expected.abs().max().item<double>()));
+        }
+        // The decode step of one decay layer: its four products (q k v, the two gates, W_o), two outputs and the
+        // state's record, 42 operators counted with those they call (libtorch 1.13); the general path 171.
+        FastWeight layer(fw("decay", map, "none", 8), cfg);
+        layer.to(dtype);
+        layer.eval();
+        const auto x = torch::randn({2, cfg.d_model}, dtype);
+        MixerState a, b;
+        const int64_t general_ops = ops_in([&] { layer.step(x, a); });
+        torch::NoGradGuard off;
+        const int64_t decode_ops = ops_in([&] { layer.step(x, b); });
+        INFO("general " << general_ops << " ops, decode " << decode_ops);
+        CHECK(3 * decode_ops <= general_ops);
+      }
+    }
 }
 
 TEST_CASE("labelled logits: the loss and its gradients equal the full output layer's with ignored labels", "[model]") {

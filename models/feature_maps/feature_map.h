@@ -28,6 +28,7 @@ class ProjectionMap : public FeatureMap {
   torch::Tensor forward(const torch::Tensor& x, bool is_query) override;
   torch::Tensor activate(const torch::Tensor& projected) const;  // the elementwise function alone
   double query_scale() const { return query_scale_; }
+  bool relu() const { return relu_; }  // the activation after the projection: relu, or none
 
   torch::Tensor weight, bias;  // [H, m, head_dim], [H, m] (identity has no bias)
 

@@ -1,8 +1,9 @@
 // The worker on CUDA (ctest `gpu_worker`): a short training run on the GPU in fp32, bf16 and fp16 follows the same
 // run's loss curve on the CPU. A binary of its own without libtorch: the worker does the GPU work in its own
-// process, and this one only writes job files and reads event records. (The first runs on an H100 crashed the
-// libtorch test binary, which holds a CUDA context, right after it started the worker: results/gpu/README.md.)
-// Exits 77 (ctest: skipped) with the reason where fwlab's libtorch has no CUDA or the machine has no NVIDIA GPU.
+// process, and this one only writes job files and reads event records. (In the libtorch test binary it crashed on
+// an H100: its temporary folder was removed through libtorch's own copy of std::filesystem::remove_all;
+// contract/files/remove_tree.h.) Exits 77 (ctest: skipped) with the reason where fwlab's libtorch has no CUDA or
+// the machine has no NVIDIA GPU.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
