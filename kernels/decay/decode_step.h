@@ -1,6 +1,6 @@
 // One generated token of the decay rule on the CPU, every (batch, head) in one plain loop with no libtorch op inside
 // (a decode step through the general path costs ~37 libtorch ops a layer, most of its time at batch 1). The general
-// path (models/fast_weight.cpp over decay_recurrence) is its twin; tests/test_generate.cpp binds them.
+// path (models/fast_weight.cpp over decay_recurrence) is its twin; tests/test_model.cpp binds them.
 #pragma once
 
 #include <torch/torch.h>
