@@ -7,6 +7,15 @@
 
 namespace fwlab::kernels {
 
+// Whether a backward can follow: grad mode is on and some defined input requires a gradient (the forms that keep
+// nothing for a backward, or race without one, ask this).
+inline bool gradients_needed(std::initializer_list<torch::Tensor> inputs) {
+  if (!torch::GradMode::is_enabled()) return false;
+  for (const auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
 struct RecurrenceResult {
   torch::Tensor y;      // outputs
   torch::Tensor state;  // final state (for step-by-step continuation and state-norm monitoring)

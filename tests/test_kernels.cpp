@@ -174,6 +174,14 @@ TEST_CASE(
   SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(37, 2, true, true, 0.0), Form::cuda_rows, 1e-11); }
 }
 
+// The extremes a chunked form must hold, against the naive twin: log-gates around -40 (gates ~ 4e-18) and exactly
+// 0 (no decay) at lengths over two chunks, and float32 inputs.
+static void check_extremes(Form form) {
+  SECTION("strong decay: log-gates around -40") { check_equal(make_inputs(150, 2, true, true, 40.0), form, 1e-11); }
+  SECTION("no decay: log-gates exactly 0") { check_equal(make_inputs(130, 2, true, true, 0.0), form, 1e-11); }
+  SECTION("float32") { check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), form, 2e-5); }
+}
+
 TEST_CASE(
     "decay recurrence: the chunked CUDA kernel's block programs and binding, run on the host == naive loop, float64",
     "[kernels]") {
@@ -181,17 +189,9 @@ TEST_CASE(
   // several chunks; M = 4, D = 5 are padded to 16 by the binding.
   torch::manual_seed(14);
   check_gate_layouts(Form::cuda_chunks, {1, 17, 64, 65, 150}, 1e-11);
-  SECTION("strong decay: log-gates around -40") {
-    check_equal(make_inputs(150, 2, true, true, 40.0), Form::cuda_chunks, 1e-11);
-  }
-  SECTION("no decay: log-gates exactly 0") {
-    check_equal(make_inputs(130, 2, true, true, 0.0), Form::cuda_chunks, 1e-11);
-  }
+  check_extremes(Form::cuda_chunks);
   SECTION("M = 32, D = 48: several 16-wide tiles") {
     check_equal(make_inputs(100, 2, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::cuda_chunks, 1e-11);
-  }
-  SECTION("float32") {
-    check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::cuda_chunks, 2e-5);
   }
   SECTION("5 threads per block, meeting at the barriers (a missing barrier shows as wrong results)") {
     for (int value_gate : {1, 2})
@@ -207,17 +207,9 @@ TEST_CASE("decay recurrence: the chunked CPU kernel around BLAS == naive loop (o
   torch::manual_seed(15);
   REQUIRE(K::chunk_cpu_available());
   check_gate_layouts(Form::chunk_cpu, {1, 16, 17, 64, 65, 150}, 1e-11);
-  SECTION("strong decay: log-gates around -40") {
-    check_equal(make_inputs(150, 2, true, true, 40.0), Form::chunk_cpu, 1e-11);
-  }
-  SECTION("no decay: log-gates exactly 0") {
-    check_equal(make_inputs(130, 2, true, true, 0.0), Form::chunk_cpu, 1e-11);
-  }
+  check_extremes(Form::chunk_cpu);
   SECTION("M = 32, D = 48, a scalar value gate") {
     check_equal(make_inputs(100, 1, true, true, 1.0, 1, 2, torch::kFloat64, 32, 48), Form::chunk_cpu, 1e-11);
-  }
-  SECTION("float32") {
-    check_equal(make_inputs(100, 2, true, true, 1.0, 2, 3, torch::kFloat32), Form::chunk_cpu, 2e-5);
   }
 }
 

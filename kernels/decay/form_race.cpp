@@ -68,9 +68,7 @@ DeltaFormChoice decay_race(const std::string& key, const torch::Tensor& q, const
 RecurrenceResult decay_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& log_a, const torch::Tensor& log_b,
                                          const torch::Tensor& state0) {
-  auto needs = [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); };
-  const bool backward = torch::GradMode::is_enabled() &&
-                        (needs(q) || needs(k) || needs(v) || needs(log_a) || needs(log_b) || needs(state0));
+  const bool backward = gradients_needed({q, k, v, log_a, log_b, state0});
   if (!q.is_cpu() || !chunk_cpu_available()) return decay_recurrence_fused(q, k, v, log_a, log_b, state0);
   const auto key = decay_class(q, v, log_a, log_b, backward);
   return run_chosen_form(

@@ -270,9 +270,7 @@ RecurrenceResult decay_recurrence_fused(const torch::Tensor& q, const torch::Ten
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), "decay_recurrence_fused: log_b must be [B, H, T, M]");
   auto S0 = state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options());
   // Without gradients (generation, evaluation): no autograd node and no checkpoints, a decode step's few ops.
-  auto needs = [](const torch::Tensor& t) { return t.defined() && t.requires_grad(); };
-  if (!torch::GradMode::is_enabled() ||
-      !(needs(q) || needs(k) || needs(v) || needs(log_a) || needs(log_b) || needs(S0))) {
+  if (!gradients_needed({q, k, v, log_a, log_b, S0})) {
     auto f = run_forward(q, k, v, log_a, log_b, S0, false);
     return {f.y, f.S};
   }

@@ -176,9 +176,7 @@ RecurrenceResult run_chosen_form(const std::string& key, const std::string& chun
 RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& alpha, const torch::Tensor& beta,
                                          const torch::Tensor& state0) {
-  const bool backward = torch::GradMode::is_enabled() &&
-                        (q.requires_grad() || k.requires_grad() || v.requires_grad() || beta.requires_grad() ||
-                         (alpha.defined() && alpha.requires_grad()) || (state0.defined() && state0.requires_grad()));
+  const bool backward = gradients_needed({q, k, v, alpha, beta, state0});
   return run_chosen_form(
       form_class(q, v, alpha, backward), "chunk 64", [&] { return race(q, v, alpha, backward); },
       [&](const std::string& form) { return run_form(candidate_named(form), q, k, v, alpha, beta, state0); });
