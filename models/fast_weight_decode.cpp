@@ -1,8 +1,9 @@
-// The CPU decode step of a plain decay layer (kernels/decay/decode_step.h): the projections as three libtorch
-// products, the features, gates, state and read in one loop. Anything the loop does not hold (another rule or
-// map, a normaliser, a window, a convolution, rotary positions, grouped heads, adapters, an output norm, folding,
-// gradients, another device or dtype, autocast) takes the general path.
+// The CPU decode step of a plain decay layer (kernels/decay/decode_step.h): the projections as four products of few
+// rows (kernels/few_rows_linear.h), the features, gates, state and read in one loop. Anything the loop does not hold
+// (another rule or map, a normaliser, a window, a convolution, rotary positions, grouped heads, adapters, an output
+// norm, folding, gradients, another device or dtype, autocast) takes the general path.
 #include "kernels/decay/decode_step.h"
+#include "kernels/few_rows_linear.h"
 #include "models/mixers.h"
 #include "models/rules/update_rule.h"
 
@@ -28,17 +29,17 @@ std::optional<torch::Tensor> FastWeight::decode_step(const torch::Tensor& x, Mix
     return std::nullopt;
   const auto contiguous = [](const torch::Tensor& t) { return t.defined() ? t.contiguous() : t; };
   kernels::DecayDecodeInputs in;
-  in.qkv = qkv(x).contiguous();
+  in.qkv = kernels::few_rows_linear(x, qkv->weight, qkv->bias).contiguous();
   if (in.qkv.scalar_type() != dtype) return std::nullopt;  // autocast's lower precision: the general path
-  in.z = torch::linear(x, (*gates.z)->weight, (*gates.z)->bias).contiguous();
-  in.f = torch::linear(x, (*gates.f)->weight, (*gates.f)->bias).contiguous();
+  in.z = kernels::few_rows_linear(x, (*gates.z)->weight, (*gates.z)->bias).contiguous();
+  in.f = kernels::few_rows_linear(x, (*gates.f)->weight, (*gates.f)->bias).contiguous();
   in.phi_w = contiguous(map->weight), in.phi_b = contiguous(map->bias);
   in.query_scale = map->query_scale(), in.relu = map->relu();
   in.S = contiguous(state.S);
   auto r = kernels::decay_decode_step(in);
   state.S = r.S;
   record_state(r.S);
-  return o(r.y);
+  return kernels::few_rows_linear(r.y, o->weight, o->bias);
 }
 
 }  // namespace fwlab

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/few_rows_linear.h"
 #include "models/mixers.h"
 
 namespace fwlab {
@@ -30,14 +31,14 @@ torch::Tensor Block::activation(const torch::Tensor& x) const {
 }
 
 torch::Tensor Block::mlp(const torch::Tensor& x) {
-  auto h = fc(ln2(x));
+  auto h = kernels::few_rows_linear(ln2(x), fc->weight, fc->bias);  // fc(...); a decode token's own loop
   if (gated_) {
     const int64_t ff = h.size(-1) / 2;
     h = activation(h.narrow(-1, 0, ff)) * h.narrow(-1, ff, ff);
   } else {
     h = activation(h);
   }
-  return drop(proj(h));
+  return drop(kernels::few_rows_linear(h, proj->weight, proj->bias));
 }
 
 torch::Tensor Block::forward(const torch::Tensor& x) {
@@ -81,7 +82,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tens
 }
 
 torch::Tensor GPTImpl::head(const torch::Tensor& features) {
-  return torch::matmul(features, (lm_head ? lm_head->weight : wte->weight).t());
+  return kernels::few_rows_linear(features, lm_head ? lm_head->weight : wte->weight);
 }
 
 std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx,
