@@ -116,6 +116,37 @@ TEST_CASE("worker: same spec and seed give the same curve, bit for bit", "[worke
   CHECK_THAT(again.output, Catch::Contains("already ended (finished)"));
 }
 
+TEST_CASE("worker: debug.skip_update_at_steps applies no update after those steps, and counts them", "[worker]") {
+  auto spec = tiny_job();
+  spec["train"]["steps"] = 4, spec["train"]["log_every"] = 1;
+  Job plain, skipping, refused;
+  plain.write(spec);
+  spec["debug"]["skip_update_at_steps"] = {1};  // the second step: its backward runs, its update does not
+  skipping.write(spec);
+  spec["debug"]["skip_update_at_steps"] = {4};
+  refused.write(spec);
+  REQUIRE(plain.run().exit_code == 0);
+  REQUIRE(skipping.run().exit_code == 0);
+  const auto r = refused.run();
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("debug.skip_update_at_steps") && Catch::Contains("below train.steps = 4, got 4"));
+  const auto metric = [](const Job& job, const std::string& key) {
+    std::map<int64_t, double> out;
+    for (const auto& e : job.of_type("metric"))
+      if (e["key"] == key) out[e["step"].get<int64_t>()] = e["value"].get<double>();
+    return out;
+  };
+  const auto a = metric(plain, "train_loss"), b = metric(skipping, "train_loss");
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == 4);
+  CHECK(a.at(1) == b.at(1));  // the record counts steps from 1: its step 3 is the first after the skipped update
+  CHECK(a.at(2) == b.at(2));
+  CHECK(a.at(3) != b.at(3));
+  CHECK(metric(skipping, "skipped_steps") == std::map<int64_t, double>{{1, 0.0}, {2, 1.0}, {3, 0.0}, {4, 0.0}});
+  CHECK(metric(plain, "skipped_steps").empty());  // fp32 without the hook: nothing is ever skipped, nothing logged
+}
+
 TEST_CASE("worker: killed half-way and resumed, it ends exactly as an uninterrupted run", "[worker]") {
   Job whole, killed;
   whole.write(tiny_job());

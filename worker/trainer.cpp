@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -578,7 +579,8 @@ TrainingRun::StepResult TrainingRun::forward_backward(double lr) {
   return r;
 }
 
-// Unscale, clip and step (or skip: an fp16 overflow); an exit code where the gradients diverged.
+// Unscale, clip and step (or skip: an fp16 overflow, or a step debug.skip_update_at_steps names); an exit code where
+// the gradients diverged.
 std::optional<int> TrainingRun::optimizer_step(double lr, double& grad_norm) {
   if (spec_.debug.nan_grad_at_step == st_.step) {
     torch::NoGradGuard guard;
@@ -597,7 +599,8 @@ std::optional<int> TrainingRun::optimizer_step(double lr, double& grad_norm) {
   const bool stepped = scaler_.update(std::isfinite(grad_norm));
   if (!std::isfinite(grad_norm) && (stepped || scaler_.scale() < 1.0))
     return diverge("nonfinite_grad", grad_norm, lr, nlohmann::json::object());
-  if (stepped)
+  const auto& skips = spec_.debug.skip_update_at_steps;
+  if (stepped && std::find(skips.begin(), skips.end(), st_.step) == skips.end())
     opt_->step(lr);
   else
     ++st_.interval_skipped;
@@ -624,10 +627,9 @@ void TrainingRun::log_interval(double lr, double grad_norm, double state_max) {
     log_.write(MetricEvent{fmt::format("transfer_mse.{}", teacher_.layers[i]), at, layer_mse_[i] / steps});
     layer_mse_[i] = 0.0;
   }
-  if (scaler_.enabled()) {
-    log_.write(MetricEvent{"loss_scale", at, scaler_.scale()});
+  if (scaler_.enabled()) log_.write(MetricEvent{"loss_scale", at, scaler_.scale()});
+  if (scaler_.enabled() || !spec_.debug.skip_update_at_steps.empty())
     log_.write(MetricEvent{"skipped_steps", at, static_cast<double>(st_.interval_skipped)});
-  }
   st_.interval_loss = st_.interval_ms = 0.0;
   st_.interval_steps = st_.interval_skipped = 0;
 }

@@ -245,6 +245,10 @@ void read_debug(Reader& r, JobSpec& s) {
   g.get("nan_param", s.debug.nan_param);
   g.get("nan_grad_at_step", s.debug.nan_grad_at_step);
   g.get("exit_at_step", s.debug.exit_at_step);
+  g.get("skip_update_at_steps", s.debug.skip_update_at_steps);
+  for (auto step : s.debug.skip_update_at_steps)
+    require(step >= 0 && step < s.train.steps, "debug.skip_update_at_steps",
+            fmt::format("steps count from 0 and must be below train.steps = {}, got {}", s.train.steps, step));
   g.get("wrong_kernel", s.debug.wrong_kernel);
   one_of(s.debug.wrong_kernel, {"", "decay_fused_cpu", "decay_chunks_cuda"}, "debug.wrong_kernel");
   g.reject_unknown();

@@ -139,6 +139,9 @@ struct DebugSpec {
   std::string nan_param;
   int64_t nan_grad_at_step = -1;  // after this step's backward, put a NaN in the first gradient
   int64_t exit_at_step = -1;      // stop abruptly (as if killed) after this step
+  // After these steps' backward apply no update, as an fp16 loss scaler's overflow does: the CPU twin of a GPU
+  // fp16 run that skipped them (tests/gpu/test_gpu_worker.cpp). Counted in skipped_steps.
+  std::vector<int64_t> skip_update_at_steps;
   // "": none; decay_fused_cpu | decay_chunks_cuda: that custom kernel's outputs come out 10% wrong, so that the
   // first-use self-check and its fallback (kernels/decay/kernel_guard.h) can be seen working where no GPU is.
   std::string wrong_kernel;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "contract/job/events.h"
@@ -39,11 +40,13 @@ const nlohmann::json kSpec = nlohmann::json::parse(R"({
     "eval": {"every": 0, "max_tokens": 4096}
   })");
 
-Curve run_worker(const std::string& device, const std::string& precision) {
+// skips: steps (from 0, as the worker's debug hooks count them) whose update the run leaves out.
+Curve run_worker(const std::string& device, const std::string& precision, const std::vector<int64_t>& skips = {}) {
   test::TempDir dir("gpu-worker");
   auto spec = kSpec;
   spec["device"] = device;
   spec["train"]["precision"] = precision;
+  if (!skips.empty()) spec["debug"]["skip_update_at_steps"] = skips;
   test::spit(dir.file("job.json"), spec.dump(2));
   const auto r = test::run_command(fmt::format("{} run {}", FWLAB_WORKER, dir.path().string()));
   INFO(r.output);
@@ -58,6 +61,14 @@ Curve run_worker(const std::string& device, const std::string& precision) {
     if (key == "loss_scale") c.loss_scale[step] = e["value"].get<double>();
   }
   return c;
+}
+
+// The updates fp16's loss scaler skipped for an overflow, counted from 0 (the record counts its steps from 1).
+std::vector<int64_t> skipped_updates(const Curve& c) {
+  std::vector<int64_t> out;
+  for (const auto& [step, skipped] : c.skipped)
+    if (skipped > 0) out.push_back(step - 1);
+  return out;
 }
 
 // The mean loss of the block of kBlock steps that ends at `last`.
@@ -81,12 +92,20 @@ void print_curves(const Curve& cpu, const std::string& name, const Curve& gpu) {
 
 }  // namespace
 
+// Where fp16's loss scaler skipped updates (an overflow: the H100 run of 2026-11-27 skipped steps 12 and 13, where
+// the gradient norm jumps from 1.2 to 43), the CPU reference skips the same updates (debug.skip_update_at_steps):
+// a skipped update is the scaler's rule, not an arithmetic error, and moves the curve far more than precision does
+// (the plain CPU run's block 11-15 is 3.761 against the GPU's 4.478; with the two skipped, 4.492).
 TEST_CASE("GPU: a short worker run on CUDA follows the CPU run's loss curve", "[gpu]") {
-  const auto cpu = run_worker("cpu", "fp32");
-  REQUIRE(cpu.loss.size() == 30);
+  const auto plain_cpu = run_worker("cpu", "fp32");
+  REQUIRE(plain_cpu.loss.size() == 30);
   for (const char* precision : {"fp32", "bf16", "fp16"}) {
     DYNAMIC_SECTION(precision) {
       const auto gpu = run_worker("cuda", precision);
+      const auto skips = skipped_updates(gpu);
+      CHECK(skips.size() <= 3);  // the scaler's back-off, not a run of overflows
+      const auto cpu = skips.empty() ? plain_cpu : run_worker("cpu", "fp32", skips);
+      std::printf("%s: the CPU reference skips %zu updates, as the GPU run did\n", precision, skips.size());
       print_curves(cpu, precision, gpu);
       REQUIRE(gpu.loss.size() == cpu.loss.size());
       const double tolerance = std::string(precision) == "fp32" ? 0.01 : 0.05;  // relative, per block's mean
