@@ -21,12 +21,6 @@ RecurrenceResult run_decay_form(const std::string& form, const torch::Tensor& q,
 
 std::string width_of(const torch::Tensor& gate) { return gate.defined() ? std::to_string(gate.size(3)) : "none"; }
 
-int64_t power_of_two_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
 std::string decay_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
                         const torch::Tensor& log_b, bool backward) {
   std::ostringstream out;

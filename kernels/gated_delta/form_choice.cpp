@@ -42,12 +42,6 @@ RecurrenceResult run_form(const Candidate& form, const torch::Tensor& q, const t
   return gated_delta_recurrence_chunk_cpu(q, k, v, alpha, beta, state0, form.chunk);
 }
 
-int64_t power_of_two_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-
 std::string form_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha, bool backward) {
   std::ostringstream out;
   out << q.device().str() << ' ' << c10::toString(q.scalar_type()) << (alpha.defined() ? " gated" : " delta")

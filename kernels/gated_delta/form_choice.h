@@ -21,6 +21,14 @@
 
 namespace fwlab::kernels {
 
+// The length a shape class is named by (and its decision kept for): T rounded up to a power of two. Decay's form
+// race (kernels/decay/form_race.h) classes its shapes the same way.
+inline int64_t power_of_two_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
 struct DeltaFormChoice {
   std::string shape_class;                         // e.g. "cpu Float gated D=64 M=64 T<=1024 backward"
   std::string chosen;                              // "fused" | "chunk 16" | "chunk 32" | "chunk 64" | "chunk cpu"

@@ -10,7 +10,8 @@ namespace fwlab {
 
 using safetensors::FormatError;
 
-namespace {
+// Named, not anonymous: the unity build may compile this file with the other families' (their hooks share names).
+namespace gpt2_hf {
 
 // Options of Hugging Face's GPT2 that change the computation and that fwlab does not implement: refused by name
 // rather than approximated.
@@ -145,11 +146,19 @@ std::string size_keys(const ModelConfig& c) {
                      c.vocab);
 }
 
-}  // namespace
+}  // namespace gpt2_hf
 
 const HfFamily& gpt2_family() {
-  static const HfFamily family{"gpt2", {"gpt2"},    {"GPT2LMHeadModel"}, config_from_json, cannot_hold,
-                               names,  config_json, "transformer.",      ignored,          size_keys};
+  static const HfFamily family{"gpt2",
+                               {"gpt2"},
+                               {"GPT2LMHeadModel"},
+                               gpt2_hf::config_from_json,
+                               gpt2_hf::cannot_hold,
+                               gpt2_hf::names,
+                               gpt2_hf::config_json,
+                               "transformer.",
+                               gpt2_hf::ignored,
+                               gpt2_hf::size_keys};
   return family;
 }
 

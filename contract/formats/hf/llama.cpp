@@ -13,7 +13,8 @@ namespace fwlab {
 
 using safetensors::FormatError;
 
-namespace {
+// Named, not anonymous: the unity build may compile this file with the other families' (their hooks share names).
+namespace llama_hf {
 
 std::string string_key(const nlohmann::json& j, const char* key, const std::string& where,
                        const std::string& fallback) {
@@ -202,19 +203,19 @@ std::string size_keys(const ModelConfig& c) {
       c.n_layers, c.d_model, c.n_heads, c.kv_heads(), c.head_dim, c.ff_dim(), c.vocab);
 }
 
-}  // namespace
+}  // namespace llama_hf
 
 const HfFamily& llama_family() {
   static const HfFamily family{"llama",
                                {"llama", "mistral", "qwen2"},
                                {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"},
-                               config_from_json,
-                               cannot_hold,
-                               names,
-                               config_json,
+                               llama_hf::config_from_json,
+                               llama_hf::cannot_hold,
+                               llama_hf::names,
+                               llama_hf::config_json,
                                "",
-                               ignored,
-                               size_keys};
+                               llama_hf::ignored,
+                               llama_hf::size_keys};
   return family;
 }
 
