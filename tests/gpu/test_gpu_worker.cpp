@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -82,10 +83,12 @@ double block_mean(const Curve& c, int64_t last) {
 void print_curves(const Curve& cpu, const std::string& name, const Curve& gpu) {
   std::printf("%-6s step  cpu fp32    gpu      rel. diff  skipped  loss scale\n", name.c_str());
   auto at = [](const std::map<int64_t, double>& m, int64_t step) { return m.count(step) ? m.at(step) : NAN; };
+  // fp32 and bf16 run without a loss scaler: their record has no skipped steps or scale, shown as "-".
+  auto cell = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:g}", v); };
   for (const auto& [step, loss] : cpu.loss) {
     const double g = at(gpu.loss, step);
-    std::printf("%-6s %4lld  %8.4f  %8.4f  %+9.4f  %7g  %g\n", name.c_str(), static_cast<long long>(step), loss, g,
-                (g - loss) / loss, at(gpu.skipped, step), at(gpu.loss_scale, step));
+    std::printf("%-6s %4lld  %8.4f  %8.4f  %+9.4f  %7s  %s\n", name.c_str(), static_cast<long long>(step), loss, g,
+                (g - loss) / loss, cell(at(gpu.skipped, step)).c_str(), cell(at(gpu.loss_scale, step)).c_str());
   }
   std::fflush(stdout);
 }
