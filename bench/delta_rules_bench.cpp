@@ -2,9 +2,9 @@
 // each rule's fused recurrent kernel and, for delta and gated delta, the chunkwise-parallel WY form: the CPU kernel
 // around BLAS (kernels/gated_delta/chunk_cpu.cpp) at 16, 32 and 64 steps a chunk, and the same algebra as libtorch ops
 // (chunk_libtorch.cpp, what other devices run); for decay its fused kernel and the chunked one around BLAS
-// (kernels/decay/chunk_cpu.cpp: sub-chunks of 16 steps), at D = M in
-// {32, 64, 128} and T in {256, 1024, 4096}, beside a 2048^2 sgemm on the same threads: the machine's limit. Not a
-// test: figures and ratios to read.
+// (kernels/decay/chunk_cpu.cpp: sub-chunks of 16 steps), at D = M in {32, 64, 128} and T in {256, 1024, 4096}, each
+// beside a 2048^2 sgemm on the same threads run by turns with it: the machine's limit at that minute. Not a test:
+// figures and ratios to read.
 //
 //   fwlab-bench-delta [--threads N] [--repeats R] [--quick] [--only TEXT]
 //     --quick: D = M = 64, T = 1024 only; --only: the forms whose "rule form" holds TEXT ("gated delta chunk 32")
@@ -19,10 +19,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "bench/timing.h"
 #include "kernels/blas_core.h"
@@ -94,16 +96,37 @@ double heap_bytes() {
 }
 
 struct Measured {
-  double ms = 0, held_bytes = 0;
+  double ms = 0, held_bytes = 0, sgemm_gflops = 0;
 };
 
-Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int repeats) {
+// The machine's limit: a 2048^2 sgemm on the same threads.
+struct Sgemm {
+  torch::Tensor a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
+  void run() const { (void)torch::mm(a, b); }
+  static double gflops(double seconds) { return 2.0 * 2048.0 * 2048.0 * 2048.0 / seconds / 1e9; }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The form and the sgemm by turns (after a warm-up of each), each row's ratio from the medians of the same minute:
+// this VM's sgemm moves by 30-40 % within an hour, so a limit measured once at the start made the ratios drift.
+Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int repeats, const Sgemm& sgemm) {
   const auto gy = torch::randn_like(in[2]);
+  const auto pass = [&] {
+    for (const auto& t : in) t.mutable_grad() = torch::Tensor();
+    form.run(in).y.backward(gy);
+  };
+  pass(), sgemm.run();
+  std::vector<double> form_s, sgemm_s;
+  for (int i = 0; i < repeats; ++i) {
+    form_s.push_back(fwlab::bench::seconds(pass));
+    sgemm_s.push_back(fwlab::bench::seconds([&] { sgemm.run(); }));
+  }
   Measured m;
-  m.ms = 1e3 * fwlab::bench::median_seconds(repeats, [&] {
-           for (const auto& t : in) t.mutable_grad() = torch::Tensor();
-           form.run(in).y.backward(gy);
-         });
+  m.ms = 1e3 * median(form_s), m.sgemm_gflops = Sgemm::gflops(median(sgemm_s));
   for (const auto& t : in) t.mutable_grad() = torch::Tensor();
   const double before = heap_bytes();
   auto r = form.run(in);
@@ -111,22 +134,16 @@ Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int rep
   return m;
 }
 
-double sgemm_gflops(int repeats) {
-  const auto a = torch::randn({2048, 2048}), b = torch::randn({2048, 2048});
-  const double s = fwlab::bench::median_seconds(repeats, [&] { (void)torch::mm(a, b); });
-  return 2.0 * 2048.0 * 2048.0 * 2048.0 / s / 1e9;
-}
-
-void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, double sgemm, const std::string& only) {
+void print_size(int64_t B, int64_t H, int64_t T, int64_t D, int repeats, const Sgemm& sgemm, const std::string& only) {
   const auto in = inputs(B, H, T, D);
   const double all_states = static_cast<double>(B * H * T * D * D) * 4;
   for (const auto& form : forms()) {
     if ((std::string(form.rule) + " " + form.form).find(only) == std::string::npos) continue;
-    const auto m = measure(form, in, repeats);
+    const auto m = measure(form, in, repeats, sgemm);
     const double gflops = 3.0 * form.forward_flops_per_dm * static_cast<double>(B * H * T * D * D) / (m.ms * 1e6);
-    fmt::print("{:<20} {:<12} {:<12} {:>9.1f} {:>8.1f} {:>9.0f}% {:>10.1f} {:>9.2f}\n",
-               fmt::format("B{} H{} T{} D=M={}", B, H, T, D), form.rule, form.form, m.ms, gflops, 100 * gflops / sgemm,
-               m.held_bytes / (1 << 20), m.held_bytes / all_states);
+    fmt::print("{:<20} {:<12} {:<12} {:>9.1f} {:>8.1f} {:>7.0f} {:>9.0f}% {:>10.1f} {:>9.2f}\n",
+               fmt::format("B{} H{} T{} D=M={}", B, H, T, D), form.rule, form.form, m.ms, gflops, m.sgemm_gflops,
+               100 * gflops / m.sgemm_gflops, m.held_bytes / (1 << 20), m.held_bytes / all_states);
   }
 }
 
@@ -149,13 +166,13 @@ int main(int argc, char** argv) {
       only = argv[++i];
   }
   torch::set_num_threads(threads);
-  const double sgemm = sgemm_gflops(repeats);
+  const Sgemm sgemm;
   fmt::print("delta-rule family on the CPU, float32, forward + backward, median of {} runs, {} threads\n", repeats,
              threads);
-  fmt::print("sgemm 2048 x 2048 x 2048 on the same threads: {:.1f} GFLOP/s (the machine's limit, measured now)\n\n",
-             sgemm);
-  fmt::print("{:<20} {:<12} {:<12} {:>9} {:>8} {:>10} {:>10} {:>9}\n", "size", "rule", "form", "ms", "GFLOP/s",
-             "of sgemm", "held MiB", "x states");
+  fmt::print(
+      "sgemm: 2048 x 2048 x 2048 on the same threads (the machine's limit), run by turns with each row's form\n\n");
+  fmt::print("{:<20} {:<12} {:<12} {:>9} {:>8} {:>7} {:>10} {:>10} {:>9}\n", "size", "rule", "form", "ms", "GFLOP/s",
+             "sgemm", "of sgemm", "held MiB", "x states");
   for (int64_t D : {32, 64, 128})
     for (int64_t T : {256, 1024, 4096})
       if (!quick || (D == 64 && T == 1024)) print_size(4, 4, T, D, repeats, sgemm, only);

@@ -126,6 +126,33 @@ TEST_CASE("delta and gated delta recurrences: chunked form == naive loop (output
             }
 }
 
+// float32, as models run it, at widths whose transposed states fill the 16 x 16 blocks of kernels/transpose_cpu.h
+// and leave edges (M = 40, D = 48; M = D = 64 as the bench), against the naive loop in float64.
+TEST_CASE("delta and gated delta recurrences: chunk_cpu in float32 == naive loop in float64", "[kernels]") {
+  torch::manual_seed(65);
+  for (const auto& [M, D] : {std::pair<int64_t, int64_t>{40, 48}, {64, 64}})
+    for (bool gated : {false, true}) DYNAMIC_SECTION("M=" << M << " D=" << D << (gated ? " gated" : " delta")) {
+        const auto in = make_inputs(37, gated ? "random" : "one", true, 2, 2, M, D);
+        GatedDeltaInputs single = in;
+        for (auto* t : {&single.q, &single.k, &single.v, &single.alpha, &single.beta, &single.state0})
+          *t = t->detach().to(torch::kFloat32).requires_grad_(true);
+        const auto gy = torch::randn({2, 2, 37, D}, torch::kFloat64), gs = torch::randn({2, 2, D, M}, torch::kFloat64);
+        const auto fast = outputs_and_grads(single, gy.to(torch::kFloat32), gs.to(torch::kFloat32), [&](const auto& i) {
+          return K::gated_delta_recurrence_chunk_cpu(i.q, i.k, i.v, gated ? i.alpha : torch::Tensor(), i.beta, i.state0,
+                                                     16);
+        });
+        const auto slow = outputs_and_grads(in, gy, gs, [&](const auto& i) {
+          return K::gated_delta_recurrence_naive(i.q, i.k, i.v, i.alpha, i.beta, i.state0);
+        });
+        for (size_t n = 0; n < fast.size(); ++n) {
+          if (n == 5 && !gated) continue;  // the delta rule reads no alpha (the twin's alpha is ones)
+          INFO("output or gradient " << n);
+          CHECK(max_abs_diff(fast[n].to(torch::kFloat64), slow[n]) <=
+                2e-4 * std::max(1.0, slow[n].abs().max().item<double>()));
+        }
+      }
+}
+
 TEST_CASE("gated delta recurrence: the naive loop is the closed form S_t = alpha S (I - beta k k^T) + beta v k^T",
           "[kernels]") {
   torch::manual_seed(62);

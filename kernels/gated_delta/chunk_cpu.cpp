@@ -10,8 +10,12 @@
 // Tinv, L and P (3 C^2): the backward recomputes only the elementwise gates, walks the scan back, then the
 // preparation:
 //   du = P^T dO + Kw dS,  dP = dO u^T,  dQr = dO S^T,  dKw = u dS^T,  dX = [-du S^T, du],
-//   dS <- e^{g_c} dS + Qr^T dO - W^T du,  dR = Tinv^T dX,  dA = -strict(dR X^T),
-// and the elementwise rules of each product (pair_grads, gate_grads). No gate (the delta rule) is g = 0.
+//   dS <- e^{g_c} dS + Qr^T dO - W^T du,  dR = Tinv^T dX = [-z S^T, z] with z = Tinv^T du,  dA = -strict(dR X^T),
+// and the elementwise rules of each product (pair_grads, gate_grads). No gate (the delta rule) is g = 0: Q and K
+// are then used in place of Qr and Kw. The backward's products with S^T and dS^T take the transposed matrices
+// (transposed once a chunk: kernels/transpose_cpu.h) because the BLAS's small A B^T products run at half the speed
+// of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on). The forward
+// keeps S itself: a transposing store into the kept buffer cost the forward 12 %, more than a plain copy.
 #include <ATen/Parallel.h>
 
 #include <cmath>
@@ -19,7 +23,9 @@
 #include <vector>
 
 #include "kernels/cpu_blas.h"
+#include "kernels/lookahead.h"
 #include "kernels/recurrences.h"
+#include "kernels/transpose_cpu.h"
 #include "kernels/vector_clones.h"
 
 namespace fwlab::kernels {
@@ -48,7 +54,11 @@ struct Kept {
 template <typename T>
 struct Chunk {
   int64_t t0 = 0, c = 0, C, M, D, MD;
-  std::vector<T> g, gam, Gam, KK, QK, R, Qr, Kw;  // Gam: Gamma (C x C), zero above the diagonal
+  // Gam: Gamma (C x C), zero above the diagonal; KQ: the chunk's rows of K, then of Q; KQK = KQ K^T: K K^T, then Q K^T
+  std::vector<T> g, gam, Gam, KQ, KQK, R, Qr, Kw;
+  const T *qr = nullptr, *kw = nullptr;  // Qr and Kw: their scratch, or Q and K where no gate scales them
+  bool gated = false;
+  mutable Lookahead ahead;  // the backward's: the previous chunk's rows
   T *X = nullptr, *u = nullptr, *Tinv = nullptr, *L = nullptr, *P = nullptr;
   Chunk(int64_t C_, int64_t M_, int64_t D_)
       : C(C_),
@@ -58,8 +68,8 @@ struct Chunk {
         g(C_),
         gam(C_),
         Gam(C_ * C_),
-        KK(C_ * C_),
-        QK(C_ * C_),
+        KQ(2 * C_ * M_),
+        KQK(2 * C_ * C_),
         R(C_ * (M_ + D_)),
         Qr(C_ * M_),
         Kw(C_ * M_) {}
@@ -71,6 +81,14 @@ struct Chunk {
     Tinv = kept.pairs + n * 3 * C * C, L = Tinv + C * C, P = L + C * C;
   }
 };
+
+// blas::gemm, then a share of the lines the backward's next chunk will need (kernels/lookahead.h; the forward walks
+// the chunks in the hardware prefetchers' direction, and fetching its next chunk ahead measured no faster).
+template <typename T, typename... Args>
+FWLAB_HOT void product(const Chunk<T>& w, Args... args) {
+  blas::gemm<T>(args...);
+  w.ahead.fetch(32);
+}
 
 // alpha as the kernels read it: at least the smallest normal float, so that its log is finite.
 template <typename T>
@@ -93,13 +111,18 @@ FWLAB_HOT void prepare_gates(const Head<T>& h, int64_t t0, Chunk<T>& w) {
     std::fill(row + t + 1, row + c, T(0));
   }
   const T *Q = h.q + t0 * M, *K = h.k + t0 * M;
+  std::copy(K, K + c * M, w.KQ.data()), std::copy(Q, Q + c * M, w.KQ.data() + c * M);
+  w.gated = h.alpha != nullptr;
+  w.qr = w.gated ? w.Qr.data() : Q, w.kw = w.gated ? w.Kw.data() : K;
+  if (!w.gated) return;
   for (int64_t t = 0; t < c; ++t) {
     const T to_end = w.decay(c - 1, t);
     for (int64_t j = 0; j < M; ++j) w.Qr[t * M + j] = w.gam[t] * Q[t * M + j], w.Kw[t * M + j] = to_end * K[t * M + j];
   }
 }
 
-// Tinv = (I + diag(beta) L)^-1, row by row: Tinv_t = e_t - sum over r < t of beta_t L_tr Tinv_r.
+// Tinv = (I + diag(beta) L)^-1, row by row: Tinv_t = e_t - sum over r < t of beta_t L_tr Tinv_r. Whole rows of C
+// (Tinv_r is zero right of r): one vector operation each, where rows cut at r did not vectorise.
 template <typename T>
 FWLAB_HOT void invert_unit_lower(Chunk<T>& w, const T* beta) {
   const int64_t c = w.c, C = w.C;
@@ -110,7 +133,7 @@ FWLAB_HOT void invert_unit_lower(Chunk<T>& w, const T* beta) {
     for (int64_t r = 0; r < t; ++r) {
       const T coef = -beta[t] * w.L[t * C + r];
       const T* other = w.Tinv + r * C;
-      for (int64_t s = 0; s <= r; ++s) row[s] += coef * other[s];
+      for (int64_t s = 0; s < C; ++s) row[s] += coef * other[s];
     }
   }
 }
@@ -119,21 +142,21 @@ FWLAB_HOT void invert_unit_lower(Chunk<T>& w, const T* beta) {
 template <typename T>
 FWLAB_HOT void prepare(const Head<T>& h, Chunk<T>& w) {
   const int64_t c = w.c, M = h.M, D = h.D, C = w.C, MD = w.MD, t0 = w.t0;
-  const T *Q = h.q + t0 * M, *K = h.k + t0 * M, *V = h.v + t0 * D, *beta = h.beta + t0;
-  blas::gemm<T>(false, true, c, c, M, 1, K, M, K, M, 0, w.KK.data(), C);
-  blas::gemm<T>(false, true, c, c, M, 1, Q, M, K, M, 0, w.QK.data(), C);
+  const T *K = h.k + t0 * M, *V = h.v + t0 * D, *beta = h.beta + t0;
+  product(w, false, true, 2 * c, c, M, 1, w.KQ.data(), M, K, M, 0, w.KQK.data(), C);  // one product, not two
+  const T *KK = w.KQK.data(), *QK = KK + c * C;
   for (int64_t t = 0; t < c; ++t)
     for (int64_t s = 0; s < C; ++s) {
       const T gamma = s < c ? w.decay(t, s) : T(0);
-      w.L[t * C + s] = s < t ? w.KK[t * C + s] * gamma : T(0);
-      w.P[t * C + s] = s <= t ? w.QK[t * C + s] * gamma : T(0);
+      w.L[t * C + s] = s < t ? KK[t * C + s] * gamma : T(0);
+      w.P[t * C + s] = s <= t ? QK[t * C + s] * gamma : T(0);
     }
   invert_unit_lower(w, beta);
   for (int64_t t = 0; t < c; ++t) {
     for (int64_t j = 0; j < M; ++j) w.R[t * MD + j] = beta[t] * w.gam[t] * K[t * M + j];
     for (int64_t i = 0; i < D; ++i) w.R[t * MD + M + i] = beta[t] * V[t * D + i];
   }
-  blas::gemm<T>(false, false, c, MD, c, 1, w.Tinv, C, w.R.data(), MD, 0, w.X, MD);
+  product(w, false, false, c, MD, c, 1, w.Tinv, C, w.R.data(), MD, 0, w.X, MD);
 }
 
 // u = U - W S for the prepared chunk.
@@ -141,7 +164,7 @@ template <typename T>
 FWLAB_HOT void new_values(Chunk<T>& w, const T* S) {
   for (int64_t t = 0; t < w.c; ++t)
     for (int64_t i = 0; i < w.D; ++i) w.u[t * w.D + i] = w.X[t * w.MD + w.M + i];
-  blas::gemm<T>(false, false, w.c, w.D, w.M, -1, w.X, w.MD, S, w.D, 1, w.u, w.D);
+  product(w, false, false, w.c, w.D, w.M, -1, w.X, w.MD, S, w.D, 1, w.u, w.D);
 }
 
 // y rows of the chunk, and S advanced to its end.
@@ -149,12 +172,12 @@ template <typename T>
 FWLAB_HOT void scan_forward(Chunk<T>& w, T* S, T* y) {
   const int64_t c = w.c, M = w.M, D = w.D;
   new_values(w, S);
-  blas::gemm<T>(false, false, c, D, M, 1, w.Qr.data(), M, S, D, 0, y, D);
-  blas::gemm<T>(false, false, c, D, c, 1, w.P, w.C, w.u, D, 1, y, D);
+  product(w, false, false, c, D, M, 1, w.qr, M, S, D, 0, y, D);
+  product(w, false, false, c, D, c, 1, w.P, w.C, w.u, D, 1, y, D);
   const T gate = w.gate();
   if (gate != T(1))
     for (int64_t n = 0; n < M * D; ++n) S[n] *= gate;
-  blas::gemm<T>(true, false, M, D, c, 1, w.Kw.data(), M, w.u, D, 1, S, D);
+  product(w, true, false, M, D, c, 1, w.kw, M, w.u, D, 1, S, D);
 }
 
 // S: state0 [M, D] in, S_T out; y [T, D].
@@ -177,37 +200,51 @@ struct Grads {  // one head's; dy is never null (zeros where no gradient reached
   T *dq, *dk, *dv, *dalpha, *dbeta;
 };
 
-// A chunk's gradients and scratch: the scan's (dX, then dR = Tinv^T dX; dP, dQr, dKw, du, dgate) and the
-// preparation's (dg, E: the gradient of K K^T, dQK).
+// A chunk's gradients and scratch: the scan's (dP, dQr, dKw, du, dgate, S^T, dS^T), dR = Tinv^T dX and the
+// preparation's (dg, E: the gradient of K K^T, dQK). dqr: where dQr goes (its scratch, or dq where no gate
+// scales Q).
 template <typename T>
 struct ScanGrads {
-  std::vector<T> dX, dR, dP, dQr, dKw, du, dg, E, dQK;
+  std::vector<T> dR, dP, dQr, dKw, du, St, dSt, dg, E, dQK, EQ;
+  T* dqr = nullptr;
   T dgate = 0;
   ScanGrads(int64_t C, int64_t M, int64_t D)
-      : dX(C * (M + D)), dR(C * (M + D)), dP(C * C), dQr(C * M), dKw(C * M), du(C * D), dg(C), E(C * C), dQK(C * C) {}
+      : dR(C * (M + D)),
+        dP(C * C),
+        dQr(C * M),
+        dKw(C * M),
+        du(C * D),
+        St(M * D),
+        dSt(M * D),
+        dg(C),
+        E(C * C),
+        dQK(C * C),
+        EQ(2 * C * C) {}
 };
 
 // The chunk's scan walked back: dS holds the gradient of its end state on entry and of its start on exit.
 template <typename T>
 FWLAB_HOT void scan_backward(const Chunk<T>& w, const T* S, const T* dO, T* dS, ScanGrads<T>& d) {
   const int64_t c = w.c, M = w.M, D = w.D, C = w.C, MD = w.MD;
-  blas::gemm<T>(true, false, c, D, c, 1, w.P, C, dO, D, 0, d.du.data(), D);
-  blas::gemm<T>(false, false, c, D, M, 1, w.Kw.data(), M, dS, D, 1, d.du.data(), D);
-  blas::gemm<T>(false, true, c, c, D, 1, dO, D, w.u, D, 0, d.dP.data(), C);
-  blas::gemm<T>(false, true, c, M, D, 1, dO, D, S, D, 0, d.dQr.data(), M);
-  blas::gemm<T>(false, true, c, M, D, 1, w.u, D, dS, D, 0, d.dKw.data(), M);
-  blas::gemm<T>(false, true, c, M, D, -1, d.du.data(), D, S, D, 0, d.dX.data(), MD);
-  for (int64_t t = 0; t < c; ++t)
-    for (int64_t i = 0; i < D; ++i) d.dX[t * MD + M + i] = d.du[t * D + i];
+  T *St = d.St.data(), *dSt = d.dSt.data();
+  transpose_cpu(M, D, S, D, St, M);
+  transpose_cpu(M, D, dS, D, dSt, M);
+  product(w, true, false, c, D, c, 1, w.P, C, dO, D, 0, d.du.data(), D);
+  product(w, false, false, c, D, M, 1, w.kw, M, dS, D, 1, d.du.data(), D);
+  product(w, false, true, c, c, D, 1, dO, D, w.u, D, 0, d.dP.data(), C);
+  product(w, false, false, c, M, D, 1, dO, D, St, M, 0, d.dqr, M);
+  product(w, false, false, c, M, D, 1, w.u, D, dSt, M, 0, d.dKw.data(), M);
   T dgate = 0;
+  if (w.gated) {  // <S, dS>, both transposed
 #pragma omp simd reduction(+ : dgate)
-  for (int64_t n = 0; n < M * D; ++n) dgate += S[n] * dS[n];
+    for (int64_t n = 0; n < M * D; ++n) dgate += St[n] * dSt[n];
+  }
   d.dgate = dgate;
   const T gate = w.gate();
   if (gate != T(1))
     for (int64_t n = 0; n < M * D; ++n) dS[n] *= gate;
-  blas::gemm<T>(true, false, M, D, c, 1, w.Qr.data(), M, dO, D, 1, dS, D);
-  blas::gemm<T>(true, false, M, D, c, -1, w.X, MD, d.du.data(), D, 1, dS, D);
+  product(w, true, false, M, D, c, 1, w.qr, M, dO, D, 1, dS, D);
+  product(w, true, false, M, D, c, -1, w.X, MD, d.du.data(), D, 1, dS, D);
 }
 
 // The gradients through R = [diag(beta e^g) K, diag(beta) V] (dR after the transposed solve): dk, dv and dbeta
@@ -241,7 +278,7 @@ template <typename T>
 FWLAB_HOT void pair_grads(const Head<T>& h, const Chunk<T>& w, ScanGrads<T>& d, T* dbeta) {
   const int64_t c = w.c, C = w.C, MD = w.MD;
   T *E = d.E.data(), *dg = d.dg.data();
-  blas::gemm<T>(false, true, c, c, MD, -1, d.dR.data(), MD, w.X, MD, 0, E, C);  // dA, unmasked
+  product(w, false, true, c, c, MD, -1, d.dR.data(), MD, w.X, MD, 0, E, C);  // dA, unmasked
   for (int64_t t = 0; t < c; ++t) {
     const T b = h.beta[w.t0 + t];
     for (int64_t s = 0; s < c; ++s) {
@@ -277,21 +314,41 @@ FWLAB_HOT void gate_grads(const Head<T>& h, const Chunk<T>& w, const ScanGrads<T
 
 template <typename T>
 FWLAB_HOT void backward_chunk(const Head<T>& h, Chunk<T>& w, const T* S, T* dS, ScanGrads<T>& d, const Grads<T>& out) {
-  const int64_t c = w.c, M = w.M, C = w.C, MD = w.MD, t0 = w.t0;
+  const int64_t c = w.c, M = w.M, D = w.D, C = w.C, MD = w.MD, t0 = w.t0;
+  d.dqr = w.gated ? d.dQr.data() : out.dq + t0 * M;
   scan_backward(w, S, out.dy + t0 * w.D, dS, d);  // u as the forward kept it
-  blas::gemm<T>(true, false, c, MD, c, 1, w.Tinv, C, d.dX.data(), MD, 0, d.dR.data(), MD);
+  // dR = Tinv^T [-du S^T, du] as [-z S^T, z], z = Tinv^T du: a c x D x c product where Tinv^T dX was c x MD x c.
+  T* dR = d.dR.data();
+  product(w, true, false, c, D, c, 1, w.Tinv, C, d.du.data(), D, 0, dR + M, MD);
+  product(w, false, false, c, M, D, -1, dR + M, MD, d.St.data(), M, 0, dR, MD);
   solve_grads(h, w, d, out);
   pair_grads(h, w, d, out.dbeta + t0);
-  const T *Q = h.q + t0 * M, *K = h.k + t0 * M;
+  const T* K = h.k + t0 * M;
   T *dq = out.dq + t0 * M, *dk = out.dk + t0 * M;
+  if (w.gated)
+    for (int64_t t = 0; t < c; ++t)
+      for (int64_t j = 0; j < M; ++j) dq[t * M + j] = w.gam[t] * d.dQr[t * M + j];
+  product(w, false, false, c, M, c, 1, d.dQK.data(), C, K, M, 1, dq, M);
+  // dk += (E + E^T) K + dQK^T Q as one product: [E + E^T, dQK^T] (E is strictly lower) times KQ's rows.
+  T* EQ = d.EQ.data();
   for (int64_t t = 0; t < c; ++t)
-    for (int64_t j = 0; j < M; ++j) dq[t * M + j] = w.gam[t] * d.dQr[t * M + j];
-  blas::gemm<T>(false, false, c, M, c, 1, d.dQK.data(), C, K, M, 1, dq, M);
-  blas::gemm<T>(true, false, c, M, c, 1, d.dQK.data(), C, Q, M, 1, dk, M);
-  for (int64_t t = 0; t < c; ++t)  // E K + E^T K as one product: E + E^T, in E's place (E is strictly lower)
-    for (int64_t s = 0; s < t; ++s) d.E[s * C + t] = d.E[t * C + s];
-  blas::gemm<T>(false, false, c, M, c, 1, d.E.data(), C, K, M, 1, dk, M);
+    for (int64_t s = 0; s < c; ++s)
+      EQ[t * 2 * C + s] = d.E[t * C + s] + d.E[s * C + t], EQ[t * 2 * C + c + s] = d.dQK[s * C + t];
+  product(w, false, false, c, M, 2 * c, 1, EQ, 2 * C, w.KQ.data(), M, 1, dk, M);
   if (h.alpha) gate_grads(h, w, d, d.dg.data(), out.dalpha);
+}
+
+// What chunk n's backward reads, fetched while the chunk after it is worked on: the backward walks the chunks from
+// the last, against the hardware prefetchers' grain, and its products met cold operands (the scan's first products
+// with dO, K and W took twice as long as the same shapes on hot data).
+template <typename T>
+void look_behind(const Head<T>& h, const Kept<T>& kept, const Grads<T>& out, int64_t n, Lookahead& ahead) {
+  ahead.clear();
+  if (n < 0) return;
+  const int64_t t0 = n * h.C, c = std::min(h.C, h.steps - t0), M = h.M, D = h.D;
+  ahead.add(kept.starts + n * M * D, M * D), ahead.add(h.q + t0 * M, c * M), ahead.add(h.k + t0 * M, c * M);
+  ahead.add(h.v + t0 * D, c * D), ahead.add(out.dy + t0 * D, c * D), ahead.add(kept.values + t0 * D, c * D);
+  ahead.add(kept.solved + t0 * (M + D), c * (M + D)), ahead.add(kept.pairs + n * 3 * h.C * h.C, 3 * h.C * h.C);
 }
 
 // dS: the gradient of S_T in, of state0 out ([M, D]).
@@ -301,9 +358,11 @@ FWLAB_HOT void backward_head(const Head<T>& h, const Kept<T>& kept, T* dS, const
   ScanGrads<T> d(h.C, h.M, h.D);
   const int64_t chunks = (h.steps + h.C - 1) / h.C, MD = h.M * h.D;
   for (int64_t n = chunks - 1; n >= 0; --n) {
+    look_behind(h, kept, out, n - 1, w.ahead);
     prepare_gates(h, n * h.C, w);
     w.place(kept, n);
     backward_chunk(h, w, kept.starts + n * MD, dS, d, out);
+    w.ahead.fetch_rest();
   }
 }
 
