@@ -1,9 +1,12 @@
 #include "kernels/transpose_cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12's own intrinsics header trips its -Wuninitialized (_mm512_undefined_ps initialises a value from itself).
+// GCC 12's own intrinsics header trips its -Wuninitialized (_mm512_undefined_ps initialises a value from itself);
+// pushed and popped, so that a unity batch's later files keep the warning.
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #define FWLAB_TRANSPOSE_AVX512 1
 #endif
 
