@@ -55,14 +55,6 @@ __attribute__((target("avx2"))) void block8(const float* in, int64_t ld_in, floa
 #pragma GCC diagnostic pop
 #endif
 
-bool supported(TransposeIsa isa) {
-#ifdef FWLAB_TRANSPOSE_X86
-  if (isa == TransposeIsa::avx512) return __builtin_cpu_supports("avx512f");
-  if (isa == TransposeIsa::avx2) return __builtin_cpu_supports("avx2");
-#endif
-  return isa == TransposeIsa::plain;
-}
-
 // The full blocks of side B with `block`, then what they left (the columns right of them, the rows below) plainly.
 template <int B, typename Block>
 void blocked(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out, Block block) {
@@ -73,27 +65,25 @@ void blocked(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* 
   transpose_plain(rows - full_rows, cols, in + full_rows * ld_in, ld_in, out + full_rows, ld_out);
 }
 
-}  // namespace
-
-TransposeIsa transpose_isa() {
-  static const TransposeIsa best = supported(TransposeIsa::avx512) ? TransposeIsa::avx512
-                                   : supported(TransposeIsa::avx2) ? TransposeIsa::avx2
-                                                                   : TransposeIsa::plain;
-  return best;
-}
-
-void transpose_cpu_with(TransposeIsa isa, int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
-                        int64_t ld_out) {
-  if (!supported(isa)) throw std::invalid_argument("transpose_cpu_with: this CPU lacks the instruction set named");
+// The path, unchecked: transpose_cpu passes the CPU's widest, the tests a checked one.
+void transpose_on(CpuIsa isa, int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out) {
 #ifdef FWLAB_TRANSPOSE_X86
-  if (isa == TransposeIsa::avx512) return blocked<16>(rows, cols, in, ld_in, out, ld_out, block16);
-  if (isa == TransposeIsa::avx2) return blocked<8>(rows, cols, in, ld_in, out, ld_out, block8);
+  if (isa == CpuIsa::avx512) return blocked<16>(rows, cols, in, ld_in, out, ld_out, block16);
+  if (isa == CpuIsa::avx2) return blocked<8>(rows, cols, in, ld_in, out, ld_out, block8);
 #endif
   transpose_plain(rows, cols, in, ld_in, out, ld_out);
 }
 
+}  // namespace
+
+void transpose_cpu_with(CpuIsa isa, int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
+                        int64_t ld_out) {
+  if (!cpu_has(isa)) throw std::invalid_argument("transpose_cpu_with: this CPU lacks the instruction set named");
+  transpose_on(isa, rows, cols, in, ld_in, out, ld_out);
+}
+
 void transpose_cpu(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out) {
-  transpose_cpu_with(transpose_isa(), rows, cols, in, ld_in, out, ld_out);
+  transpose_on(widest_cpu_isa(), rows, cols, in, ld_in, out, ld_out);
 }
 
 void transpose_cpu(int64_t rows, int64_t cols, const double* in, int64_t ld_in, double* out, int64_t ld_out) {

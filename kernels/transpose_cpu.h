@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu_isa.h"
+
 namespace fwlab::kernels {
 
 // float: 16 x 16 blocks in AVX-512 registers, or 8 x 8 in AVX2 ones, where the CPU has them; the plain loop, its
@@ -12,11 +14,9 @@ namespace fwlab::kernels {
 void transpose_cpu(int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out, int64_t ld_out);
 void transpose_cpu(int64_t rows, int64_t cols, const double* in, int64_t ld_in, double* out, int64_t ld_out);
 
-// The instruction sets transpose_cpu picks from, and the same transpose with one of them named (the tests run each
-// the CPU has; one it lacks is refused with std::invalid_argument).
-enum class TransposeIsa { plain, avx2, avx512 };
-TransposeIsa transpose_isa();
-void transpose_cpu_with(TransposeIsa isa, int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
+// The same transpose with the instruction set named (the tests run each the CPU has; one it lacks is refused with
+// std::invalid_argument).
+void transpose_cpu_with(CpuIsa isa, int64_t rows, int64_t cols, const float* in, int64_t ld_in, float* out,
                         int64_t ld_out);
 
 // The twin: one element at a time.

@@ -1,5 +1,6 @@
 // The chunked decay programs on the CPU (kernels/decay/chunk_cpu.h states the algebra): one head per task of the
-// ATen thread pool, the loops between the BLAS products cloned per instruction set (kernels/vector_clones.h).
+// ATen thread pool, the loops between the products (kernels/small_gemm_cpu.h) cloned per instruction set
+// (kernels/vector_clones.h).
 #include "kernels/decay/chunk_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu_blas.h"
+#include "kernels/small_gemm_cpu.h"
 #include "kernels/vector_clones.h"
 
 namespace fwlab::kernels::decay_blas {
@@ -86,7 +88,7 @@ FWLAB_HOT void advance(const Sub<T>& w, T* S) {
     const T ai = w.al[(c - 1) * D + i];
     for (int64_t j = 0; j < M; ++j) S[i * M + j] *= ai * w.bl[(c - 1) * M + j];
   }
-  blas::gemm<T>(true, false, D, M, c, 1, w.Vend.data(), D, w.Kend.data(), M, 1, S, M);
+  small_gemm<T>(true, false, D, M, c, 1, w.Vend.data(), D, w.Kend.data(), M, 1, S, M);
 }
 
 // For each pair s < t of the sub-chunk, f(s, t, Gb, Ga) with Gb = beta_t / beta_s, Ga = alpha_t / alpha_s.
@@ -121,7 +123,7 @@ FWLAB_HOT void axpy(T coef, const T* g, const T* x, T* out, int64_t n) {
 template <typename T>
 FWLAB_HOT void forward_sub(const Head<T>& h, Sub<T>& w, T* S, T* y) {
   const int64_t c = w.c, D = w.D, M = w.M;
-  blas::gemm<T>(false, true, c, D, M, 1, w.Qb.data(), M, S, M, 0, y, D);
+  small_gemm<T>(false, true, c, D, M, 1, w.Qb.data(), M, S, M, 0, y, D);
   for (int64_t t = 0; t < c; ++t)
     for (int64_t i = 0; i < D; ++i) y[t * D + i] *= w.al[t * D + i];
   const T *q = h.q + w.t0 * M, *k = h.k + w.t0 * M, *v = h.v + w.t0 * D;
@@ -139,9 +141,9 @@ FWLAB_HOT void backward_sub(const Head<T>& h, Sub<T>& w, const T* S, T* dS, T* d
   const T *q = h.q + w.t0 * M, *k = h.k + w.t0 * M, *v = h.v + w.t0 * D, *dy = h.dy + w.t0 * D;
   for (int64_t t = 0; t < c; ++t)
     for (int64_t i = 0; i < D; ++i) w.Ady[t * D + i] = w.al[t * D + i] * dy[t * D + i];
-  blas::gemm<T>(false, false, c, M, D, 1, w.Ady.data(), D, S, M, 0, dq, M);
-  blas::gemm<T>(false, false, c, M, D, 1, w.Vend.data(), D, dS, M, 0, dk, M);
-  blas::gemm<T>(false, true, c, D, M, 1, w.Kend.data(), M, dS, M, 0, dv, D);
+  small_gemm<T>(false, false, c, M, D, 1, w.Ady.data(), D, S, M, 0, dq, M);
+  small_gemm<T>(false, false, c, M, D, 1, w.Vend.data(), D, dS, M, 0, dk, M);
+  small_gemm<T>(false, true, c, D, M, 1, w.Kend.data(), M, dS, M, 0, dv, D);
   for (int64_t t = 0; t < c; ++t) {
     for (int64_t j = 0; j < M; ++j) dq[t * M + j] *= w.bl[t * M + j], dk[t * M + j] *= w.be[t * M + j];
     for (int64_t i = 0; i < D; ++i) dv[t * D + i] *= w.ae[t * D + i];
@@ -156,7 +158,7 @@ FWLAB_HOT void backward_sub(const Head<T>& h, Sub<T>& w, const T* S, T* dS, T* d
     const T ai = w.al[(c - 1) * D + i];
     for (int64_t j = 0; j < M; ++j) dS[i * M + j] *= ai * w.bl[(c - 1) * M + j];
   }
-  blas::gemm<T>(true, false, D, M, c, 1, w.Ady.data(), D, w.Qb.data(), M, 1, dS, M);
+  small_gemm<T>(true, false, D, M, c, 1, w.Ady.data(), D, w.Qb.data(), M, 1, dS, M);
 }
 
 template <typename T>

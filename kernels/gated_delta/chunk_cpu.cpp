@@ -1,6 +1,6 @@
 // Chunked CPU kernel of the delta rule and the gated delta rule: the WY form of chunk_libtorch.cpp (which states
-// the algebra) as raw loops around BLAS products (kernels/cpu_blas.h), one (batch, head) per task of the ATen
-// thread pool, with its own backward. Per chunk of c <= C steps, with the state S transposed ([M, D]: o = S^T q):
+// the algebra) as raw loops around small matrix products (kernels/small_gemm_cpu.h), one (batch, head) per task of the
+// ATen thread pool, with its own backward. Per chunk of c <= C steps, with the state S transposed ([M, D]: o = S^T q):
 //   prepare:  g = cumsum log alpha, Gamma_ts = e^{g_t - g_s} = alpha_{s+1} ... alpha_t (s <= t, a product: no exp),
 //             L = strict(K K^T . Gamma), A = diag(beta) L, P = (Q K^T) . Gamma,
 //             Tinv = (I + A)^-1 by forward substitution (the UT transform of fla's chunk kernels),
@@ -14,7 +14,8 @@
 // and the elementwise rules of each product (pair_grads, gate_grads). No gate (the delta rule) is g = 0: Q and K
 // are then used in place of Qr and Kw. The backward's products with S^T and dS^T take the transposed matrices
 // (transposed once a chunk: kernels/transpose_cpu.h) because the BLAS's small A B^T products run at half the speed
-// of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on). The forward
+// of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on), and the AVX2
+// tiles read B^T only through a transposed copy, made once a chunk here rather than once a product. The forward
 // keeps S itself: a transposing store into the kept buffer cost the forward 12 %, more than a plain copy.
 #include <ATen/Parallel.h>
 
@@ -25,6 +26,7 @@
 #include "kernels/cpu_blas.h"
 #include "kernels/lookahead.h"
 #include "kernels/recurrences.h"
+#include "kernels/small_gemm_cpu.h"
 #include "kernels/transpose_cpu.h"
 #include "kernels/vector_clones.h"
 
@@ -82,11 +84,11 @@ struct Chunk {
   }
 };
 
-// blas::gemm, then a share of the lines the backward's next chunk will need (kernels/lookahead.h; the forward walks
+// small_gemm, then a share of the lines the backward's next chunk will need (kernels/lookahead.h; the forward walks
 // the chunks in the hardware prefetchers' direction, and fetching its next chunk ahead measured no faster).
 template <typename T, typename... Args>
 FWLAB_HOT void product(const Chunk<T>& w, Args... args) {
-  blas::gemm<T>(args...);
+  small_gemm<T>(args...);
   w.ahead.fetch(32);
 }
 
