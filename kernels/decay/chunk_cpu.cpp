@@ -1,14 +1,13 @@
-// The chunked decay programs on the CPU (kernels/decay/chunk_cpu.h states the algebra): one head per task of the
-// ATen thread pool, the loops between the products (kernels/small_gemm_cpu.h) cloned per instruction set
-// (kernels/vector_clones.h).
+// The chunked decay programs on the CPU (kernels/decay/chunk_cpu.h states the algebra): one head at a time to
+// each thread of the ATen pool (kernels/head_queue.h), the loops between the products (kernels/small_gemm_cpu.h) cloned
+// per instruction set (kernels/vector_clones.h).
 #include "kernels/decay/chunk_cpu.h"
-
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu_blas.h"
+#include "kernels/head_queue.h"
 #include "kernels/small_gemm_cpu.h"
 #include "kernels/vector_clones.h"
 
@@ -234,19 +233,16 @@ FWLAB_VECTOR_CLONES void backward_entry(const Head<double>& h, double* states, d
 template <typename T>
 void forward(const cuda::ChunkProblem<T, T>& p, StepGates<T> gates, T* y, T* states) {
   const int64_t per_state = (p.chunks() + 1) * p.D * p.M;
-  at::parallel_for(0, p.heads, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t n = lo; n < hi; ++n)
-      forward_entry(head_of(p, gates, n), y + n * p.steps * p.D, states + n * per_state);
-  });
+  for_each_head_queued(
+      p.heads, [&](int64_t n) { forward_entry(head_of(p, gates, n), y + n * p.steps * p.D, states + n * per_state); });
 }
 
 template <typename T>
 void backward(const cuda::ChunkProblem<T, T>& p, StepGates<T> gates, T* states, T* dstates, T* dq, T* dk, T* dv) {
   const int64_t per_state = (p.chunks() + 1) * p.D * p.M;
-  at::parallel_for(0, p.heads, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t n = lo; n < hi; ++n)
-      backward_entry(head_of(p, gates, n), states + n * per_state, dstates + n * per_state, dq + n * p.steps * p.M,
-                     dk + n * p.steps * p.M, dv + n * p.steps * p.D);
+  for_each_head_queued(p.heads, [&](int64_t n) {
+    backward_entry(head_of(p, gates, n), states + n * per_state, dstates + n * per_state, dq + n * p.steps * p.M,
+                   dk + n * p.steps * p.M, dv + n * p.steps * p.D);
   });
 }
 

@@ -17,13 +17,13 @@
 // of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on), and the AVX2
 // tiles read B^T only through a transposed copy, made once a chunk here rather than once a product. The forward
 // keeps S itself: a transposing store into the kept buffer cost the forward 12 %, more than a plain copy.
-#include <ATen/Parallel.h>
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu_blas.h"
+#include "kernels/head_queue.h"
+#include "kernels/lane_dot.h"
 #include "kernels/lookahead.h"
 #include "kernels/recurrences.h"
 #include "kernels/small_gemm_cpu.h"
@@ -256,21 +256,15 @@ FWLAB_HOT void solve_grads(const Head<T>& h, const Chunk<T>& w, ScanGrads<T>& d,
   const int64_t M = w.M, D = w.D, MD = w.MD;
   for (int64_t t = 0; t < w.c; ++t) {
     const int64_t r = w.t0 + t;
-    const T b = h.beta[r], to_end = w.decay(w.c - 1, t), *K = h.k + r * M, *V = h.v + r * D;
-    const T *dRk = d.dR.data() + t * MD, *dRv = dRk + M;
-    T k_dR = 0, v_dR = 0;
-#pragma omp simd reduction(+ : k_dR)
-    for (int64_t j = 0; j < M; ++j) {
-      k_dR += K[j] * dRk[j];
-      out.dk[r * M + j] = b * w.gam[t] * dRk[j] + to_end * d.dKw[t * M + j];
-    }
-#pragma omp simd reduction(+ : v_dR)
-    for (int64_t i = 0; i < D; ++i) {
-      v_dR += V[i] * dRv[i];
-      out.dv[r * D + i] = b * dRv[i];
-    }
+    const T b = h.beta[r], scale = b * w.gam[t], to_end = w.decay(w.c - 1, t);
+    const T *K = h.k + r * M, *V = h.v + r * D, *__restrict dRk = d.dR.data() + t * MD, *__restrict dRv = dRk + M;
+    const T* __restrict dKw = d.dKw.data() + t * M;
+    T* __restrict dk = out.dk + r * M, * __restrict dv = out.dv + r * D;
+    for (int64_t j = 0; j < M; ++j) dk[j] = scale * dRk[j] + to_end * dKw[j];
+    for (int64_t i = 0; i < D; ++i) dv[i] = b * dRv[i];
+    const T k_dR = lane_dot(K, dRk, M), v_dR = lane_dot(V, dRv, D);
     out.dbeta[r] = w.gam[t] * k_dR + v_dR;
-    d.dg[t] = b * w.gam[t] * k_dR;
+    d.dg[t] = scale * k_dR;
   }
 }
 
@@ -419,10 +413,9 @@ struct DeltaChunkCpu : public torch::autograd::Function<DeltaChunkCpu> {
     auto values = torch::empty({B, H, T, D}, v.options()), pairs = torch::empty({B, H, chunks, 3 * C * C}, v.options());
     const std::vector<torch::Tensor> kept{starts, solved, values, pairs};
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "delta_chunk_cpu", [&] {
-      at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t n = lo; n < hi; ++n)
-          forward_entry(head_at<scalar_t>(in, n, C), at_head<scalar_t>(S, n), at_head<scalar_t>(y, n),
-                        kept_at<scalar_t>(kept, n));
+      for_each_head_queued(B * H, [&](int64_t n) {
+        forward_entry(head_at<scalar_t>(in, n, C), at_head<scalar_t>(S, n), at_head<scalar_t>(y, n),
+                      kept_at<scalar_t>(kept, n));
       });
     });
     ctx->save_for_backward({in[0], in[1], in[2], in[3], in[4], starts, solved, values, pairs});
@@ -440,12 +433,10 @@ struct DeltaChunkCpu : public torch::autograd::Function<DeltaChunkCpu> {
     auto dq = torch::empty_like(in[0]), dk = torch::empty_like(in[1]), dv = torch::empty_like(in[2]);
     auto dalpha = torch::zeros_like(in[3]), dbeta = torch::empty_like(in[4]);
     AT_DISPATCH_FLOATING_TYPES(in[0].scalar_type(), "delta_chunk_cpu_backward", [&] {
-      at::parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t n = lo; n < hi; ++n) {
-          const Grads<scalar_t> g{at_head<scalar_t>(dy, n), at_head<scalar_t>(dq, n),     at_head<scalar_t>(dk, n),
-                                  at_head<scalar_t>(dv, n), at_head<scalar_t>(dalpha, n), at_head<scalar_t>(dbeta, n)};
-          backward_entry(head_at<scalar_t>(in, n, C), kept_at<scalar_t>(kept, n), at_head<scalar_t>(dS, n), g);
-        }
+      for_each_head_queued(B * H, [&](int64_t n) {
+        const Grads<scalar_t> g{at_head<scalar_t>(dy, n), at_head<scalar_t>(dq, n),     at_head<scalar_t>(dk, n),
+                                at_head<scalar_t>(dv, n), at_head<scalar_t>(dalpha, n), at_head<scalar_t>(dbeta, n)};
+        backward_entry(head_at<scalar_t>(in, n, C), kept_at<scalar_t>(kept, n), at_head<scalar_t>(dS, n), g);
       });
     });
     return {dq, dk, dv, in[3].numel() ? dalpha : torch::Tensor(), dbeta, transposed_state(dS), torch::Tensor()};

@@ -1,7 +1,8 @@
 // The delta family's form decisions kept on disk (kernels/gated_delta/form_choice.h), so that every process on a
 // machine runs a shape class in the form the first one measured: a job run twice, or resumed, gives the same
 // numbers (the forms round differently). One JSON file, {machine: {shape class: form}}, where the machine is the
-// CPU's model name and the thread count; read whole, updated under an flock and replaced by rename.
+// CPU's model name, the thread count and the forms' revision; read whole, updated under an flock and replaced by
+// rename.
 #pragma once
 
 #include <map>
@@ -9,7 +10,8 @@
 
 namespace fwlab::kernels {
 
-// "Intel(R) Xeon(R) Processor, 2 threads": what the times depend on besides the shape.
+// "Intel(R) Xeon(R) Processor, 2 threads, forms r2": what the times depend on besides the shape, and the kernels'
+// revision that timed them.
 std::string form_store_machine();
 // This machine's decisions in `path` (none where the file is absent or unreadable).
 std::map<std::string, std::string> read_form_store(const std::string& path);
