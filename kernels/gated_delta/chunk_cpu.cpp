@@ -176,10 +176,7 @@ FWLAB_HOT void scan_forward(Chunk<T>& w, T* S, T* y) {
   new_values(w, S);
   product(w, false, false, c, D, M, 1, w.qr, M, S, D, 0, y, D);
   product(w, false, false, c, D, c, 1, w.P, w.C, w.u, D, 1, y, D);
-  const T gate = w.gate();
-  if (gate != T(1))
-    for (int64_t n = 0; n < M * D; ++n) S[n] *= gate;
-  product(w, true, false, M, D, c, 1, w.kw, M, w.u, D, 1, S, D);
+  product(w, true, false, M, D, c, 1, w.kw, M, w.u, D, w.gate(), S, D);  // the gate as beta: no pass of its own
 }
 
 // S: state0 [M, D] in, S_T out; y [T, D].
@@ -242,10 +239,7 @@ FWLAB_HOT void scan_backward(const Chunk<T>& w, const T* S, const T* dO, T* dS, 
     for (int64_t n = 0; n < M * D; ++n) dgate += St[n] * dSt[n];
   }
   d.dgate = dgate;
-  const T gate = w.gate();
-  if (gate != T(1))
-    for (int64_t n = 0; n < M * D; ++n) dS[n] *= gate;
-  product(w, true, false, M, D, c, 1, w.qr, M, dO, D, 1, dS, D);
+  product(w, true, false, M, D, c, 1, w.qr, M, dO, D, w.gate(), dS, D);
   product(w, true, false, M, D, c, -1, w.X, MD, d.du.data(), D, 1, dS, D);
 }
 
