@@ -1,6 +1,7 @@
 // Chunked CPU kernel of the delta rule and the gated delta rule: the WY form of chunk_libtorch.cpp (which states
-// the algebra) as raw loops around small matrix products (kernels/small_gemm_cpu.h), one (batch, head) per task of the
-// ATen thread pool, with its own backward. Per chunk of c <= C steps, with the state S transposed ([M, D]: o = S^T q):
+// the algebra) as raw loops around small matrix products (kernels/small_gemm_cpu.h), one (batch, head) at a time to
+// each thread of the ATen pool (kernels/head_queue.h), with its own backward. Per chunk of c <= C steps, with the state
+// S transposed ([M, D]: o = S^T q):
 //   prepare:  g = cumsum log alpha, Gamma_ts = e^{g_t - g_s} = alpha_{s+1} ... alpha_t (s <= t, a product: no exp),
 //             L = strict(K K^T . Gamma), A = diag(beta) L, P = (Q K^T) . Gamma,
 //             Tinv = (I + A)^-1 by forward substitution (the UT transform of fla's chunk kernels),
