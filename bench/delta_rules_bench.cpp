@@ -106,11 +106,6 @@ struct Sgemm {
   static double gflops(double seconds) { return 2.0 * 2048.0 * 2048.0 * 2048.0 / seconds / 1e9; }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The form and the sgemm by turns (after a warm-up of each), each row's ratio from the medians of the same minute:
 // this VM's sgemm moves by 30-40 % within an hour, so a limit measured once at the start made the ratios drift.
 Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int repeats, const Sgemm& sgemm) {
@@ -126,7 +121,7 @@ Measured measure(const Form& form, const std::vector<torch::Tensor>& in, int rep
     sgemm_s.push_back(fwlab::bench::seconds([&] { sgemm.run(); }));
   }
   Measured m;
-  m.ms = 1e3 * median(form_s), m.sgemm_gflops = Sgemm::gflops(median(sgemm_s));
+  m.ms = 1e3 * fwlab::bench::median(form_s), m.sgemm_gflops = Sgemm::gflops(fwlab::bench::median(sgemm_s));
   for (const auto& t : in) t.mutable_grad() = torch::Tensor();
   const double before = heap_bytes();
   auto r = form.run(in);

@@ -24,13 +24,18 @@ inline double seconds(const std::function<void()>& f, const std::function<void()
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The middle of the sorted times (the upper one of the two middles where there are an even number).
+inline double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // Median over `repeats` timed runs after one warm-up.
 inline double median_seconds(int repeats, const std::function<void()>& f, const std::function<void()>& wait = no_wait) {
   f();
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) t.push_back(seconds(f, wait));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(t);
 }
 
 // Greedy tokens/s once the context holds `length` tokens (batch 1): the first `length` steps are not timed.
