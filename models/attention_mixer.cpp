@@ -70,11 +70,10 @@ QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position, torch
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
   auto all = with_lora(qkv, qkv_lora, x);
   if (conv) all = conv(all, conv_cache);
-  auto heads = [&](int64_t offset, int64_t size, int64_t n) {
-    return all.narrow(-1, offset, size).view({B, T, n, head_dim_}).transpose(1, 2);
-  };
-  QkvHeads h{heads(0, inner, n_heads_), heads(inner, kv_inner, n_kv_heads_),
-             heads(inner + kv_inner, kv_inner, n_kv_heads_)};
+  // One split, whose backward is one concatenation (three narrows' are three zero-filled copies of `all` summed).
+  const auto parts = all.split_with_sizes({inner, kv_inner, kv_inner}, -1);
+  auto heads = [&](size_t i, int64_t n) { return parts[i].view({B, T, n, head_dim_}).transpose(1, 2); };
+  QkvHeads h{heads(0, n_heads_), heads(1, n_kv_heads_), heads(2, n_kv_heads_)};
   if (rope_) h.q = rope_->apply(h.q, position), h.k = rope_->apply(h.k, position);
   return h;
 }

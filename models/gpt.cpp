@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/elementwise/gelu_tanh.h"
 #include "kernels/few_rows_linear.h"
 #include "models/mixers.h"
 
@@ -27,7 +28,8 @@ Block::Block(const MixerSpec& spec, const ModelConfig& cfg)
 torch::Tensor Block::activation(const torch::Tensor& x) const {
   if (activation_ == "silu") return torch::silu(x);
   if (activation_ == "relu") return torch::relu(x);
-  return torch::gelu(x, activation_ == "gelu" ? "none" : "tanh");  // gelu_tanh: GPT-2's gelu_new
+  if (activation_ == "gelu") return torch::gelu(x);
+  return kernels::gelu_tanh(x);  // GPT-2's gelu_new
 }
 
 torch::Tensor Block::mlp(const torch::Tensor& x) {

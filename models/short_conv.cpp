@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/short_conv/causal_conv_cpu.h"
 #include "models/mixer.h"
 
 namespace fwlab {
@@ -21,6 +22,7 @@ ShortConvImpl::ShortConvImpl(int64_t channels, int64_t taps, ShortConvOptions op
 }
 
 torch::Tensor ShortConvImpl::forward(const torch::Tensor& x, torch::Tensor* cache) {
+  if (!cache && kernels::causal_conv_cpu_applies(x)) return kernels::causal_conv_cpu(x, weight, bias, silu_);
   const int64_t B = x.size(0), C = x.size(2), T = x.size(1);
   auto past = cache && cache->defined() ? *cache : torch::zeros({B, C, taps - 1}, x.options());
   auto padded = torch::cat({past.to(x.scalar_type()), x.transpose(1, 2)}, 2);  // [B, C, taps - 1 + T]

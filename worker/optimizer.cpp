@@ -1,5 +1,7 @@
 #include "worker/optimizer.h"
 
+#include "kernels/optim/adamw_cpu.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -27,7 +29,14 @@ void AdamW::step(double lr) {
   for (auto& s : slots_) {
     const auto& g = s.param.grad();
     if (!g.defined()) continue;
-    if (s.decay && spec_.weight_decay > 0) s.param.mul_(1.0 - lr * spec_.weight_decay);
+    const bool decays = s.decay && spec_.weight_decay > 0;
+    if (kernels::adamw_loop_applies(s.param, s.exp_avg, s.exp_avg_sq)) {  // one pass; the lines below are its twin
+      kernels::adamw_update_cpu(
+          s.param, s.exp_avg, s.exp_avg_sq,
+          {lr, spec_.beta1, spec_.beta2, spec_.eps, decays ? 1.0 - lr * spec_.weight_decay : 1.0, bc1, bc2});
+      continue;
+    }
+    if (decays) s.param.mul_(1.0 - lr * spec_.weight_decay);
     s.exp_avg.mul_(spec_.beta1).add_(g, 1.0 - spec_.beta1);
     s.exp_avg_sq.mul_(spec_.beta2).addcmul_(g, g, 1.0 - spec_.beta2);
     auto denom = (s.exp_avg_sq / bc2).sqrt_().add_(spec_.eps);
@@ -58,6 +67,11 @@ void AdamW::load_state(const NamedTensors& tensors, int64_t steps) {
     }
   }
   steps_ = steps;
+}
+
+double clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
+  if (kernels::grads_fit_clip_loop(params)) return kernels::clip_grad_norm_cpu(params, max_norm);
+  return torch::nn::utils::clip_grad_norm_(params, max_norm);
 }
 
 double learning_rate(const OptimSpec& spec, int64_t step, int64_t total_steps) {

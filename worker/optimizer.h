@@ -31,6 +31,10 @@ class AdamW {
   int64_t steps_ = 0;
 };
 
+// The gradients' global 2-norm, each scaled to bring it to max_norm where it is above (infinity: measured only), as
+// torch::nn::utils::clip_grad_norm_ does; on the CPU one pass a tensor (kernels/optim/adamw_cpu.h).
+double clip_gradients(const std::vector<torch::Tensor>& params, double max_norm);
+
 // Learning rate at `step` (0-based): linear warm-up to spec.lr over warmup_steps, then cosine to spec.min_lr at
 // total_steps.
 double learning_rate(const OptimSpec& spec, int64_t step, int64_t total_steps);

@@ -37,9 +37,13 @@ std::shared_ptr<FeatureMap> make_feature_map(const MixerSpec& spec, int64_t n_he
 std::vector<std::string> registered_feature_maps() { return row_names(feature_map_rows()); }
 
 torch::Tensor project_heads(const torch::Tensor& x, const torch::Tensor& w) {
-  const bool step = x.dim() == 3;
-  auto y = torch::matmul(step ? x.unsqueeze(-2) : x, w.transpose(-1, -2));
-  return step ? y.squeeze(-2) : y;
+  if (x.dim() == 3) return torch::matmul(x.unsqueeze(-2), w.transpose(-1, -2)).squeeze(-2);
+  if (w.dim() != 3 || w.size(0) != x.size(1)) return torch::matmul(x, w.transpose(-1, -2));
+  // [B, H, T, hd] as one [B T, hd] x [hd, m] product per head: a matmul broadcasting w over B ran B H small
+  // products, each a libtorch call of its own (1.13's bmm loops over the batch).
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2);
+  auto per_head = x.transpose(0, 1).reshape({H, B * T, x.size(3)});
+  return torch::bmm(per_head, w.transpose(-1, -2)).view({H, B, T, w.size(1)}).transpose(0, 1);
 }
 
 }  // namespace fwlab
