@@ -106,7 +106,7 @@ TEST_CASE("pre-tokenised files: uint16 and uint32, nanoGPT's val.bin, an optiona
 }
 
 TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
-  MqarSpec spec{64, 128, 8, 0.01};
+  MqarSpec spec{64, 128, 8, 0.01, {}, {}};
   auto b = make_mqar_batch(spec, 32, 7);
   REQUIRE(b.inputs.size() == 32u * 128u);
   std::vector<int64_t> query_positions;
@@ -151,9 +151,9 @@ TEST_CASE("MQAR: pairs, queries and labels", "[data]") {
   CHECK(near > static_cast<long>(query_positions.size() / 2 + query_positions.size() / 10));
   CHECK(make_mqar_batch(spec, 4, 7).inputs == make_mqar_batch(spec, 4, 7).inputs);
   CHECK(make_mqar_batch(spec, 4, 7).inputs != make_mqar_batch(spec, 4, 8).inputs);
-  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{64, 20, 8, 0.01}, 1, 1),
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{64, 20, 8, 0.01, {}, {}}, 1, 1),
                     Catch::StartsWith("mqar.seq_len: 20 is too short for 8 pairs"));
-  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{16, 64, 8, 0.01}, 1, 1),
+  CHECK_THROWS_WITH(make_mqar_batch(MqarSpec{16, 64, 8, 0.01, {}, {}}, 1, 1),
                     Catch::StartsWith("mqar.pairs: 8 distinct keys do not fit"));
 }
 
@@ -232,4 +232,26 @@ TEST_CASE("associative retrieval: pair tokens, distinct keys and values, queries
   CHECK_THROWS_WITH(make_retrieval_batch(spec, 1, 1), "retrieval.pairs: 17 distinct keys do not fit in keys = 16");
   spec.pairs = 4, spec.values = 3;
   CHECK_THROWS_WITH(make_retrieval_batch(spec, 1, 1), "retrieval.pairs: 4 distinct values do not fit in values = 3");
+}
+
+TEST_CASE("MQAR mix: training batches drawn at each point in proportion to its weight, test points in turn", "[data]") {
+  MqarSpec spec;
+  spec.vocab = 8192;
+  spec.mix = {{64, 4, 5.0}, {128, 8, 1.0}, {256, 16, 2.0}};
+  std::map<int64_t, int> seen;
+  for (uint64_t seed = 0; seed < 8000; ++seed) ++seen[spec.train_point(seed).seq_len];
+  CHECK(seen[64] == Approx(5000).margin(200));  // 5/8, 1/8, 2/8 of 8000 (binomial sd ~ 43, 30, 39)
+  CHECK(seen[128] == Approx(1000).margin(150));
+  CHECK(seen[256] == Approx(2000).margin(180));
+  CHECK(spec.train_point(17).seq_len == spec.train_point(17).seq_len);  // a seed's point is fixed
+  const auto batch = make_mqar_batch(spec.at({256, 16, 1.0}), 2, 3);
+  CHECK(batch.len == 256);
+  CHECK(std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; }) == 32);
+  CHECK(spec.eval_points().size() == 3);  // no test points: the mix's own
+  spec.test_points = {{512, 128, 1.0}};
+  CHECK(spec.eval_points()[0].seq_len == 512);
+  CHECK(spec.longest() == 512);
+  MqarSpec plain;
+  CHECK(plain.train_point(5).seq_len == plain.seq_len);
+  CHECK(plain.eval_points().size() == 1);
 }

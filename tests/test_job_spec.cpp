@@ -78,6 +78,52 @@ TEST_CASE("job spec: bad specs name the key at fault", "[spec]") {
   CHECK(spec_error(R"([1, 2])") == "job: must be an object");
 }
 
+TEST_CASE("job spec: an MQAR mix and test points, the log evaluation schedule, the op profile", "[spec]") {
+  const auto mqar = [](const std::string& more) {
+    return R"({"data": {"source": "mqar", "mqar": {"vocab": 8192)" + more +
+           R"(}}, "model": {"vocab": 8192, "context": 1024}})";
+  };
+  auto s = parse_job_spec(
+      nlohmann::json::parse(mqar(R"(, "mix": [[64, 4, 5], [256, 64, 1]], "test_points": [[1024, 256]])")), "/repo");
+  CHECK(s.data.task_seq_len() == 1024);  // the longest sequence fed: the context must hold it
+  CHECK(s.data.mqar.mix.size() == 2);
+  CHECK(s.data.mqar.mix[0].weight == 5.0);
+  CHECK(spec_error(mqar(R"(, "mix": [[128, 8, 1]])")) ==
+        "data.mqar.mix: its first point (128, 8) differs from seq_len = 64 and pairs = 4, which name the first point");
+  CHECK(spec_error(mqar(R"(, "mix": [[64, 4, 1], [64, 40, 1]])")) ==
+        "data.mqar.mix[1]: 64 is too short for 40 pairs and their queries (needs >= 159)");
+  CHECK(spec_error(mqar(R"(, "mix": [[64, 4]])")) ==
+        "data.mqar.mix: must be [[seq_len, pairs, weight], ...], got [[64,4]]");
+  CHECK(spec_error(mqar(R"(, "mix": [[64, 4, 0]])")) == "data.mqar.mix[0]: its weight must be positive, got 0");
+  CHECK(spec_error(mqar(R"(, "test_points": [[64, 4], [64, 8], [64, 16]])")) ==
+        "eval.mqar_batches: MQAR evaluates its 3 points in turn: a multiple of 3, got 8");
+  CHECK(spec_error(R"({"eval": {"schedule": "log"}})") ==
+        "eval.count: schedule = 'log' spaces `count` evaluations from step 1 to the last: at least 2, got 0");
+  CHECK(spec_error(R"({"eval": {"count": 5}})") == "eval.count: applies to schedule = 'log' only");
+  CHECK(spec_error(R"({"debug": {"profile_steps": 95}})") ==
+        "debug.profile_steps: profiling starts after 10 steps: 95 more would pass train.steps = 100");
+  CHECK(spec_error(R"({"debug": {"profile_shapes": true}})") ==
+        "debug.profile_shapes: tells the operators of a profile apart: set debug.profile_steps too");
+}
+
+TEST_CASE("eval schedule: every N, and log-spaced points from step 1 to the last", "[spec]") {
+  EvalSpec e;
+  e.every = 0, e.schedule = "log", e.count = 4;  // 1000^(i/3): 1, 10, 100, 1000
+  std::vector<int64_t> due;
+  for (int64_t step = 1; step <= 1000; ++step)
+    if (e.due(step, 1000)) due.push_back(step);
+  CHECK(due == std::vector<int64_t>{1, 10, 100, 1000});
+  e.every = 400;  // beside the log points
+  due.clear();
+  for (int64_t step = 1; step <= 1000; ++step)
+    if (e.due(step, 1000)) due.push_back(step);
+  CHECK(due == std::vector<int64_t>{1, 10, 100, 400, 800, 1000});
+  EvalSpec plain;
+  plain.every = 0;
+  CHECK_FALSE(plain.due(5, 10));
+  CHECK(plain.due(10, 10));
+}
+
 TEST_CASE("job spec: model.dtype is taken out of the model keys and checked against the job", "[spec]") {
   const auto eval = parse_job_spec(
       nlohmann::json::parse(R"({"kind": "eval", "init_checkpoint": "hf:/m", "model": {"dtype": "bfloat16"},

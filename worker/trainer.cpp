@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "kernels/blas_core.h"
+#include "kernels/cross_entropy/cross_entropy_cpu.h"
 #include "kernels/recurrences.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -31,6 +32,7 @@
 #include "text/corpora/corpus.h"
 #include "text/corpora/dataset.h"
 #include "worker/loss_spike.h"
+#include "worker/op_profile.h"
 #include "worker/optimizer.h"
 #include "worker/teacher_chain.h"
 #include "worker/precision.h"
@@ -106,16 +108,21 @@ std::pair<torch::Tensor, torch::Tensor> lm_batch(const TokenStream& tokens, int6
   return {w.narrow(1, 0, T), w.narrow(1, 1, T)};
 }
 
-// A generated task's batch: inputs, and targets that are -1 where nothing is asked.
-std::pair<torch::Tensor, torch::Tensor> task_batch(const DataSpec& d, int64_t B, uint64_t seed, torch::Device device) {
-  auto b = d.source == "mqar" ? make_mqar_batch(d.mqar, B, seed) : make_retrieval_batch(d.retrieval, B, seed);
+// A generated task's batch: inputs, and targets that are -1 where nothing is asked. MQAR's batch is at `point`
+// (a training batch's drawn from the mix, an evaluation batch's from the test points).
+std::pair<torch::Tensor, torch::Tensor> task_batch(const DataSpec& d, const MqarPoint& point, int64_t B, uint64_t seed,
+                                                   torch::Device device) {
+  auto b = d.source == "mqar" ? make_mqar_batch(d.mqar.at(point), B, seed) : make_retrieval_batch(d.retrieval, B, seed);
   return {to_tensor(b.inputs, B, b.len, device), to_tensor(b.targets, B, b.len, device)};
 }
 
-// The loss in fp32 whatever the precision of the logits' product.
+// The loss in fp32 whatever the precision of the logits' product. Language-model batches have a target at every
+// position: the one-pass cross-entropy (kernels/cross_entropy/cross_entropy_cpu.h) where none is ignored.
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return torch::nn::functional::cross_entropy(kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)}),
-                                              targets.reshape({-1}),
+  const auto flat = kernels::widened_to_fp32(logits).reshape({-1, logits.size(-1)});
+  if (kernels::cross_entropy_loop_applies(flat) && targets.min().item<int64_t>() >= 0)
+    return kernels::cross_entropy_mean(flat, targets.reshape({-1}));
+  return torch::nn::functional::cross_entropy(flat, targets.reshape({-1}),
                                               torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
 }
 
@@ -124,7 +131,7 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
 torch::Tensor model_loss(GPT& model, const torch::Tensor& x, const torch::Tensor& y, bool every_position) {
   if (every_position) return lm_loss(model->forward(x), y);
   auto [logits, targets] = model->labelled_logits(x, y);
-  return torch::nn::functional::cross_entropy(kernels::widened_to_fp32(logits), targets);
+  return kernels::cross_entropy_mean(kernels::widened_to_fp32(logits), targets);
 }
 
 // Name of the first place in the network whose output is not finite, by re-running the batch without gradients.
@@ -163,17 +170,18 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
       mask[static_cast<int64_t>(r)].narrow(0, w.score_from, T - w.score_from).fill_(true);
     }
     auto all = to_tensor(ids, static_cast<int64_t>(n), T + 1, device);
-    torch::Tensor logits;
+    // The output layer only where a position is scored (eval.last_half leaves the first half unscored).
+    const auto scored = all.narrow(1, 1, T).masked_fill(mask.logical_not().to(device), -1);
+    torch::Tensor logits, targets;
     {
       const AutocastScope amp(spec.train.precision, device);
-      logits = kernels::widened_to_fp32(model->forward(all.narrow(1, 0, T)));
+      std::tie(logits, targets) = model->labelled_logits(all.narrow(1, 0, T), scored);
     }
     auto losses =
-        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), all.narrow(1, 1, T).reshape({-1}),
+        torch::nn::functional::cross_entropy(kernels::widened_to_fp32(logits), targets,
                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    auto m = mask.reshape({-1}).to(device);
-    nll += losses.masked_select(m).to(torch::kFloat64).sum().item<double>();
-    count += m.sum().item<int64_t>();
+    nll += losses.to(torch::kFloat64).sum().item<double>();
+    count += targets.numel();
   }
   model->train();
   return {nll / static_cast<double>(count), count};
@@ -184,9 +192,10 @@ EvalResult evaluate_task(GPT& model, const JobSpec& spec, torch::Device device, 
   model->eval();
   double nll = 0.0;
   int64_t count = 0, correct = 0;
+  const auto points = spec.data.mqar.eval_points();  // taken in turn
   for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
-    auto [x, y] =
-        task_batch(spec.data, spec.train.batch_size, mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
+    auto [x, y] = task_batch(spec.data, points[static_cast<size_t>(i) % points.size()], spec.train.batch_size,
+                             mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
     torch::Tensor logits, t;
     {
       const AutocastScope amp(spec.train.precision, device);
@@ -429,6 +438,8 @@ class TrainingRun {
   std::unique_ptr<Progress> progress_;
   std::map<std::string, std::string> best_metadata_;
   std::vector<double> layer_mse_;  // transfer: per-layer MSE summed over the log interval
+  OpProfile profile_;              // debug.profile_steps
+  void profile_around_step(bool after);
 };
 
 TrainingRun::TrainingRun(const JobSpec& spec, const std::string& job_dir, EventLog& log)
@@ -550,8 +561,9 @@ TrainingRun::StepResult TrainingRun::forward_backward(double lr) {
   StepResult r;
   for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
     const uint64_t seed = mix_seed(spec_.seed, static_cast<uint64_t>(st_.step) + 1, static_cast<uint64_t>(micro));
-    auto [x, y] = generated_ ? task_batch(spec_.data, spec_.train.batch_size, seed, device_)
-                             : lm_batch(corpus_.train, spec_.train.batch_size, T_, seed, device_);
+    auto [x, y] = generated_
+                      ? task_batch(spec_.data, spec_.data.mqar.train_point(seed), spec_.train.batch_size, seed, device_)
+                      : lm_batch(corpus_.train, spec_.train.batch_size, T_, seed, device_);
     torch::Tensor loss;
     {
       const AutocastScope amp(spec_.train.precision, device_);  // the forward only, as torch.autocast is used
@@ -592,9 +604,8 @@ std::optional<int> TrainingRun::optimizer_step(double lr, double& grad_norm) {
   }
   auto params = model_->parameters();
   scaler_.unscale(params);
-  grad_norm = spec_.optim.grad_clip > 0
-                  ? torch::nn::utils::clip_grad_norm_(params, spec_.optim.grad_clip)
-                  : torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+  grad_norm = clip_gradients(
+      params, spec_.optim.grad_clip > 0 ? spec_.optim.grad_clip : std::numeric_limits<double>::infinity());
   // fp16: an overflow skips the step and halves the loss scale; only a scale driven below 1 is a divergence.
   const bool stepped = scaler_.update(std::isfinite(grad_norm));
   if (!std::isfinite(grad_norm) && (stepped || scaler_.scale() < 1.0))
@@ -637,7 +648,7 @@ void TrainingRun::log_interval(double lr, double grad_norm, double state_max) {
 // Validation (and the best checkpoint) every eval_every steps and at the end; the resume checkpoint every
 // ckpt_every steps and at each evaluation, but not at the end.
 void TrainingRun::evaluate_and_checkpoint(bool last) {
-  const bool do_eval = (st_.step + 1) % eval_every_ == 0 || last;
+  const bool do_eval = spec_.eval.due(st_.step + 1, spec_.train.steps) || last;
   if (do_eval) {
     auto r = evaluate("valid");
     log_.write(eval_event("valid", st_.step + 1, r, corpus_.byte_level));
@@ -674,6 +685,18 @@ void TrainingRun::final_test() {
   log_.write(e);
 }
 
+// debug.profile_steps: the profiler starts before step kProfileWarmSteps and stops after its last step, writing
+// op_profile.txt (the profiled steps' time by operator).
+void TrainingRun::profile_around_step(bool after) {
+  const int64_t n = spec_.debug.profile_steps, from = kProfileWarmSteps;
+  if (n == 0) return;
+  if (!after && st_.step == from) profile_.start(spec_.debug.profile_shapes);
+  if (!after || st_.step + 1 != from + n || !profile_.running()) return;
+  const auto ops = profile_.stop();
+  std::ofstream(fs::path(job_dir_) / "op_profile.txt")
+      << fmt::format("# steps {} to {} of {}\n", from, from + n - 1, spec_.train.steps) << op_table(ops, n, 40);
+}
+
 // Step st_.step: an exit code where the job ends in it.
 std::optional<int> TrainingRun::one_step() {
   if (g_stop) {
@@ -683,6 +706,7 @@ std::optional<int> TrainingRun::one_step() {
     return finish(JobStatus::interrupted, kExitInterrupted, "interrupted", "stopped by signal",
                   nlohmann::json::object());
   }
+  profile_around_step(false);
   const auto t0 = std::chrono::steady_clock::now();
   const double lr = learning_rate(spec_.optim, st_.step, spec_.train.steps);
   apply_debug_nan_param();
@@ -698,6 +722,7 @@ std::optional<int> TrainingRun::one_step() {
   st_.interval_loss += micro.loss;
   st_.interval_ms += ms;
   ++st_.interval_steps;
+  profile_around_step(true);
   progress_->step(st_.step, micro.loss, static_cast<double>(tokens_per_step_) / (ms / 1000.0));
   const bool last = st_.step + 1 == spec_.train.steps;
   if ((st_.step + 1) % spec_.train.log_every == 0 || last) log_interval(lr, grad_norm, micro.state_max);

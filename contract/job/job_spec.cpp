@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -53,6 +55,8 @@ void read_data(Reader& r, JobSpec& s, const std::string& repo_root) {
   mq.get("seq_len", s.data.mqar.seq_len);
   mq.get("pairs", s.data.mqar.pairs);
   mq.get("power_a", s.data.mqar.power_a);
+  const auto* mix = mq.raw("mix");
+  const auto* test_points = mq.raw("test_points");
   mq.reject_unknown();
   auto rt = d.sub("retrieval");
   rt.get("keys", s.data.retrieval.keys);
@@ -72,6 +76,8 @@ void read_data(Reader& r, JobSpec& s, const std::string& repo_root) {
           fmt::format("is required for source '{}'", s.data.source));
   if (s.data.generated()) {
     try {
+      if (mix) s.data.mqar.mix = mqar_points_from_json(*mix, true, "mix");
+      if (test_points) s.data.mqar.test_points = mqar_points_from_json(*test_points, false, "test_points");
       if (s.data.source == "mqar")
         validate_mqar(s.data.mqar);
       else
@@ -140,6 +146,8 @@ void read_train(Reader& r, JobSpec& s) {
 void read_eval(Reader& r, JobSpec& s, const std::string& repo_root) {
   auto e = r.sub("eval");
   e.get("every", s.eval.every);
+  e.get("schedule", s.eval.schedule);
+  e.get("count", s.eval.count);
   e.get("max_tokens", s.eval.max_tokens);
   e.get("last_half", s.eval.last_half);
   e.get("test", s.eval.test);
@@ -154,9 +162,22 @@ void read_eval(Reader& r, JobSpec& s, const std::string& repo_root) {
         !s.init_checkpoint.empty(), "init_checkpoint",
         "kind 'eval' evaluates a checkpoint: set init_checkpoint (an fwlab checkpoint or hf:DIR), or a stage's from");
   require(s.eval.every >= 0, "eval.every", "must be >= 0 (0: only at the end)");
+  one_of(s.eval.schedule, {"every", "log"}, "eval.schedule");
+  if (s.eval.schedule == "log")
+    require(s.eval.count >= 2, "eval.count",
+            fmt::format("schedule = 'log' spaces `count` evaluations from step 1 to the last: at least 2, got {}",
+                        s.eval.count));
+  else
+    require(s.eval.count == 0, "eval.count", "applies to schedule = 'log' only");
+  at_most(s.eval.count, int64_t{1} << 16, "eval.count");
   require(s.eval.max_tokens >= 0, "eval.max_tokens", "must be >= 0 (0: whole split)");
   require(s.eval.mqar_batches > 0, "eval.mqar_batches", "must be positive");
   at_most(s.eval.mqar_batches, int64_t{1} << 20, "eval.mqar_batches");
+  const auto points = static_cast<int64_t>(s.data.mqar.eval_points().size());  // taken in turn: equal shares
+  if (s.data.source == "mqar" && points > 1)
+    require(s.eval.mqar_batches % points == 0, "eval.mqar_batches",
+            fmt::format("MQAR evaluates its {} points in turn: a multiple of {}, got {}", points, points,
+                        s.eval.mqar_batches));
 }
 
 void read_transfer(Reader& r, JobSpec& s) {
@@ -251,6 +272,15 @@ void read_debug(Reader& r, JobSpec& s) {
             fmt::format("steps count from 0 and must be below train.steps = {}, got {}", s.train.steps, step));
   g.get("wrong_kernel", s.debug.wrong_kernel);
   one_of(s.debug.wrong_kernel, {"", "decay_fused_cpu", "decay_chunks_cuda"}, "debug.wrong_kernel");
+  g.get("profile_steps", s.debug.profile_steps);
+  require(s.debug.profile_steps >= 0, "debug.profile_steps", "must not be negative");
+  g.get("profile_shapes", s.debug.profile_shapes);
+  require(!s.debug.profile_shapes || s.debug.profile_steps > 0, "debug.profile_shapes",
+          "tells the operators of a profile apart: set debug.profile_steps too");
+  require(s.debug.profile_steps == 0 || kProfileWarmSteps + s.debug.profile_steps <= s.train.steps,
+          "debug.profile_steps",
+          fmt::format("profiling starts after {} steps: {} more would pass train.steps = {}", kProfileWarmSteps,
+                      s.debug.profile_steps, s.train.steps));
   g.reject_unknown();
 }
 
@@ -286,6 +316,16 @@ void check_model(const JobSpec& s) {
 }
 
 }  // namespace
+
+bool EvalSpec::due(int64_t done, int64_t total) const {
+  if (done == total || (every > 0 && done % every == 0)) return true;
+  if (schedule != "log" || done < 1) return false;
+  // The i-th of `count` points is round(total^(i / (count - 1))); `done` is one if some i rounds to it.
+  const double span = std::log(static_cast<double>(total));
+  for (int64_t i = 0; i < count; ++i)
+    if (std::llround(std::exp(span * static_cast<double>(i) / static_cast<double>(count - 1))) == done) return true;
+  return false;
+}
 
 JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {
   JobSpec s;

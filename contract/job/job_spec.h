@@ -41,7 +41,7 @@ struct DataSpec {
   bool hf_tokenizer() const { return tokenizer.rfind("hf:", 0) == 0; }
   std::string hf_tokenizer_dir() const { return hf_tokenizer() ? tokenizer.substr(3) : ""; }  // DIR of "hf:DIR"
   // A generated task's input length.
-  int64_t task_seq_len() const { return source == "mqar" ? mqar.seq_len : retrieval.seq_len(); }
+  int64_t task_seq_len() const { return source == "mqar" ? mqar.longest() : retrieval.seq_len(); }
 };
 
 struct OptimSpec {
@@ -70,7 +70,12 @@ struct TrainSpec {
 };
 
 struct EvalSpec {
-  int64_t every = 100;       // validation every N steps (and at the end); 0: only at the end
+  int64_t every = 100;  // validation every N steps (and at the end); 0: only at the end
+  // "every": as `every` says; "log": also at `count` steps spaced evenly in log(step) from the first to the last
+  // (quality per training token, early steps dense), beside any `every` asks for.
+  std::string schedule = "every";
+  int64_t count = 0;
+  bool due(int64_t steps_done, int64_t total_steps) const;  // whether to evaluate after `steps_done` steps
   int64_t max_tokens = 0;    // cap on the tokens scored per evaluation (0: the whole split)
   bool last_half = false;    // T2R's protocol: windows overlap by half, only the last half is scored
   bool test = true;          // evaluate the best checkpoint on test at the end
@@ -133,6 +138,10 @@ struct BenchSpec {
   int64_t batch = 1;
 };
 
+// Steps a training job runs before debug.profile_steps starts: the allocator and the kernels' first-use checks
+// settle first.
+constexpr int64_t kProfileWarmSteps = 10;
+
 // Test hooks that make failures reproducible.
 struct DebugSpec {
   int64_t nan_param_at_step = -1;  // before this step's forward, fill `nan_param` with NaN
@@ -145,6 +154,10 @@ struct DebugSpec {
   // "": none; decay_fused_cpu | decay_chunks_cuda: that custom kernel's outputs come out 10% wrong, so that the
   // first-use self-check and its fallback (kernels/decay/kernel_guard.h) can be seen working where no GPU is.
   std::string wrong_kernel;
+  // Profile this many training steps by operator (after kProfileWarmSteps): op_profile.txt in the job directory
+  // (worker/op_profile.h). 0: none.
+  int64_t profile_steps = 0;
+  bool profile_shapes = false;  // the profile's operators told apart by their inputs' shapes (slower to record)
 };
 
 // kind = "translate" (worker/translate_job.cpp): an encoder-decoder trained on a parallel corpus with label
