@@ -1,6 +1,7 @@
 #include "analysis/plot.h"
 #include "analysis/gnuplot.h"
 #include "analysis/passkey_plot.h"
+#include "analysis/plot_panels.h"
 
 #include <fmt/format.h>
 
@@ -95,23 +96,7 @@ void write_and_run(const std::string& script, const std::string& name, const std
   if (rc != 0) throw PlotError(fmt::format("gnuplot failed on {}: {}", gp.string(), messages));
 }
 
-namespace {
-
-// One line (or set of points) of a figure.
-struct Series {
-  std::string title;
-  std::vector<std::array<double, 4>> points;  // x, y, ylow, yhigh (ylow/yhigh = y without error bars)
-  bool dashed = false;
-  std::optional<double> marker_x;  // a vertical dashed line (where the run diverged)
-  std::vector<double> diverged_x;  // x of points with no value because every run diverged
-  bool horizontal = false;         // a reference level drawn across the plot (first point's y)
-};
-
-struct Panel {
-  std::string title, xlabel, ylabel;
-  bool logx = false, logy = false, xtics_at_points = false, x_from_zero = false;
-  std::vector<Series> series;
-};
+namespace plotting {
 
 std::string fmt_g(double v) { return fmt::format("{:.10g}", v); }
 
@@ -194,8 +179,12 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
     } else if (se.points.empty()) {  // still in the legend: a run with no value is shown, not dropped
       parts.push_back(fmt::format("keyentry w l {} lw 2 {} t {}", se.dashed ? "dt 2" : "dt 1", lc, gp_quote(se.title)));
     } else {
-      const bool bars = std::any_of(se.points.begin(), se.points.end(),
-                                    [](const auto& pt) { return pt[2] != pt[1] || pt[3] != pt[1]; });
+      const bool spread = std::any_of(se.points.begin(), se.points.end(),
+                                      [](const auto& pt) { return pt[2] != pt[1] || pt[3] != pt[1]; });
+      const bool bars = spread && !se.band;
+      if (spread && se.band)
+        parts.push_back(
+            fmt::format("${}{} u 1:3:4 w filledcurves fs transparent solid 0.2 noborder {} notitle", prefix, i, lc));
       parts.push_back(fmt::format("${}{} u 1:2{} w {} {} lw 2 pt 7 ps 0.8 {} t {}", prefix, i, bars ? ":3:4" : "",
                                   bars ? "yerrorlines" : "linespoints", se.dashed ? "dt 2" : "dt 1", lc,
                                   gp_quote(se.title)));
@@ -462,7 +451,9 @@ Figure generation(const ResultSet& results, const TableSpec& spec, const PlotSpe
   return render({time, memory}, "generation", out_dir, gnuplot);
 }
 
-}  // namespace
+}  // namespace plotting
+
+using namespace plotting;
 
 std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table, const std::vector<PlotSpec>& plots,
                                const std::string& out_dir, const std::string& gnuplot) {
@@ -471,10 +462,12 @@ std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table,
   if (ec) throw PlotError(fmt::format("cannot create {}: {}", out_dir, ec.message()));
   auto figures = learning_curves(results, table, out_dir, gnuplot);
   for (size_t i = 0; i < plots.size(); ++i) {
-    if (plots[i].kind != "generation")
-      figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
-    else
+    if (plots[i].kind == "generation")
       figures.push_back(generation(results, table, plots[i], out_dir, gnuplot));
+    else if (plots[i].kind == "vs_tokens")
+      figures.push_back(quality_per_token(results, table, plots[i], i, out_dir, gnuplot));
+    else
+      figures.push_back(versus(results, table, plots[i], i, out_dir, gnuplot));
   }
   for (auto& f : passkey_heatmaps(results, table, out_dir, gnuplot)) figures.push_back(std::move(f));
   return figures;

@@ -267,13 +267,14 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
     const auto& p = ex.plots[i];
     r.known_keys(p, key, {"kind", "metric", "series", "x"});
     PlotSpec spec;
-    if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\", \"versus\" or \"generation\")");
+    if (!p.contains("kind")) r.fail(key, "needs a kind (\"vs_m\", \"versus\", \"vs_tokens\" or \"generation\")");
     spec.kind = r.text(p["kind"], key + ".kind");
-    if (spec.kind != "vs_m" && spec.kind != "versus" && spec.kind != "generation")
+    if (spec.kind != "vs_m" && spec.kind != "versus" && spec.kind != "generation" && spec.kind != "vs_tokens")
       r.fail(key + ".kind",
-             fmt::format("unknown kind '{}' (vs_m: metric against state size m; versus: metric against "
-                         "the axis x; generation: ms per token and state memory against sequence length){}",
-                         spec.kind, did_you_mean(spec.kind, {"vs_m", "versus", "generation"})));
+             fmt::format("unknown kind '{}' (vs_m: metric against state size m; versus: metric against the axis x; "
+                         "vs_tokens: a validation metric against training tokens; generation: ms per token and "
+                         "state memory against sequence length){}",
+                         spec.kind, did_you_mean(spec.kind, {"vs_m", "versus", "vs_tokens", "generation"})));
     if (spec.kind == "versus") {
       if (!p.contains("x")) r.fail(key, "kind \"versus\" needs x: the grid axis along the x axis");
       spec.x = r.text(p["x"], key + ".x");
@@ -291,7 +292,13 @@ std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
     spec.metric = p.contains("metric")          ? r.metric(p["metric"], key + ".metric")
                   : eval != table.metrics.end() ? *eval
                                                 : table.metrics.front();
-    spec.series = p.contains("series") ? r.names(p["series"], key + ".series") : table.rows;
+    if (spec.kind == "vs_tokens" && (spec.metric.source != Metric::Source::Eval || spec.metric.split != "valid"))
+      r.fail(key + ".metric", fmt::format("kind \"vs_tokens\" draws a validation curve: a valid_ metric (valid_ppl, "
+                                          "valid_accuracy, ...), not '{}'",
+                                          spec.metric.name));
+    auto cells = table.rows;  // vs_tokens: a line per cell, its columns too
+    if (spec.kind == "vs_tokens") cells.insert(cells.end(), table.columns.begin(), table.columns.end());
+    spec.series = p.contains("series") ? r.names(p["series"], key + ".series") : cells;
     out.push_back(spec);
   }
   return out;

@@ -405,6 +405,95 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
 }
 
+TEST_CASE("plot vs_tokens: validation curves against tokens since the teacher, seeds as a band", "[analysis]") {
+  // teacher -> swap (10 steps) -> ft (10 steps); batch 4 x 8 tokens = 32 a step; two seeds of swap and ft.
+  const std::string text = R"([experiment]
+name = "tokens"
+description = "quality per token"
+[defaults]
+seed = 0
+data = "brown"
+tokenizer = "byte"
+[defaults.model]
+vocab = 256
+d_model = 16
+n_layers = 1
+n_heads = 1
+head_dim = 16
+context = 8
+[defaults.train]
+batch_size = 4
+seq_len = 8
+[stage.teacher]
+axes = []
+mixer = "softmax"
+steps = 20
+[stage.swap]
+from = "teacher"
+mixer = "fast_weight"
+norm = "none"
+m = 4
+steps = 10
+[stage.ft]
+from = "swap"
+mixer = "fast_weight"
+norm = "none"
+m = 4
+steps = 10
+[grid]
+rule = ["decay"]
+seed = [0, 1]
+[table]
+stage = ["swap", "ft"]
+rows = ["rule"]
+columns = ["stage"]
+metric = "valid_ppl"
+reduce = { seed = "mean" }
+reference = [{ label = "teacher", stage = "teacher" }]
+[[plot]]
+kind = "vs_tokens"
+metric = "valid_ppl"
+)";
+  test::TempDir dir{"tokens"};
+  const auto file = dir.file("tokens.toml"), db_path = dir.file("fwlab.db");
+  test::spit(file, text);
+  {
+    Db db(db_path);
+    auto job = db.prepare(
+        "INSERT INTO jobs(id, experiment, stage, coords, config, status) VALUES(?, 'tokens', ?, ?, ?, 'finished')");
+    auto ev =
+        db.prepare("INSERT INTO evals(job_id, split, step, checkpoint, loss, ppl) VALUES(?, 'valid', ?, '', ?, ?)");
+    for (const auto& j : plan_jobs(load_experiment(file, ""), FWLAB_SOURCE_DIR, kFwlabVersion)) {
+      job.bind(1, j.id).bind(2, j.stage).bind(3, j.coords.dump()).bind(4, j.spec.dump()).run();
+      const double seed = j.coords.contains("seed") ? j.coords["seed"].get<double>() : 0.0;
+      const double base = j.stage == "teacher" ? 5.0 : j.stage == "swap" ? 20.0 : 10.0;
+      for (int64_t step : {1, 10}) {
+        const double ppl = base + 2.0 * seed - static_cast<double>(step) / 10;  // seeds 0 and 1: 2 apart
+        ev.bind(1, j.id).bind(2, step).bind(3, std::log(ppl)).bind(4, ppl).run();
+      }
+    }
+  }
+  const auto out = dir.file("plots");
+  const auto r = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {}", file, db_path, out)));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto gp = test::slurp(out + "/vs_tokens.gp");
+  // swap: x = step x 32; ft: 10 steps of swap (320 tokens) first. Mean of the seeds, +- their sd (sqrt(2)).
+  const double sd = std::sqrt(2.0);
+  for (const auto& [x, mean] :
+       std::vector<std::pair<double, double>>{{32, 20.9}, {320, 20.0}, {352, 10.9}, {640, 10.0}})
+    CHECK_THAT(gp, Catch::Contains(fmt::format("{:.10g} {:.10g} {:.10g} {:.10g}\n", x, mean, mean - sd, mean + sd)));
+  CHECK_THAT(gp, Catch::Contains("filledcurves") && Catch::Contains("t 'decay, ft (2 seeds)'") &&
+                     Catch::Contains("4 w l dt 3 lw 2 lc 3 t 'teacher'"));  // the teacher's best validation
+
+  const auto bad =
+      grid_with(text, "kind = \"vs_tokens\"\nmetric = \"valid_ppl\"", "kind = \"vs_tokens\"\nmetric = \"test_ppl\"");
+  test::spit(file, bad);
+  const auto refused = test::run_command(fwlab_cmd(fmt::format("plot {} --db {} --out {}", file, db_path, out)));
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("plot[0].metric: kind \"vs_tokens\" draws a validation curve"));
+}
+
 TEST_CASE("table --compare: orderings, rank correlation and marks against a published table, computed by hand",
           "[analysis]") {
   const std::string published = kPublishedHead + R"(
