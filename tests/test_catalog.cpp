@@ -215,9 +215,12 @@ TEST_CASE("catalog: transfer at the smoke profile (conversions as columns and th
                       {"| rule | attention | m | swap → finetune | transfer → finetune | transfer → LoRA |",
                        "| decay | + sliding window | 4 |", "Reference: softmax teacher (before conversion): "},
                       {"curves_add_linear_4", "curves_gated_linear_4", "curves_decay_linear_4", "curves_decay_window_4",
-                       "curves_column_swap", "curves_column_transfer_ft", "curves_column_transfer_lora"}});
+                       "curves_column_swap", "curves_column_transfer_ft", "curves_column_transfer_lora", "vs_tokens"}});
   CHECK_THAT(md, !Catch::Contains("| add | + sliding window"));
   Db db(dir.file("fwlab.db"));
+  // The log schedule: a 10-step stage evaluates after steps 1, 2, 3, 4, 5, 7 and 10 (10^(i / 7) rounded).
+  CHECK(count(db, "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE j.stage = 'swap' AND "
+                  "e.split = 'valid' AND e.step IN (1, 2, 3, 4, 5, 7, 10)") == 4 * 7);
   // Transfer trained the new mixers only; its LoRA follow-up only the adapters.
   CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
   CHECK(count(db,
