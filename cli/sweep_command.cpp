@@ -109,9 +109,10 @@ void print_varying_settings(const std::vector<PlannedJob>& planned) {
 void print_summary(const std::string& name, const SweepSummary& s) {
   fmt::print(
       "{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
-      "{} already done, {} n/a{}\n",
+      "{} already done, {} n/a{}{}\n",
       name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped,
-      s.na, s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "");
+      s.na, s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "",
+      s.resumed ? fmt::format(" ({} of the finished and diverged resumed from an earlier attempt)", s.resumed) : "");
 }
 
 // Ends a sweep's row: interrupted (a signal stopped the local pool), or, once none of its jobs is queued or in

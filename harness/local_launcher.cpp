@@ -8,7 +8,10 @@
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
+#include <memory>
 
 #include "contract/job/events.h"
 
@@ -37,13 +40,28 @@ struct WatchParent : boost::process::extend::handler {
   }
 };
 
+// The job's worker.log opened for appending, with a line that starts this attempt's part.
+std::unique_ptr<FILE, int (*)(FILE*)> open_worker_log(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "a"), &std::fclose);
+  if (f) {
+    std::fseek(f.get(), 0, SEEK_END);
+    const bool earlier = std::ftell(f.get()) > 0;
+    char when[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::fprintf(f.get(), "%s== fwlab: attempt started %s ==\n", earlier ? "\n" : "", when);
+    std::fflush(f.get());
+  }
+  return f;
+}
+
 }  // namespace
 
 struct LocalLauncher::Running {
   std::string job_id;
   std::unique_ptr<bp::child> child;
   double started = 0, timeout = 0;
-  bool timed_out = false;
+  bool timed_out = false, killed = false;  // killed: by us (SIGKILL), whose status Boost.Process never reads back
   int gpu = -1;
 };
 
@@ -75,10 +93,12 @@ void LocalLauncher::start(const std::vector<Launch>& wave, Store& store, int64_t
     env.erase("OPENBLAS_CORETYPE");
     if (r->gpu >= 0) env["CUDA_VISIBLE_DEVICES"] = std::to_string(r->gpu);
     env["FWLAB_PARENT_PID"] = std::to_string(me);
-    const auto log = (fs::path(l.dir) / "worker.log").string();
+    // Appended, each attempt under a line of its own: a resumed or retried job keeps its earlier attempts' output.
+    const auto log = open_worker_log((fs::path(l.dir) / "worker.log").string());
     try {
+      if (!log) throw std::runtime_error(fmt::format("cannot open {}/worker.log", l.dir));
       r->child = std::make_unique<bp::child>(bp::exe = settings_.worker, bp::args = {"run", l.dir},
-                                             (bp::std_out & bp::std_err) > log, bp::std_in < bp::null, env,
+                                             (bp::std_out & bp::std_err) > log.get(), bp::std_in < bp::null, env,
                                              WatchParent{{}, static_cast<pid_t>(me)});
     } catch (const std::exception& e) {  // e.g. the worker was removed since the sweep checked it
       if (r->gpu >= 0) gpu_busy_[static_cast<size_t>(r->gpu)] = false;
@@ -98,7 +118,10 @@ std::vector<Ended> LocalLauncher::collect(Store&) {
   const double now = unix_time();
   for (auto it = running_.begin(); it != running_.end();) {
     auto& r = **it;
-    if (stopping_ && stop_sent_ > 0 && now - stop_sent_ > 10) r.child->terminate();  // a worker that ignores SIGTERM
+    if (stopping_ && stop_sent_ > 0 && now - stop_sent_ > 10 && r.child->running()) {  // it ignores SIGTERM
+      r.killed = true;
+      r.child->terminate();
+    }
     if (!r.timed_out && r.timeout > 0 && now - r.started > r.timeout) {
       r.timed_out = true;
       r.child->terminate();  // its exit code means nothing now; the timeout is recorded by the scheduler
@@ -114,6 +137,9 @@ std::vector<Ended> LocalLauncher::collect(Store&) {
     if (r.timed_out) {
       e.how = Ended::How::timed_out;
       e.detail = fmt::format("no result after {:.0f} s", r.timeout);
+    } else if (r.killed) {  // terminate() reaps the child without keeping its status: it is our SIGKILL
+      e.how = Ended::How::signaled;
+      e.code = SIGKILL;
     } else if (WIFSIGNALED(raw)) {
       e.how = Ended::How::signaled;
       e.code = WTERMSIG(raw);
@@ -139,7 +165,8 @@ void LocalLauncher::stop(bool now) {
     for (auto& r : running_) ::kill(static_cast<pid_t>(r->child->id()), SIGTERM);
   }
   if (now)
-    for (auto& r : running_) r->child->terminate();
+    for (auto& r : running_)
+      if (r->child->running()) r->killed = true, r->child->terminate();
 }
 
 }  // namespace fwlab

@@ -91,6 +91,13 @@ Verdict judge(const Ended& e, const std::optional<StatusFile>& sf, bool stopping
     return {{sf->status, cause, text_or_null(sf->reason), code}, false};
   }
   if (e.how == How::batch) return judge_batch_state(e.state, sf, dir_seen);
+  // A worker that says it stopped cleanly at a signal (its resume file written) was interrupted, whatever exit the
+  // launcher read: a Ctrl-C reaches the workers of the terminal's process group before the sweep has seen it, and
+  // a child reaped in that moment reads as no exit code at all.
+  if (sf && sf->status == JobStatus::interrupted)
+    return {{JobStatus::interrupted, "interrupted", stopping ? "sweep interrupted" : text_or_null(sf->reason),
+             sf->exit_code ? nlohmann::json(*sf->exit_code) : nlohmann::json(nullptr)},
+            !stopping};
   if (stopping && (e.how == How::signaled || e.code == kExitInterrupted))
     return {{JobStatus::interrupted, "interrupted", "sweep interrupted",
              e.how == How::exited ? nlohmann::json(e.code) : nullptr},
@@ -204,13 +211,15 @@ void Scheduler::record(const Ended& e) {
   std::error_code ec;
   const bool dir_seen = fs::exists(dir / "status.json", ec) || fs::exists(dir / "slurm_job.json", ec) ||
                         fs::exists(dir / "events.jsonl", ec);
-  const auto verdict = judge(e, read_status(dir.string()), stopping_, dir_seen);
+  // A signal this sweep has received but not yet acted on counts as stopping: its workers got it too.
+  const bool stopping = stopping_ || g_signals > 0;
+  const auto verdict = judge(e, read_status(dir.string()), stopping, dir_seen);
   const auto& o = verdict.outcome;
   const auto row = store_.job(j.id);
   const std::string why = o.reason.is_string()  ? o.reason.get<std::string>()
                           : o.cause.is_string() ? o.cause.get<std::string>()
                                                 : "";
-  if (verdict.retryable && !stopping_ && row && row->retries_used < opt_.retries) {
+  if (verdict.retryable && !stopping && row && row->retries_used < opt_.retries) {
     report(j, fmt::format("{} ({}); retrying", to_string(o.status), why));
     store_.retry(j.id, o);
     queue_.push_back(&j);
@@ -219,6 +228,7 @@ void Scheduler::record(const Ended& e) {
   store_.set_outcome(j.id, o);
   crash_point("after_outcome");
   ended(j, o.status);
+  if (is_result(o.status) && resumed_from_step(store_.db(), j.id)) ++summary_.resumed;
   switch (o.status) {
     case JobStatus::finished:
       ++summary_.finished;

@@ -36,14 +36,25 @@ void log_job_started(const PlannedJob& j) {
   line(fmt::format("started {} {} [{}]", j.stage, coords_label(j.coords), j.id));
 }
 
+std::optional<int64_t> resumed_from_step(Db& db, const std::string& job_id) {
+  auto q = db.prepare(
+      "SELECT json_extract(body, '$.resumed_from_step') FROM events WHERE job_id = ? AND type = 'start' "
+      "ORDER BY seq DESC LIMIT 1");
+  q.bind(1, job_id);
+  if (!q.step() || q.is_null(0)) return std::nullopt;
+  return q.integer(0);
+}
+
 void log_job_ended(Db& db, const PlannedJob& j, const std::string& status) {
   auto q = db.prepare("SELECT started, finished FROM jobs WHERE id = ?");
   q.bind(1, j.id);
   std::string took;
   if (q.step() && !q.is_null(0) && !q.is_null(1)) took = " in " + short_duration(q.real(1) - q.real(0));
   const auto metric = key_metric(db, j.id);
-  line(fmt::format("{} {} {} [{}]{}{}", status, j.stage, coords_label(j.coords), j.id,
-                   metric.empty() ? "" : ": " + metric, took));
+  const auto resumed = resumed_from_step(db, j.id);
+  line(fmt::format("{} {} {} [{}]{}{}{}", status, j.stage, coords_label(j.coords), j.id,
+                   metric.empty() ? "" : ": " + metric, took,
+                   resumed ? fmt::format(" (resumed from step {})", *resumed) : ""));
 }
 
 SweepTicker::SweepTicker(double every_s) : every_s_(every_s), start_(unix_time()), last_(unix_time()) {}

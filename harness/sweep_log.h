@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "harness/plan.h"
@@ -13,6 +15,9 @@ namespace fwlab {
 
 // "valid ppl 123.45 (best, step 400)": the job's best validation result, or "" when it has none.
 std::string key_metric(Db& db, const std::string& job_id);
+
+// The step the job's last attempt resumed from (its start event's resumed_from_step); none where it started afresh.
+std::optional<int64_t> resumed_from_step(Db& db, const std::string& job_id);
 
 void log_job_started(const PlannedJob& j);
 void log_job_ended(Db& db, const PlannedJob& j, const std::string& status);

@@ -32,7 +32,9 @@ SELECT j.id AS job_id,
   strftime('%Y-%m-%dT%H:%M:%SZ', j.created, 'unixepoch') AS created,
   strftime('%Y-%m-%dT%H:%M:%SZ', j.started, 'unixepoch') AS started,
   strftime('%Y-%m-%dT%H:%M:%SZ', j.finished, 'unixepoch') AS finished,
-  j.finished - j.started AS seconds, j.host, j.dir, j.config
+  j.finished - j.started AS seconds, j.host, j.dir, j.config,
+  (SELECT json_extract(e.body, '$.resumed_from_step') FROM events e WHERE e.job_id = j.id AND e.type = 'start'
+   ORDER BY e.seq DESC LIMIT 1) AS resumed_from_step
 FROM jobs j
 LEFT JOIN valid bv ON bv.job_id = j.id AND bv.best_rank = 1
 LEFT JOIN valid fv ON fv.job_id = j.id AND fv.final_rank = 1
@@ -47,6 +49,18 @@ FROM jobs j, json_tree(j.config) t
 WHERE t.type <> 'object' AND instr(t.path, '[') = 0 AND substr(t.fullkey, -1) <> ']'
 )SQL";
 
+// The finished runs of each experiment, profile and stage ranked by their best validation loss (rank 1: the best;
+// the loss orders perplexity and accuracy tasks alike): runs without a result (diverged, failed, not run) are not
+// in it, so "the best cell" is never one whose metric is NULL.
+const char* kBestSelect = R"SQL(
+SELECT c.experiment, c.profile, r.stage, r.job_id, r.coords,
+  ROW_NUMBER() OVER (PARTITION BY c.experiment, c.profile, r.stage ORDER BY r.best_valid_loss, r.job_id) AS rank,
+  r.best_valid_loss, r.best_valid_ppl, r.best_valid_bpc, r.best_valid_accuracy, r.test_ppl, r.test_bpc,
+  r.test_accuracy, r.seconds, r.dir
+FROM runs r JOIN cells c ON c.job_id = r.job_id
+WHERE r.status = 'finished' AND r.best_valid_loss IS NOT NULL
+)SQL";
+
 bool has_view(Db& db, const char* name) {
   auto q = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?");
   q.bind(1, std::string(name));
@@ -59,10 +73,12 @@ void create_views(Db& db, bool read_only) {
   if (read_only) {
     if (!has_view(db, "runs")) db.exec(std::string("CREATE TEMP VIEW runs AS ") + kRunsSelect);
     if (!has_view(db, "params")) db.exec(std::string("CREATE TEMP VIEW params AS ") + kParamsSelect);
+    if (!has_view(db, "best")) db.exec(std::string("CREATE TEMP VIEW best AS ") + kBestSelect);
     return;
   }
-  db.exec(std::string("DROP VIEW IF EXISTS runs; CREATE VIEW runs AS ") + kRunsSelect);
+  db.exec(std::string("DROP VIEW IF EXISTS best; DROP VIEW IF EXISTS runs; CREATE VIEW runs AS ") + kRunsSelect);
   db.exec(std::string("DROP VIEW IF EXISTS params; CREATE VIEW params AS ") + kParamsSelect);
+  db.exec(std::string("CREATE VIEW best AS ") + kBestSelect);
 }
 
 }  // namespace fwlab

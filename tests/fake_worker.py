@@ -3,8 +3,10 @@
 
 Behaviour by the job's seed: 0 finish, 1 crash (exit 1), 2 hang, 3 diverge (exit 3), 4 killed on the first
 attempt then finish, 5 finish slowly (0.05 s per step), 6 start slowly (1 s before it could ask for the
-parent-death signal itself, like libtorch's start in the real worker), then as 5. Writes events.jsonl and
-status.json as the real one.
+parent-death signal itself, like libtorch's start in the real worker), then as 5; 7 as 5, but once stopped by a
+signal it takes 12 s more to exit (a slow teardown, past the sweep's 10 s wait). Writes events.jsonl and
+status.json as the real one. As the real worker, SIGINT or SIGTERM stops it at the next step boundary (status
+interrupted, exit 4), and a later attempt resumes from the steps it recorded (its start event says from which).
 """
 import ctypes, fcntl, json, os, signal, sys, time
 
@@ -41,7 +43,16 @@ def status(s):
     os.replace(status_path + ".tmp", status_path)
 
 
-write({"type": "start", "host": "fake", "params": 1})
+stop = []
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, lambda *_: stop.append(1))
+done_steps = 0
+if os.path.exists(path):
+    for line in open(path):
+        e = json.loads(line)
+        if e.get("type") == "metric":
+            done_steps = max(done_steps, e["step"])
+write({"type": "start", "host": "fake", "params": 1, "resumed_from_step": done_steps or None})
 status({"status": "running"})
 if behaviour == 1:
     sys.exit(1)
@@ -50,9 +61,17 @@ if behaviour == 2:
 if behaviour == 4 and not os.path.exists(os.path.join(job_dir, "attempted")):
     open(os.path.join(job_dir, "attempted"), "w").close()
     os.kill(os.getpid(), signal.SIGKILL)
-for step in range(1, steps + 1):
+for step in range(done_steps + 1, steps + 1):
+    if stop:
+        write({"type": "end", "status": "interrupted", "exit_code": 4, "cause": "interrupted"})
+        status({"status": "interrupted", "exit_code": 4, "cause": "interrupted", "reason": "stopped by signal"})
+        if behaviour == 7:
+            end = time.time() + 12
+            while time.time() < end:
+                time.sleep(0.1)
+        sys.exit(4)
     write({"type": "metric", "step": step, "key": "train_loss", "value": 1.0 / step})
-    if behaviour in (5, 6):
+    if behaviour in (5, 6, 7):
         time.sleep(0.05)
 if behaviour == 3:
     write({"type": "divergence", "step": steps, "cause": "loss_spike", "value": 9.0, "last_finite_loss": 1.0, "lr": 0.1})

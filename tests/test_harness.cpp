@@ -364,6 +364,63 @@ TEST_CASE("fwlab: SIGINT stops launching, interrupts running workers, leaves the
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 4 * 40);
 }
 
+TEST_CASE("fwlab: Ctrl-C to the whole process group, 20 times: running jobs interrupted, never crashed; resumes said",
+          "[worker]") {
+  // A terminal's Ctrl-C signals the sweep and its workers at once (so does `timeout -s INT`): the workers stop at a
+  // step boundary, often before the sweep has seen its own signal. Each round interrupts the two jobs running.
+  test::TempDir dir("ctrl_c");
+  const auto file = dir.file("s.toml");
+  test::spit(file, slow_lr_grid("ctrlc", 400, 2));
+  const auto db_path = dir.file("fwlab.db");
+  const auto cmd = fake_sweep(file, db_path, " --jobs 2");
+  for (int round = 0; round < 20; ++round) {
+    const auto r = test::run_command(fmt::format(
+        "sh -c 'setsid {} > {} 2>&1 & pid=$!; sleep 0.{}; /bin/kill -s INT -- -$pid; wait $pid; echo exit=$?'", cmd,
+        dir.file("log"), 4 + round % 5));
+    INFO("round " << round << ": " << test::slurp(dir.file("log")));
+    CHECK_THAT(r.output, Catch::Contains("exit=130"));
+    Db db(db_path, true);
+    CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('crashed', 'failed', 'running')") == 0);
+    CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'interrupted'") == 2);
+  }
+  const auto last = test::run_command(cmd);
+  INFO(last.output);
+  CHECK(last.exit_code == 0);
+  CHECK_THAT(last.output, Catch::Contains("(resumed from step ") &&
+                              Catch::Contains("(2 of the finished and diverged resumed from an earlier attempt)"));
+  Db db(db_path, true);
+  CHECK(count(db, "SELECT COUNT(*) FROM runs WHERE status = 'finished' AND resumed_from_step > 0") == 2);
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'train_loss'") == 2 * 400);  // each step once
+  // Every attempt's output kept: 22 attempts' headers over the two logs.
+  int headers = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("runs"))) {
+    const auto log = test::slurp((entry.path() / "worker.log").string());
+    for (auto at = log.find("== fwlab: attempt started"); at != std::string::npos;
+         at = log.find("== fwlab: attempt started", at + 1))
+      ++headers;
+  }
+  CHECK(headers == 2 * 21);
+}
+
+TEST_CASE("fwlab: a worker that recorded its interruption but exits late is interrupted, not crashed", "[worker]") {
+  // It wrote status interrupted at the signal, then took longer than the sweep's 10 s grace to exit, so the pool
+  // killed it: Boost.Process keeps no exit status for a child it terminates (this read as "exit code -1" before).
+  test::TempDir dir("late_exit");
+  const auto file = dir.file("s.toml");
+  test::spit(file,
+             "[experiment]\nname = \"late\"\n[defaults]\nsteps = 400\nseed = 7\n[stage.run]\nmixer = \"softmax\"\n");
+  const auto db_path = dir.file("fwlab.db");
+  const auto r =
+      test::run_command(fmt::format("sh -c 'setsid {} > {} 2>&1 & pid=$!; sleep 0.6; /bin/kill -s INT -- -$pid; "
+                                    "wait $pid; echo exit=$?'",
+                                    fake_sweep(file, db_path), dir.file("log")));
+  INFO(test::slurp(dir.file("log")));
+  CHECK_THAT(r.output, Catch::Contains("exit=130"));
+  Db db(db_path, true);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'interrupted'") == 1);
+  CHECK(count(db, "SELECT COUNT(*) FROM jobs WHERE status = 'crashed'") == 0);
+}
+
 TEST_CASE("ingestion is incremental and idempotent, and tolerates a torn last line", "[harness]") {
   test::TempDir dir("ingest");
   Db db(dir.file("fwlab.db"));
