@@ -45,6 +45,7 @@ table { border-collapse: collapse; margin: .6em 0; } th, td { border: 1px solid 
 th { background: #f4f4f4; } td.label, th.label { text-align: left; }
 a { color: #0550ae; text-decoration: none; } a:hover { text-decoration: underline; }
 pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: 12.5px; }
+td code { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; }
 .status-finished { color: #116329; } .status-diverged, .status-failed, .status-crashed { color: #a40e26; }
 .status-running, .status-pending, .status-submitted { color: #9a6700; }
 nav { font-size: .9em; margin-bottom: 1em; } img.plot, svg.chart { max-width: 100%; height: auto; display: block; margin: .5em 0; }
@@ -107,7 +108,8 @@ Frame frame_of(const std::vector<Series>& series, bool log_y) {
   return f;
 }
 
-std::string axes_svg(const Frame& f) {
+// The plot box, the value axis's ends and its name (rotated, with "log scale" where it is), the step range.
+std::string axes_svg(const Frame& f, const std::string& y_name) {
   using F = Frame;
   std::string svg = fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n",
                                 F::left, F::top, F::W - F::left - F::right, F::H - F::top - F::bottom);
@@ -115,8 +117,10 @@ std::string axes_svg(const Frame& f) {
                      F::top + 10, f.ys.hi);
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{:.4g}</text>\n", F::left - 4,
                      F::H - F::bottom, f.ys.lo);
-  if (f.log_y)
-    svg += fmt::format("<text x=\"4\" y=\"{}\" font-size=\"10\">log</text>\n", (F::H - F::bottom + F::top) / 2);
+  const double mid = (F::H - F::bottom + F::top) / 2;
+  svg += fmt::format(
+      "<text x=\"12\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" transform=\"rotate(-90 12 {})\">{}{}</text>\n",
+      mid, mid, esc(y_name), f.log_y ? " (log scale)" : "");
   svg +=
       fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{:.6g}</text>\n", F::left, F::H - F::bottom + 14, f.xs.lo);
   return svg + fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">step {:.6g}</text>\n",
@@ -167,7 +171,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       Frame::W, height, esc(title), series.size(), Frame::left);
   if (!std::isfinite(f.xs.lo))
     return svg + fmt::format("<text x=\"{}\" y=\"{}\">no points</text>\n</svg>\n", Frame::left, Frame::H / 2);
-  svg += axes_svg(f);
+  svg += axes_svg(f, title);
   for (size_t i = 0; i < series.size(); ++i) svg += series_svg(f, series[i], i);
   return svg + "</svg>\n";
 }

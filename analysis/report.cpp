@@ -234,7 +234,7 @@ std::vector<StabilityRow> stability_by_setting(const ResultSet& results) {
   return out;
 }
 
-std::string divergence_report(const ResultSet& results) {
+std::string divergence_report(const ResultSet& results, bool with_comparison) {
   const auto& ex = results.experiment();
   const auto& jobs = results.jobs();
   std::string out = fmt::format("# Divergence report: {}{}\n\n", ex.name,
@@ -247,7 +247,8 @@ std::string divergence_report(const ResultSet& results) {
   out += diverged_runs_section(ex, jobs) + stability_section(results) + frontier_section(ex, jobs) +
          failures_section(jobs) + kernel_fallback_section(jobs);
   const auto table = table_spec(ex);
-  if (const auto published = published_spec(ex, table)) {  // where the table's markers stand against the paper's
+  const auto published = with_comparison ? published_spec(ex, table) : std::nullopt;
+  if (published) {  // where the table's markers stand against the paper's
     auto comparison = render_comparison(compare_with_published(build_table(results, table), *published));
     out += "## Against the published table\n\n" + comparison.substr(comparison.find("\n\n") + 2) + "\n";
   }

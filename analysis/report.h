@@ -10,7 +10,9 @@
 
 namespace fwlab {
 
-std::string divergence_report(const ResultSet& results);
+// with_comparison: ends with the table against the paper's ([published]); the site shows that in a section of
+// its own and asks without it.
+std::string divergence_report(const ResultSet& results, bool with_comparison = true);
 
 // Stability by setting: for every grid axis (and rule, feature_map, norm, m) that takes two or more values among
 // the runs with a result (finished or diverged), one row per value, in the order the runs first show it.

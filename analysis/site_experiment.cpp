@@ -127,7 +127,7 @@ std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, 
       body += "<h2>Against the paper</h2>\n" +
               html::markdown(render_comparison(compare_with_published(table, *published)), 1);
     body += "<h2>Divergence report</h2>\n" + stability_chart_html(results) +
-            html::markdown(without_title(divergence_report(results)), 1);
+            html::markdown(without_title(divergence_report(results, false)), 1);  // the comparison has its own section
     body += "<h2>Plots</h2>\n" + plots_html(results, spec, plots, ctx.gnuplot);
     body += "<h2>Jobs</h2>\n" + jobs;
     if (linked_jobs)

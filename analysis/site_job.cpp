@@ -6,6 +6,7 @@
 
 #include "analysis/html.h"
 #include "analysis/site.h"
+#include "contract/job/duration_text.h"
 #include "harness/plan.h"
 
 namespace fwlab {
@@ -110,7 +111,7 @@ std::optional<std::string> job_page(Db& db, const std::string& job_id, const Sit
       {"host", q.text(8)},
       {"started", q.text(9)},
       {"finished", q.text(10)},
-      {"seconds", text_of(q, 11)},
+      {"took", q.is_null(11) ? std::string("–") : short_duration(q.real(11))},
       {"folder", q.text(12)}};
   html::Series valid{"valid loss", {}, std::nullopt};
   std::string body = fmt::format("<nav><a href=\"../index.html\">all experiments</a></nav>\n<h1>job {}</h1>\n{}",

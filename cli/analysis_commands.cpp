@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "analysis/compare.h"
 #include "analysis/plot.h"
@@ -18,6 +19,29 @@ namespace fwlab::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+// When the database holds none of the jobs this file, profile and --set plan (a table of "–" that is a mistake,
+// not a sweep still to run): what it does hold of the experiment, as the sweeps that ran it were called.
+std::optional<std::string> why_empty(Db& db, const ResultSet& results, const std::string& file,
+                                     const std::string& profile, const Common& c) {
+  for (const auto& j : results.jobs())
+    if (j.status) return std::nullopt;
+  const auto& name = results.experiment().name;
+  auto q = db.prepare(
+      "SELECT s.command, COUNT(DISTINCT sj.job_id) FROM sweeps s JOIN sweep_jobs sj ON sj.sweep_id = s.id "
+      "WHERE s.experiment = ? GROUP BY s.command ORDER BY MAX(s.id)");
+  q.bind(1, name);
+  std::string held;
+  while (q.step()) held += fmt::format("  fwlab {}   ({} jobs)\n", q.text(0), q.integer(1));
+  const auto asked = fmt::format("{}{}", file, experiment_args(profile, c));
+  if (held.empty())
+    return fmt::format("fwlab: {} holds no job of experiment '{}' (run `fwlab sweep {}` first)\n", c.db_path, name,
+                       asked);
+  return fmt::format(
+      "fwlab: {} holds none of the jobs of `{}` (profile and --set select the jobs); it holds '{}' from:\n{}"
+      "give the same --profile and --set as the sweep\n",
+      c.db_path, asked, name, held);
+}
 
 // The analysis commands read the file (with its profile) and the database; `body` gets both.
 int with_results(const std::string& file, const std::string& profile, const Common& c,
@@ -34,6 +58,10 @@ int with_results(const std::string& file, const std::string& profile, const Comm
     }
     Db db(c.db_path, true);
     const ResultSet results(ex, profile, db, FWLAB_SOURCE_DIR, kFwlabVersion);
+    if (const auto empty = why_empty(db, results, file, profile, c)) {
+      fmt::print(stderr, "{}", *empty);
+      return 1;
+    }
     return body(results, table, plots);
   } catch (const ExperimentError& e) {  // the file's own errors, including those planning its jobs finds
     fmt::print(stderr, "fwlab: {}\n", e.what());
@@ -59,7 +87,14 @@ int cmd_table(const std::string& file, const std::string& profile, const std::st
                 file);
             return 2;
           }
-          return emit(render_comparison(compare_with_published(t, *published)), out);
+          auto text = render_comparison(compare_with_published(t, *published));
+          // The catalog's smoke profiles train a few steps on toy models: their orderings measure the pipeline.
+          if (profile == "smoke")
+            text +=
+                "\nCaveat: these are smoke-profile runs (a few steps on toy models, to test the pipeline): their "
+                "orderings and rank correlation say nothing about the paper; compare at the quick or paper "
+                "profile.\n";
+          return emit(text, out);
         }
         return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
       });

@@ -68,6 +68,14 @@ int cmd_diff(const std::string& first, const std::string& second, const Common& 
   const auto a = find_job(db, first, "diff"), b = find_job(db, second, "diff");
   const auto ida = a["id"].get<std::string>(), idb = b["id"].get<std::string>();
   fmt::print("diff {} {}\n", ida, idb);
+  // A fine-tune's source: the job whose best checkpoint it started from.
+  const auto parent = [](const nlohmann::json& row) {
+    const auto& p = row["depends_on"];
+    return p.is_string() && !p.get<std::string>().empty() ? p : nlohmann::json();
+  };
+  if (!parent(a).is_null() || !parent(b).is_null())
+    fmt::print("starts from: {}  {}{}\n", shown(parent(a)), shown(parent(b)),
+               parent(a) == parent(b) ? " (the same)" : "");
   auto config = [](const nlohmann::json& row) {
     return row["config"].is_string() ? nlohmann::json::parse(row["config"].get<std::string>())
                                      : nlohmann::json::object();

@@ -18,12 +18,24 @@ using namespace fwlab::cli;
 
 namespace {
 
+// What every command's exit code means; sweep and sync have their own (kSweepExitCodes), doctor the worker's.
 const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  done\n"
+    "  1  the command failed, or found nothing where it was asked for something (the message says what)\n"
+    "  2  bad input: the experiment file or an argument (the message names file:line:column and key)\n";
+
+const char* kSweepExitCodes =
     "Exit codes:\n"
     "  0  done: every job finished (diverged jobs are results too)\n"
     "  1  some jobs failed, crashed, timed out or were blocked (the database says which)\n"
     "  2  bad input: the experiment file or an argument (the message names file:line:column and key)\n"
     "  130  interrupted (SIGINT/SIGTERM); running jobs were stopped and marked interrupted\n";
+
+const char* kDoctorExitCodes =
+    "Exit codes:\n"
+    "  0  every check passed (or was skipped with its reason)\n"
+    "  1  a check failed (printed with the figures that failed it)\n";
 
 // The worker's doctor (worker/doctor.h) in place of this process: the checks need libtorch and the kernels, which
 // the harness never links.
@@ -88,6 +100,7 @@ CLI::App* add_sweep(CLI::App& app, SweepArgs& sa, Common& common) {
                   "print the expanded grid with status, parameters and state size; run nothing");
   sweep->add_flag("--retry-failed", sa.retry_failed, "run again jobs that failed (bad spec or data) or were cancelled");
   sweep->add_flag("--retry-diverged", sa.retry_diverged, "run again jobs that diverged");
+  sweep->footer(kSweepExitCodes);
   add_set(sweep, common);
   add_db(sweep, common);
   return sweep;
@@ -123,7 +136,8 @@ struct Args {
   std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot",
                                   table_format = "md", doctor_worker;
   std::string hypotheses, references, bleu_format = "text";
-  bool wait = false, compare = false;
+  bool wait = false, compare = false, doctor_quick = false;
+  int doctor_threads = 0;
   SiteOptions site;
 };
 
@@ -212,9 +226,12 @@ void add_pages(CLI::App& app, Args& a, Common& common, Subcommands& s) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   s.export_ = app.add_subcommand("export", "the results database in another tool's format: an MLflow file store");
-  s.export_->add_option("--format", a.format, "mlflow (tensorboard is refused, with the reason)")
+  // tensorboard reaches cmd_export, which says why it is not written; the help offers what works.
+  s.export_->add_option("--format", a.format, "mlflow: an MLflow file store")
       ->required()
-      ->check(CLI::IsMember({"mlflow", "tensorboard"}));
+      ->check(CLI::Validator(
+          [](const std::string& v) { return v == "mlflow" || v == "tensorboard" ? "" : "the format is mlflow"; },
+          "mlflow"));
   s.export_->add_option("--out", a.out, "the folder (MLflow's mlruns)")->required();
   add_db(s.export_, common);
   for (auto* sub : {s.site, s.serve}) {
@@ -230,6 +247,7 @@ void add_run_commands(CLI::App& app, Args& a, SweepArgs& sa, Common& common, Sub
   s.sync = app.add_subcommand(
       "sync", "cluster sweeps: record what ended (status files, squeue), ingest it, submit the next waves");
   s.sync->add_flag("--wait", a.wait, "keep going until every cluster sweep has ended");
+  s.sync->footer(kSweepExitCodes);
   add_db(s.sync, common);
   s.status = app.add_subcommand("status", "counts by status and an ETA, per experiment");
   s.status->add_option("FILE", a.file, "only this experiment file")->check(CLI::ExistingFile);
@@ -238,9 +256,12 @@ void add_run_commands(CLI::App& app, Args& a, SweepArgs& sa, Common& common, Sub
   add_db(s.status, common);
   s.doctor = app.add_subcommand("doctor",
                                 "check this machine: versions, the device, every custom kernel against libtorch's own "
-                                "form (runs `fwlab-worker doctor`; its --quick, --threads N pass through)");
+                                "form (runs `fwlab-worker doctor`)");
   s.doctor->add_option("--worker", a.doctor_worker, "fwlab-worker executable");
-  s.doctor->allow_extras();
+  s.doctor->add_flag("--quick", a.doctor_quick, "smaller inputs for the kernel checks (faster)");
+  s.doctor->add_option("--threads", a.doctor_threads, "threads for the CPU checks (default: every core)")
+      ->check(CLI::Range(1, 1024));
+  s.doctor->footer(kDoctorExitCodes);
 }
 
 int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& common) {
@@ -253,7 +274,12 @@ int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& 
   if (*s.table) return cmd_table(a.file, a.profile, a.table_format, a.compare, a.out, common);
   if (*s.report) return cmd_report(a.file, a.profile, a.out, common);
   if (*s.plot) return cmd_plot(a.file, a.profile, a.out, a.gnuplot, common);
-  if (*s.doctor) return cmd_doctor(a.doctor_worker, s.doctor->remaining());
+  if (*s.doctor) {
+    std::vector<std::string> args;
+    if (a.doctor_quick) args.push_back("--quick");
+    if (a.doctor_threads > 0) args.insert(args.end(), {"--threads", std::to_string(a.doctor_threads)});
+    return cmd_doctor(a.doctor_worker, args);
+  }
   if (*s.site) return cmd_site(a.site, common);
   if (*s.serve) return cmd_serve(a.site, common);
   if (*s.export_) return cmd_export(a.format, a.out, common);

@@ -37,10 +37,15 @@ void print_query_result(const QueryResult& r, const std::string& format) {
   for (size_t i = 0; i < r.names.size(); ++i) width[i] = r.names[i].size();
   for (const auto& row : r.rows)
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], std::min<size_t>(60, cell(row[i]).size()));
+  // A cell longer than 60 characters is cut there and ends in "…" (--format csv or json prints it whole).
+  const auto fitted = [](const std::string& text) { return text.size() <= 60 ? text : text.substr(0, 59) + "…"; };
   auto print_row = [&](const std::vector<std::string>& cells) {
     std::string line;
-    for (size_t i = 0; i < cells.size(); ++i)
-      line += fmt::format("{}{:<{}}", i ? "  " : "", cells[i].substr(0, 60), width[i]);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const auto text = fitted(cells[i]);
+      const size_t shown = text.size() > 60 ? 60 : text.size();  // "…" is three bytes but one column
+      line += fmt::format("{}{}{}", i ? "  " : "", text, std::string(width[i] > shown ? width[i] - shown : 0, ' '));
+    }
     fmt::print("{}\n", line);
   };
   print_row(r.names);

@@ -16,7 +16,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// A value as a person reads it: text as it is, "–" for none, numbers to 6 significant digits.
+std::string str(const nlohmann::json& v) {
+  if (v.is_null()) return "–";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:.6g}", v.get<double>());
+  return v.dump();
+}
 
 void print_row(const nlohmann::json& j) {
   fmt::print(
@@ -25,6 +31,8 @@ void print_row(const nlohmann::json& j) {
       str(j["id"]), str(j["experiment"]), str(j["stage"]), coords_label(nlohmann::json::parse(str(j["coords"]))),
       str(j["status"]), str(j["cause"]), str(j["attempts"]), str(j["exit_code"]), str(j["reason"]), str(j["params"]),
       str(j["state_elements"]), str(j["host"]), str(j["dir"]));
+  if (!j["depends_on"].is_null() && !str(j["depends_on"]).empty())
+    fmt::print("  starts from {} (the best checkpoint of that job)\n", str(j["depends_on"]));
   fmt::print("  config {}\n", str(j["config"]));
 }
 
@@ -109,7 +117,7 @@ int print_curve(Db& db, const std::string& id, const std::string& key, const std
 nlohmann::json find_job(Db& db, const std::string& prefix, const std::string& command) {
   auto q = db.prepare(
       "SELECT id, experiment, stage, coords, status, cause, reason, attempts, exit_code, dir, config, params, "
-      "state_elements, started, finished, host FROM jobs WHERE id LIKE ? || '%'");
+      "state_elements, started, finished, host, depends_on FROM jobs WHERE id LIKE ? || '%'");
   q.bind(1, prefix);
   std::vector<nlohmann::json> found;
   while (q.step()) {

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "analysis/html.h"
 #include "analysis/site.h"
+#include "harness/experiment.h"
 #include "cli/commands.h"
 #include "contract/job/events.h"
 #include "contract/version.h"
@@ -20,13 +23,34 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The files given, else the catalog: experiments/*.toml of the source tree, sorted.
-std::vector<std::string> experiment_files(const std::vector<std::string>& given) {
+// Where a sweep's recorded file is now: as recorded (absolute since sweeps record it so), else relative to this
+// directory or to the source tree (older databases kept the path as typed).
+std::optional<std::string> recorded_file(const std::string& path) {
+  std::error_code ec;
+  for (const auto& p : {fs::path(path), fs::path(FWLAB_SOURCE_DIR) / path})
+    if (fs::is_regular_file(p, ec)) return p.string();
+  return std::nullopt;
+}
+
+// The files given; else each experiment the database holds a sweep of, from the file its latest sweep read, and
+// the catalog (experiments/*.toml of the source tree) for the rest. Experiments whose file is gone go to `missing`.
+std::vector<std::string> experiment_files(Db& db, const std::vector<std::string>& given,
+                                          std::vector<std::string>& missing) {
   if (!given.empty()) return given;
-  std::vector<std::string> files;
+  std::map<std::string, std::string> by_name;
   for (const auto& entry : fs::directory_iterator(fs::path(FWLAB_SOURCE_DIR) / "experiments"))
-    if (entry.path().extension() == ".toml") files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
+    if (entry.path().extension() == ".toml") by_name[load_experiment(entry.path().string(), "").name] = entry.path();
+  auto q = db.prepare(
+      "SELECT experiment, file FROM sweeps s WHERE id = (SELECT MAX(id) FROM sweeps WHERE experiment = s.experiment) "
+      "ORDER BY experiment");
+  while (q.step()) {
+    if (const auto file = recorded_file(q.text(1)))
+      by_name[q.text(0)] = *file;
+    else if (!by_name.count(q.text(0)))
+      missing.push_back(fmt::format("experiment '{}': its file {} is not there any more", q.text(0), q.text(1)));
+  }
+  std::vector<std::string> files;
+  for (const auto& [name, file] : by_name) files.push_back(file);
   return files;
 }
 
@@ -67,7 +91,8 @@ int cmd_site(const SiteOptions& o, const Common& c) {
   check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   if (o.out.empty()) throw ArgumentError("site: --out DIR is required (the folder the pages go to)");
   Db db(c.db_path, true);
-  const auto entries = site_entries(db, experiment_files(o.files));
+  std::vector<std::string> missing;
+  const auto entries = site_entries(db, experiment_files(db, o.files, missing));
   const auto ctx = context(o, false);
   const fs::path out(o.out);
   write_page(out / "index.html", index_page(db, entries, ctx));
@@ -82,12 +107,19 @@ int cmd_site(const SiteOptions& o, const Common& c) {
     if (const auto page = job_page(db, id, ctx)) write_page(out / job_href(id), *page);
   fmt::print("{}: {} experiment page(s), {} job page(s); open {}\n", o.out, entries.size(), jobs.size(),
              (out / "index.html").string());
-  return 0;
+  for (const auto& m : missing)
+    fmt::print(stderr, "fwlab: site: {}: no page for it (name the file: fwlab site FILE... --db {})\n", m, c.db_path);
+  return missing.empty() ? 0 : 1;
 }
 
 int cmd_serve(const SiteOptions& o, const Common& c) {
   check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
-  const auto files = experiment_files(o.files);
+  std::vector<std::string> missing;
+  const auto files = [&] {
+    Db db(c.db_path, true);
+    return experiment_files(db, o.files, missing);
+  }();
+  for (const auto& m : missing) fmt::print(stderr, "fwlab: serve: {}: no page for it\n", m);
   const auto ctx = context(o, true);
   httplib::Server server;
   auto reply = [](httplib::Response& res, const std::optional<std::string>& page) {

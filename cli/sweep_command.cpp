@@ -215,7 +215,7 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   store.mark_orphans_interrupted();  // sweeps killed earlier are not left "running"
   const int64_t sweep_id =
       store.open_sweep({ex.name,
-                        a.file,
+                        fs::absolute(a.file).string(),  // `fwlab site` finds the file again from anywhere
                         a.profile,
                         fmt::format("sweep {}{} --executor {}", a.file, experiment_args(a.profile, c), kind),
                         host_name(),

@@ -131,14 +131,41 @@ const Setting* setting_for(const Settings& s, const std::string& field) {
   }
 }
 
-[[noreturn]] void spec_failure(const ConfigError& e, const Settings& s, const Stage& stage,
-                               const nlohmann::json& coords) {
+// A job key as the documentation names it: a resolved layer's key is the mixer key that set it.
+std::string documented_key(const std::string& field) {
+  if (field.rfind("model.layers[", 0) != 0) return field;
+  return "model.mixer." + field.substr(field.find("].") + 2);
+}
+
+// One line of an error about a job's setting: file:line:column, the key as written, the message, the job it is in.
+std::string spec_line(const ConfigError& e, const Settings& s, const Stage& stage, const nlohmann::json& coords) {
   const std::string message = std::string(e.what()).substr(e.field().empty() ? 0 : e.field().size() + 2);
   const auto* at = setting_for(s, e.field());
   const auto where = at ? at->pos.str() : stage.pos.str();
   const auto key = at ? at->written_as : "stage." + stage.name;
-  throw ExperimentError(fmt::format("{}: {}: {} (job key {}, stage {}, cell {})", where, key, message, e.field(),
-                                    stage.name, coords_label(coords)));
+  return fmt::format("{}: {}: {} (job key {}, stage {}, cell {})", where, key, message, documented_key(e.field()),
+                     stage.name, coords_label(coords));
+}
+
+[[noreturn]] void spec_failure(const ConfigError& e, const Settings& s, const Stage& stage,
+                               const nlohmann::json& coords) {
+  throw ExperimentError(spec_line(e, s, stage, coords));
+}
+
+// Every mixer key of the job that names something no table holds (a rule, a feature map, ...), each on its line,
+// before the first of them would stop the rest from being read.
+void check_mixer_names(const Settings& s, const Stage& stage, const nlohmann::json& coords) {
+  std::vector<std::string> lines;
+  for (const auto& [key, names] : mixer_name_keys()) {
+    const auto it = s.find("model.mixer." + key);
+    if (it == s.end() || !it->second.value.is_string()) continue;
+    try {
+      require_one_of(it->second.value.get<std::string>(), names, "model.mixer." + key);
+    } catch (const ConfigError& e) {
+      lines.push_back(spec_line(e, s, stage, coords));
+    }
+  }
+  if (!lines.empty()) throw ExperimentError(fmt::format("{}", fmt::join(lines, "\nfwlab: ")));
 }
 
 // Attention transfer imitates the softmax layers of the model it starts from; the attention analysis compares with
@@ -282,6 +309,7 @@ struct Planner {
   // overridden by this job's model keys. Errors name the setting at fault.
   void check_and_resolve(PlannedJob& job, const Stage& stage, const Settings& all,
                          const std::optional<nlohmann::json>& source, bool unreadable) {
+    check_mixer_names(all, stage, job.coords);
     try {
       auto check = job.spec;
       if (!job.depends_on.empty()) check["init_checkpoint"] = "<from " + stage.from + ">";

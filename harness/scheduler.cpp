@@ -252,7 +252,11 @@ void Scheduler::record(const Ended& e) {
       ++summary_.crashed;
       break;
   }
-  report(j, fmt::format("{}: {}", to_string(o.status), why.empty() ? "see the record" : why));
+  const auto diverged = o.status == JobStatus::diverged ? divergence_text(store_.db(), j.id) : std::string();
+  report(j, fmt::format("{}: {}", to_string(o.status),
+                        !diverged.empty() ? diverged
+                        : why.empty()     ? "see the record"
+                                          : why));
 }
 
 void Scheduler::start_ready() {

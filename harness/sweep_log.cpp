@@ -18,22 +18,51 @@ void line(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+// An evaluation in the measure the tables show: accuracy for tasks, perplexity for text (also for byte-level
+// corpora, whose bits per byte the worker records beside it), else the loss.
+std::string eval_text(Statement& q, const char* split) {
+  if (!q.is_null(4)) return fmt::format("{} accuracy {:.4f}", split, q.real(4));
+  if (!q.is_null(2)) return fmt::format("{} ppl {:.2f}", split, q.real(2));
+  if (!q.is_null(3)) return fmt::format("{} bpc {:.4f}", split, q.real(3));
+  return fmt::format("{} loss {:.4f}", split, q.real(1));
+}
+
+}  // namespace
+
 std::string key_metric(Db& db, const std::string& job_id) {
-  // The best validation evaluation as the worker judges it (lowest loss); accuracy where the task has one.
+  // The best validation evaluation as the worker judges it (lowest loss), then the test of that checkpoint.
   auto q = db.prepare(
       "SELECT step, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? AND split = 'valid' AND loss IS NOT NULL "
       "ORDER BY loss, step LIMIT 1");
   q.bind(1, job_id);
   if (!q.step()) return "";
-  const auto step = q.integer(0);
-  if (!q.is_null(4)) return fmt::format("valid accuracy {:.4f} (best, step {})", q.real(4), step);
-  if (!q.is_null(3)) return fmt::format("valid bpc {:.4f} (best, step {})", q.real(3), step);
-  if (!q.is_null(2)) return fmt::format("valid ppl {:.2f} (best, step {})", q.real(2), step);
-  return fmt::format("valid loss {:.4f} (best, step {})", q.real(1), step);
+  auto out = fmt::format("{} (best, step {})", eval_text(q, "valid"), q.integer(0));
+  auto t = db.prepare(
+      "SELECT step, loss, ppl, bpc, accuracy FROM evals WHERE job_id = ? AND split = 'test' AND loss IS NOT NULL "
+      "ORDER BY checkpoint = 'best' DESC, step DESC LIMIT 1");
+  t.bind(1, job_id);
+  if (t.step()) out += ", " + eval_text(t, "test");
+  return out;
 }
 
 void log_job_started(const PlannedJob& j) {
   line(fmt::format("started {} {} [{}]", j.stage, coords_label(j.coords), j.id));
+}
+
+std::string divergence_text(Db& db, const std::string& job_id) {
+  auto q = db.prepare(
+      "SELECT step, cause, value, last_finite_loss, lr, first_nonfinite_layer, state_layer FROM divergences "
+      "WHERE job_id = ?");
+  q.bind(1, job_id);
+  if (!q.step()) return "";
+  std::string out = fmt::format("{} at step {} (value {}", q.text(1), q.integer(0), q.text(2));
+  if (!q.is_null(3)) out += fmt::format("; last finite loss {:.4g}", q.real(3));
+  if (!q.is_null(4)) out += fmt::format("; lr {:.3g}", q.real(4));
+  if (!q.is_null(5)) out += fmt::format("; first non-finite output: {}", q.text(5));
+  if (!q.is_null(6)) out += fmt::format("; state over the limit in {}", q.text(6));
+  return out + ")";
 }
 
 std::optional<int64_t> resumed_from_step(Db& db, const std::string& job_id) {

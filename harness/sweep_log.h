@@ -16,6 +16,10 @@ namespace fwlab {
 // "valid ppl 123.45 (best, step 400)": the job's best validation result, or "" when it has none.
 std::string key_metric(Db& db, const std::string& job_id);
 
+// "nonfinite_loss at step 7 (value nan; last finite loss 2.5; lr 0.01; first non-finite output: blocks.0)", or
+// "" when the job has no divergence recorded.
+std::string divergence_text(Db& db, const std::string& job_id);
+
 // The step the job's last attempt resumed from (its start event's resumed_from_step); none where it started afresh.
 std::optional<int64_t> resumed_from_step(Db& db, const std::string& job_id);
 

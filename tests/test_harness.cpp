@@ -104,7 +104,7 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
        "6:6: defaults.lr: must be positive, got -1 (job key optim.lr, stage pretrain, cell -)"},
       {with(kBase, "rule = \"decay\"\nvariant = \"b\"", "rule = \"add\"\nvariant = \"b\""),
        "25:8: preset.variant.b.norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); "
-       "use 'none' (job key model.layers[0].norm, stage finetune, cell rule=decay variant=b)"},
+       "use 'none' (job key model.mixer.norm, stage finetune, cell rule=decay variant=b)"},
       {with(with(kBase, "axes = []", "axes = []\nfrom = \"finetune\""), "[stage.finetune]", "[stage.finetune]"),
        "14:8: stage.finetune.from: dependency cycle finetune -> pretrain -> finetune"},
       {with(kBase, "variant = [\"a\", \"b\"]", "variant = [\"a\", \"c\"]"),
@@ -134,14 +134,14 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
        "16:11: stage.finetune.timeout: must be a positive number of seconds"},
       {with(kBase, "norm = \"none\"", "norm = \"none\"\nfeature_map = \"elu1\""),
        "15:5: stage.finetune.m: feature map 'elu1' keeps the head dimension: m must be head_dim = 32, got 4 (job key "
-       "model.layers[0].m, stage finetune, cell rule=add variant=a)"},
+       "model.mixer.m, stage finetune, cell rule=add variant=a)"},
       {with(with(kBase, "axes = []", "axes = [\"rule\"]"), "m = 4", "m = 4\naxes = [\"variant\"]"),
        "12:1: stage.finetune.axes: stage 'pretrain' it starts from varies 'rule', so this stage must too"},
       {with(kBase, "steps = 5", "steps = 5\n[defaults.optim]\nlrr = 1"),
        "7:7: defaults.optim.lrr: unknown key (did you mean 'lr'?) (job key optim.lrr, stage pretrain, cell -)"},
       {with(kBase, "mixer = \"softmax\"", "mixer = \"sofmax\""),
-       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp, base_conv (job key "
-       "model.layers[0].kind, stage pretrain, cell -)"},
+       "10:9: stage.pretrain.mixer: 'sofmax' is not one of softmax, local, fast_weight, sru, srupp, base_conv (did "
+       "you mean 'softmax'?) (job key model.mixer.kind, stage pretrain, cell -)"},
       {kBase + "\n[axis.rule]\nkey = \"nope\"\n",
        "32:7: axis.rule.key: 'nope' is not a job key (a short name or section.key)"},
       {kBase + "\n[axis.rul]\nkey = \"m\"\n", "31:1: axis.rul: is not an axis of the grid (did you mean 'rule'?)"},
@@ -183,6 +183,20 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
       CHECK(!fs::exists(dir.file("db")));                              // no database, no job directories
     }
   }
+}
+
+TEST_CASE("fwlab: every misspelt mixer name of a job is reported, each with its line and a did-you-mean", "[harness]") {
+  test::TempDir dir("two_names");
+  const auto file = dir.file("t.toml");
+  test::spit(file,
+             "[experiment]\nname = \"t\"\n[defaults]\nsteps = 5\n[stage.run]\nmixer = \"fast_weight\"\n"
+             "rule = \"decai\"\nfeature_map = \"idenity\"\nm = 4\n");
+  const auto r = test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}", file, dir.file("fwlab.db"))));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(file + ":7:8: stage.run.rule: 'decai' is not one of add, delta, gated, decay, "
+                                              "gated_delta (did you mean 'decay'?) (job key model.mixer.rule"));
+  CHECK_THAT(r.output, Catch::Contains(file + ":8:15: stage.run.feature_map: 'idenity' is not one of") &&
+                           Catch::Contains("(did you mean 'identity'?) (job key model.mixer.feature_map"));
 }
 
 TEST_CASE("fwlab: outcomes are recorded with the right status and cause; dependants of a failed job are blocked",

@@ -310,7 +310,7 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
         "layers[0].key_norm: rule 'add' normalises no keys: key_norm would change nothing");
   auto l1_keys = test::small_config(fw("delta", "relu", "none", 4));
   l1_keys.layers[1].key_norm = "l1";
-  CHECK(config_error(l1_keys) == "layers[1].key_norm: 'l1' is not one of sum, l2");
+  CHECK(config_error(l1_keys) == "layers[1].key_norm: 'l1' is not one of sum, l2 (did you mean 'l2'?)");
   auto delta_chunk = test::small_config(fw("delta", "relu", "none", 4));
   delta_chunk.layers[0].chunk = 16;
   CHECK(config_error(delta_chunk) ==

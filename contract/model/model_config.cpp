@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "contract/job/did_you_mean.h"
 #include "contract/model/feature_map_table.h"
 #include "contract/model/mixer_table.h"
 #include "contract/model/rule_table.h"
@@ -17,15 +18,16 @@ ConfigError::ConfigError(std::string field, const std::string& message)
       field_(std::move(field)),
       message_(message) {}
 
+void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw ConfigError(
+        field, fmt::format("'{}' is not one of {}{}", value, fmt::join(allowed, ", "), did_you_mean(value, allowed)));
+}
+
 namespace {
 
 const std::vector<std::string> kOutNorms = {"none", "rmsnorm"};
 const std::vector<std::string> kNorms = {"attn", "none"};
-
-void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field) {
-  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-    throw ConfigError(field, fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
-}
 
 void require_positive(int64_t value, const std::string& field) {
   if (value <= 0) throw ConfigError(field, fmt::format("must be positive, got {}", value));
@@ -158,6 +160,14 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::string>>> mixer_name_keys() {
+  return {{"kind", mixer_names()},
+          {"rule", rule_names()},
+          {"feature_map", feature_map_names()},
+          {"norm", kNorms},
+          {"out_norm", kOutNorms}};
+}
 
 void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
   require_one_of(s.kind, mixer_names(), p + "kind");

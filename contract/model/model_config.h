@@ -157,6 +157,11 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan);
 void validate(const ModelConfig& cfg);
 void validate_block(const ModelConfig& cfg);  // the block's parts beyond the mixers (norm, positions, MLP, heads)
 void validate_mixer(const MixerSpec& spec, const ModelConfig& cfg, const std::string& field_prefix);
+// ConfigError(field, "'VALUE' is not one of A, B (did you mean 'A'?)") unless value is one of `allowed`.
+void require_one_of(const std::string& value, const std::vector<std::string>& allowed, const std::string& field);
+// The mixer keys whose value is one of a list of names, with the names: the harness checks them all at once, so that
+// a file with two misspelt names hears of both.
+std::vector<std::pair<std::string, std::vector<std::string>>> mixer_name_keys();
 // The encoder-decoder's keys (contract/model/encoder_decoder.cpp): what validate(), the JSON round trip and the
 // parameter count add for a model with encoder_layers > 0.
 void validate_encoder_decoder(const ModelConfig& cfg);
