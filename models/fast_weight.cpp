@@ -15,9 +15,6 @@ namespace {
 // RMSNorm's epsilon in fla's DeltaNet and GatedDeltaNet layers (norm_eps).
 constexpr double kOutNormEps = 1e-5;
 
-// Chunk length of the parallel form: the spec's, or the rule's default (contract/model/rule_table.cpp).
-int64_t chunk_of(const MixerSpec& spec) { return spec.chunk > 0 ? spec.chunk : find_rule(spec.rule)->default_chunk; }
-
 // Softmax attention of q over the last `window` keys, [B, H, T, hd]. With a state, the keys and values of up to
 // window - 1 earlier tokens come from it and it keeps the last `window` after: the step form's O(window) cache.
 torch::Tensor window_softmax(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t window,
@@ -132,7 +129,9 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state)
 torch::Tensor FastWeight::run(const torch::Tensor& x, MixerState* state, bool reference) {
   if (is_training()) phi->resample();
   const auto in = inputs(x, state);
-  auto r = rule->recur(in.rule, RuleRun{state, spec.norm == "attn", reference, chunk_of(spec)});
+  // The chunk length of the parallel form: the spec's, or the rule's default (contract/model/rule_table.cpp).
+  const int64_t chunk = spec.chunk > 0 ? spec.chunk : rule->row().default_chunk;
+  auto r = rule->recur(in.rule, RuleRun{state, spec.norm == "attn", reference, chunk});
   auto y = r.y;
   if (spec.swa_window > 0)
     y = 0.5 * (y + window_softmax(in.q_raw, in.k_raw, in.rule.v, spec.swa_window, state));  // Liger's mix

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 
 namespace fwlab {
@@ -32,7 +33,9 @@ Generation generate(GPT& model, const std::vector<int64_t>& prompt, const Sampli
   if (!o.greedy && !(o.temperature > 0.0))
     throw std::invalid_argument(fmt::format("generate: temperature must be > 0, got {}", o.temperature));
   const auto device = model->wte->weight.device();
-  const int64_t context = model->config().context;
+  // Learned positions end at the context; rotary or no positions go on (models/gpt.h: bounded_positions).
+  const int64_t context =
+      model->config().bounded_positions() ? model->config().context : std::numeric_limits<int64_t>::max();
   torch::NoGradGuard guard;
   model->eval();
   at::Generator gen = at::detail::createCPUGenerator(o.seed);

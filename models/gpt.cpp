@@ -110,7 +110,8 @@ torch::Tensor GPTImpl::features(const torch::Tensor& idx, std::vector<torch::Ten
 }
 
 torch::Tensor GPTImpl::step(const torch::Tensor& tokens, GenerationState& state) {
-  TORCH_CHECK(state.position < cfg_.context, "generation past the model's context of ", cfg_.context, " tokens");
+  TORCH_CHECK(!cfg_.bounded_positions() || state.position < cfg_.context, "generation past the model's context of ",
+              cfg_.context, " tokens: its learned position table has ", cfg_.context, " rows");
   if (state.layers.empty()) state.layers.resize(blocks_.size());
   auto x = wte(tokens);
   if (wpe) x = x + wpe->weight[state.position];

@@ -56,3 +56,30 @@ TEST_CASE("greedy_until: a batch of prompts of different lengths gives each prom
     CHECK(cut[1] == full.substr(0, full.find(stop)));
   }
 }
+
+TEST_CASE("generation past the context: learned positions stop there, rotary and no positions go on", "[generate]") {
+  MixerSpec decay;
+  decay.kind = "fast_weight", decay.rule = "decay", decay.feature_map = "identity", decay.norm = "none", decay.m = 4;
+  SamplingOptions o;
+  o.greedy = true;
+  o.tokens = 40;
+  const std::vector<int64_t> prompt{3, 5, 7};
+  for (const auto& [positions, mixer] : std::vector<std::pair<std::string, MixerSpec>>{
+           {"learned", MixerSpec{}}, {"rope", MixerSpec{}}, {"none", decay}, {"learned", decay}}) {
+    auto cfg = test::small_config(mixer);
+    cfg.positions = positions;
+    cfg.context = 16;
+    torch::manual_seed(3);
+    GPT model(cfg);
+    INFO(positions << " " << mixer.kind);
+    const auto n = static_cast<int64_t>(generate(model, prompt, o).tokens.size());
+    // Learned: the last token is chosen at position 15 (the prompt's 3 and 13 more), so 14 come out.
+    CHECK(n == (positions == "learned" ? 16 - 3 + 1 : 40));
+    GenerationState state;
+    if (positions == "learned") {
+      for (int64_t i = 0; i < 16; ++i) model->step(torch::full({1}, int64_t{1}, torch::kLong), state);
+      CHECK_THROWS_WITH(model->step(torch::full({1}, int64_t{1}, torch::kLong), state),
+                        Catch::Contains("its learned position table has 16 rows"));
+    }
+  }
+}

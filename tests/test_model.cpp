@@ -18,7 +18,9 @@
 #include "models/gpt.h"
 #include "models/mixers.h"
 #include "models/rules/update_rule.h"
+#include "contract/model/named_rows.h"
 #include "tests/test_util.h"
+#include "worker/job_kinds.h"
 
 using namespace fwlab;
 using fwlab::test::fw;
@@ -394,6 +396,7 @@ TEST_CASE("every rule, feature map and mixer of the tables: registered, and the 
   CHECK(registered_rules() == rule_names());
   CHECK(registered_mixers() == mixer_names());
   CHECK(registered_feature_maps() == feature_map_names());
+  CHECK(row_names(job_kind_rows()) == job_kinds());  // every kind a spec accepts has its runner, and no other
   for (const auto& rule : rule_table())
     for (const auto& map : feature_map_table()) {
       // The first of a few sizes the map takes (elu1: m = head_dim = 8; dpfp, nu = 1: m = 16).

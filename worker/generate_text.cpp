@@ -71,19 +71,30 @@ int run_generate(const GenerateArgs& a, const std::string& repo_root) {
     fmt::print(stderr, "fwlab-worker generate: --prompt: the prompt encodes to no token\n");
     return kExitBadSpec;
   }
-  if (static_cast<int64_t>(ids.size()) >= cfg.context) {
-    fmt::print(stderr, "fwlab-worker generate: --prompt: {} tokens leave no room in the model's context of {}\n",
-               ids.size(), cfg.context);
+  // A learned position table ends at the context; rotary (the Llama family) or no positions go past it.
+  const bool bounded = cfg.bounded_positions();
+  if (bounded && static_cast<int64_t>(ids.size()) >= cfg.context) {
+    fmt::print(stderr,
+               "fwlab-worker generate: --prompt: {} tokens leave no room in the model's context of {} (its learned "
+               "position table has {} rows)\n",
+               ids.size(), cfg.context, cfg.context);
     return kExitBadSpec;
   }
   torch::set_num_threads(static_cast<int>(a.threads > 0 ? a.threads : std::thread::hardware_concurrency()));
   model->to(torch::Device(a.device));
   auto options = a.sampling;
   const int64_t room = cfg.context - static_cast<int64_t>(ids.size()) + 1;
-  if (options.tokens > room) {
-    fmt::print(stderr, "fwlab-worker generate: --tokens {} would pass the context of {}; generating {}\n",
-               options.tokens, cfg.context, room);
+  if (bounded && options.tokens > room) {
+    fmt::print(stderr,
+               "fwlab-worker generate: --tokens {} would pass the context of {}: the model's learned position table "
+               "has {} rows (a model with rotary or no positions goes past it); generating {}\n",
+               options.tokens, cfg.context, cfg.context, room);
     options.tokens = room;
+  } else if (!bounded && options.tokens > room) {
+    fmt::print(stderr,
+               "fwlab-worker generate: past the trained context of {} ({} positions): the model's {} positions "
+               "are defined there, though it never trained on them\n",
+               cfg.context, static_cast<int64_t>(ids.size()) + options.tokens - 1, cfg.positions);
   }
   fmt::print(stderr, "the model computes in {} (--dtype {})\n", c10::toString(model->wte->weight.scalar_type()),
              a.dtype);

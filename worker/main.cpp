@@ -26,6 +26,7 @@
 #include "models/hf_import.h"
 #include "models/seq2seq/seq2seq_io.h"
 #include "worker/generate_text.h"
+#include "worker/job_kinds.h"
 #include "worker/trainer.h"
 
 namespace fs = std::filesystem;
@@ -146,11 +147,7 @@ int run(const std::string& job_dir) {
     return code;
   };
   try {
-    if (spec.kind == "generation-bench") return run_generation_bench(spec, job_dir, log);
-    if (spec.kind == "attention") return run_attention_analysis(spec, job_dir, log);
-    if (spec.kind == "eval") return run_eval(spec, job_dir, log);
-    if (spec.kind == "translate") return run_translate(spec, job_dir, log);
-    return run_training(spec, job_dir, log);
+    return job_runner(spec.kind)(spec, job_dir, log);
   } catch (const SpecError& e) {  // found only once files were read (source checkpoint, corpus vocabulary)
     return fail("bad_spec", fmt::format("{}: {}", spec_path(job_dir), e.what()), kExitBadSpec);
   } catch (const DataError& e) {

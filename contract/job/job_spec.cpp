@@ -20,7 +20,7 @@ namespace {
 // The top-level keys: the job's kind, seed, threads, device, source checkpoint and model keys.
 void read_job_keys(Reader& r, JobSpec& s) {
   r.get("kind", s.kind);
-  one_of(s.kind, {"train", "transfer", "attention", "generation-bench", "eval", "translate"}, "kind");
+  one_of(s.kind, job_kinds(), "kind");
   r.get("seed", s.seed);
   r.get("threads", s.threads);
   require(s.threads >= 0, "threads", fmt::format("must be >= 0 (0: all cores), got {}", s.threads));
@@ -325,6 +325,12 @@ bool EvalSpec::due(int64_t done, int64_t total) const {
   for (int64_t i = 0; i < count; ++i)
     if (std::llround(std::exp(span * static_cast<double>(i) / static_cast<double>(count - 1))) == done) return true;
   return false;
+}
+
+const std::vector<std::string>& job_kinds() {
+  static const std::vector<std::string> kinds = {"train", "transfer", "attention", "generation-bench",
+                                                 "eval",  "translate"};
+  return kinds;
 }
 
 JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root) {

@@ -205,6 +205,9 @@ struct JobSpec {
 
 // Parses and checks a spec; unknown keys, wrong types and out-of-range values throw SpecError naming the key.
 // `repo_root` resolves the default data paths.
+// The kinds of job a worker runs (worker/job_kinds.cpp holds one runner for each; a test binds the two).
+const std::vector<std::string>& job_kinds();
+
 JobSpec parse_job_spec(const nlohmann::json& j, const std::string& repo_root);
 JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
 

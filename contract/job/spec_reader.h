@@ -87,12 +87,16 @@ inline void at_most(int64_t v, int64_t limit, const std::string& field) {
   require(v <= limit, field, fmt::format("{} is beyond what fwlab supports (at most {})", v, limit));
 }
 
-inline void one_of(const std::string& v, std::initializer_list<const char*> allowed, const std::string& field) {
-  for (const char* a : allowed)
+inline void one_of(const std::string& v, const std::vector<std::string>& allowed, const std::string& field) {
+  for (const auto& a : allowed)
     if (v == a) return;
   std::string list;
-  for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
   throw SpecError(field, fmt::format("'{}' is not one of {}", v, list));
+}
+
+inline void one_of(const std::string& v, std::initializer_list<const char*> allowed, const std::string& field) {
+  one_of(v, std::vector<std::string>(allowed.begin(), allowed.end()), field);
 }
 
 }  // namespace fwlab::spec_reader

@@ -109,6 +109,9 @@ struct ModelConfig {
   int64_t ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   int64_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   bool rope_positions() const { return positions == "rope"; }
+  // Whether positions past `context` have no representation: a learned table (wpe) has `context` rows; rotary,
+  // sinusoidal and no positions are defined at any position, so generation may run past the trained length.
+  bool bounded_positions() const { return positions == "learned"; }
   double lora_scale() const {
     return lora_rank > 0
                ? (lora_alpha > 0 ? lora_alpha : static_cast<double>(lora_rank)) / static_cast<double>(lora_rank)

@@ -16,7 +16,7 @@ constexpr double kDeltaBetaInit = 0.007;
 class DeltaRule : public UpdateRule {
  public:
   DeltaRule(torch::nn::Module& layer, const MixerSpec& spec, const ModelConfig& cfg)
-      : UpdateRule(spec), n_heads_(cfg.n_heads), key_norm_(key_norm_of(spec)) {
+      : UpdateRule(spec), n_heads_(cfg.n_heads) {
     gate_ = layer.register_module("gate", torch::nn::Linear(cfg.d_model, cfg.n_heads));
     torch::NoGradGuard guard;
     const double beta0 = spec.beta_init > 0 ? spec.beta_init : kDeltaBetaInit;
@@ -36,7 +36,6 @@ class DeltaRule : public UpdateRule {
  private:
   torch::nn::Linear gate_{nullptr};
   int64_t n_heads_;
-  std::string key_norm_;
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ class GatedDeltaRule : public UpdateRule {
   }
   void prepare(RuleInputs& in, const torch::Tensor& x) override {
     namespace K = kernels;  // gates in fp32 under mixed precision
-    normalize_keys(in, key_norm_of(spec_));
+    normalize_keys(in, key_norm_);
     in.beta = torch::sigmoid(K::widened_to_fp32(split_heads(b_proj_(x), n_heads_)));  // [B, H, T, 1]
     const auto dt = torch::softplus(K::widened_to_fp32(a_proj_(x) + dt_bias_));       // [B, T, H]
     in.alpha = torch::exp(split_heads(-torch::exp(A_log_) * dt, n_heads_));           // [B, H, T, 1]

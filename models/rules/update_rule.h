@@ -40,8 +40,13 @@ struct DecayGateLayers {
 
 class UpdateRule {
  public:
-  explicit UpdateRule(const MixerSpec& spec) : spec_(spec) {}
+  // The rule's row (contract/model/rule_table.h) and its key normalization are resolved here, once: the forms a
+  // layer runs read them from the rule, not by name.
+  explicit UpdateRule(const MixerSpec& spec) : spec_(spec), row_(*find_rule(spec.rule)), key_norm_(key_norm_of(spec)) {}
   virtual ~UpdateRule() = default;
+
+  const RuleRow& row() const { return row_; }
+  const std::string& key_norm() const { return key_norm_; }  // "" for rules that normalise no keys
 
   // The gates from the layer input x [B, T, d_model], and the rule's normalization of in.fq and in.fk.
   virtual void prepare(RuleInputs& in, const torch::Tensor& x) = 0;
@@ -57,6 +62,8 @@ class UpdateRule {
 
  protected:
   const MixerSpec spec_;
+  const RuleRow& row_;
+  const std::string key_norm_;
 };
 
 // `layer` is the fast-weight module: a rule registers its parameters on it, under the names checkpoints use.
