@@ -17,6 +17,7 @@ namespace {
 const std::set<std::string> kEvalFields = {"loss", "ppl", "bpc", "accuracy"};
 // Metric keys of the worker's record (worker/README.md "The record").
 const std::set<std::string> kSeriesKeys = {"train_loss",
+                                           "valid_kl",
                                            "lr",
                                            "grad_norm",
                                            "step_ms",

@@ -48,7 +48,9 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
                      const std::string& version)
     : ex_(ex), profile_(profile), db_(db) {
   std::map<std::string, size_t> by_id;
-  for (auto& p : plan_jobs(ex, repo_root, version)) {
+  // Cells whose derived settings read results are planned with what the database holds (harness/derive.h).
+  const auto results = job_results_in(db);
+  for (auto& p : plan_experiment(ex, repo_root, version, results.get(), false).jobs) {
     JobRecord r;
     r.planned = std::move(p);
     if (r.planned.applicable) by_id[r.planned.id] = jobs_.size();
@@ -90,6 +92,15 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     dq.reset();
   }
   read_kernel_fallbacks(db, by_id, jobs_);
+  // Two cells whose settings came out the same (a derived setting) are one job: each shows its record.
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const auto it = by_id.find(jobs_[i].planned.id);
+    if (!jobs_[i].planned.applicable || it == by_id.end() || it->second == i) continue;
+    const auto& same = jobs_[it->second];
+    auto& r = jobs_[i];
+    r.status = same.status, r.cause = same.cause, r.reason = same.reason, r.evals = same.evals;
+    r.divergence = same.divergence, r.kernel_fallbacks = same.kernel_fallbacks;
+  }
 }
 
 const std::map<int64_t, double>& ResultSet::series(const std::string& job_id, const std::string& key) const {

@@ -119,6 +119,8 @@ std::string experiment_page(Db& db, const SiteEntry& e, const SiteContext& ctx, 
     const auto jobs = jobs_html(results, running);
     std::string body = fmt::format("{}<h1>{}</h1>\n<p>{}</p>\n<p><small>{}</small></p>\n<h2>Table</h2>\n{}", nav,
                                    esc(title), esc(ex.description), esc(e.file), table_html(table));
+    for (const auto& name : table_names(ex))  // [tables.NAME]: the file's further tables
+      body += fmt::format("<h2>Table: {}</h2>\n{}", esc(name), table_html(build_table(results, table_spec(ex, name))));
     body += fmt::format("<p><a href=\"{}\">Every run</a>, its settings and metrics, sortable and filterable.</p>\n",
                         esc(runs_href(e).substr(2)));
     body += "<h2>Curves by row and column</h2>\n<div class=\"curves\">\n" + cell_curves_html(results, spec, table) +

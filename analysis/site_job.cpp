@@ -89,6 +89,49 @@ std::string events_html(Db& db, const std::string& id) {
   return out + "</table>\n";
 }
 
+std::string one_derivation_html(const std::string& key, const std::string& value, const std::string& record_text,
+                                const std::string& coords);
+
+// Why the job has a derived setting (harness/derive.h): the value, its selector and the ranking it read, each
+// input linked to its page. "" where the job has none (or the database predates derivations).
+std::string derivation_html(Db& db, const std::string& id) {
+  auto has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'derivations'");
+  if (!has.step()) return "";
+  auto q = db.prepare("SELECT key, value, record, coords FROM derivations WHERE job_id = ? ORDER BY stage, coords");
+  q.bind(1, id);
+  std::string out;
+  while (q.step()) out += one_derivation_html(q.text(0), q.text(1), q.text(2), q.text(3));
+  return out;
+}
+
+// One cell's derivation: the value, the selector, and the ranking it read.
+std::string one_derivation_html(const std::string& key, const std::string& value, const std::string& record_text,
+                                const std::string& coords) {
+  const auto record = nlohmann::json::parse(record_text, nullptr, false);
+  const auto cell = nlohmann::json::parse(coords, nullptr, false);
+  std::string out =
+      fmt::format("<h2>Derived setting ({})</h2>\n<p><code>{}</code> = <code>{}</code>, chosen by <b>{}</b>",
+                  esc(cell.is_object() ? coords_label(cell) : coords), esc(key), esc(value),
+                  esc(record.value("selector", std::string("?"))));
+  if (record.contains("ranking")) {
+    out += fmt::format(
+        " from the inputs below, ranked by {} ({}).</p>\n<table>\n<tr><th>rank</th><th "
+        "class=\"label\">job</th><th class=\"label\">layers</th><th>score</th></tr>\n",
+        esc(record.value("metric", std::string())), esc(record.value("order", std::string())));
+    int rank = 0;
+    for (const auto& r : record["ranking"]) {
+      const auto job = r.value("job", std::string());
+      const auto link = job == "mean" ? std::string("mean of the jobs")
+                                      : fmt::format("<a href=\"{}.html\">{}</a>", esc(job), esc(job));
+      out += fmt::format("<tr><td>{}</td><td class=\"label\">{}</td><td class=\"label\">{}</td><td>{:.6g}</td></tr>\n",
+                         ++rank, link, esc(r["layers"].dump()), r.value("score", 0.0));
+    }
+    return out + "</table>\n";
+  }
+  return out + fmt::format(" ({} of {} layers, from their number alone).</p>\n", record.value("count", 0),
+                           record.value("n_layers", 0));
+}
+
 }  // namespace
 
 std::optional<std::string> job_page(Db& db, const std::string& job_id, const SiteContext& ctx) {
@@ -119,6 +162,7 @@ std::optional<std::string> job_page(Db& db, const std::string& job_id, const Sit
   const auto evals = evals_html(db, job_id, valid);
   body += "<h2>Curves</h2>\n" + curves_html(db, job_id, valid);
   body += "<h2>Evaluations</h2>\n" + evals;
+  body += derivation_html(db, job_id);
   body += "<h2>Settings</h2>\n" + settings_html(db, job_id);
   body += "<h2>Events</h2>\n" + events_html(db, job_id);
   const bool running = status == "running" || status == "pending" || status == "submitted";

@@ -259,6 +259,35 @@ TableSpec table_spec(const Experiment& ex) {
   return spec;
 }
 
+TableSpec table_spec(const Experiment& ex, const std::string& name) {
+  if (name.empty()) return table_spec(ex);
+  if (!ex.tables.contains(name)) {
+    const auto names = table_names(ex);
+    throw ExperimentError(
+        fmt::format("{}:1:1: tables.{}: the file has no [tables.{}]{}", ex.file, name, name,
+                    names.empty() ? std::string(" (it has no further tables)") : did_you_mean(name, names)));
+  }
+  // [table]'s reader, on a copy whose [table] is this one (its positions moved along, its errors renamed back).
+  Experiment as_main = ex;
+  as_main.table = ex.tables[name];
+  const std::string prefix = "tables." + name;
+  for (const auto& [key, pos] : ex.analysis_pos)
+    if (key.rfind(prefix, 0) == 0) as_main.analysis_pos["table" + key.substr(prefix.size())] = pos;
+  try {
+    return table_spec(as_main);
+  } catch (const ExperimentError& e) {
+    std::string what = e.what();
+    if (const auto at = what.find(": table"); at != std::string::npos) what.replace(at + 2, 5, prefix);
+    throw ExperimentError(what);
+  }
+}
+
+std::vector<std::string> table_names(const Experiment& ex) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : ex.tables.items()) out.push_back(name);
+  return out;
+}
+
 std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table) {
   Reader r(ex);
   std::vector<PlotSpec> out;

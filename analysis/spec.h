@@ -68,6 +68,9 @@ struct PublishedSpec {
 // Without a [table] section: the last stage, its first axis as rows and the other axes as columns, and the
 // metric that fits the data (test accuracy for MQAR, ms per token for generation benchmarks, test perplexity).
 TableSpec table_spec(const Experiment& ex);
+// [tables.NAME]: a further table of the file, with [table]'s keys (`fwlab table FILE --table NAME`); "" is [table].
+TableSpec table_spec(const Experiment& ex, const std::string& name);
+std::vector<std::string> table_names(const Experiment& ex);  // the [tables.NAME] names, in the file's order
 std::vector<PlotSpec> plot_specs(const Experiment& ex, const TableSpec& table);
 // The file's [published] section checked against the table's axes and metrics; nullopt without one.
 std::optional<PublishedSpec> published_spec(const Experiment& ex, const TableSpec& table);

@@ -45,10 +45,11 @@ std::optional<std::string> why_empty(Db& db, const ResultSet& results, const std
 
 // The analysis commands read the file (with its profile) and the database; `body` gets both.
 int with_results(const std::string& file, const std::string& profile, const Common& c,
-                 const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body) {
+                 const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body,
+                 const std::string& table_name = "") {
   try {
     const auto ex = plan_checked(file, profile, c).ex;
-    const auto table = table_spec(ex);
+    const auto table = table_spec(ex, table_name);
     const auto plots = plot_specs(ex, table);
     published_spec(ex, table);  // checked by every analysis command, as [table] and [[plot]] are
     if (!fs::exists(c.db_path)) {
@@ -72,11 +73,14 @@ int with_results(const std::string& file, const std::string& profile, const Comm
 }  // namespace
 
 int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare,
-              const std::string& out, const Common& c) {
+              const std::string& out, const std::string& table_name, const Common& c) {
+  if (compare && !table_name.empty())
+    throw ArgumentError("--compare: the paper's numbers stand beside [table], not a further table (drop --table)");
   if (compare && format != "md")
     throw ArgumentError("--compare: the comparison is Markdown only (drop --format " + format + ")");
   return with_results(
-      file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
+      file, profile, c,
+      [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>&) {
         const auto t = build_table(results, spec);
         if (compare) {
           const auto published = published_spec(results.experiment(), spec);
@@ -97,7 +101,8 @@ int cmd_table(const std::string& file, const std::string& profile, const std::st
           return emit(text, out);
         }
         return emit(format == "tex" ? render_latex(t) : format == "csv" ? render_csv(t) : render_markdown(t), out);
-      });
+      },
+      table_name);
 }
 
 int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c) {

@@ -19,7 +19,7 @@ struct SweepArgs {
 };
 int cmd_sweep(const SweepArgs& a, const Common& c);
 int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare,
-              const std::string& out, const Common& c);
+              const std::string& out, const std::string& table_name, const Common& c);
 int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c);
 int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot,
              const Common& c);

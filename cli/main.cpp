@@ -135,7 +135,7 @@ int reporting_errors(const std::function<int()>& command) {
 struct Args {
   std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot",
                                   table_format = "md", doctor_worker;
-  std::string hypotheses, references, bleu_format = "text";
+  std::string hypotheses, references, bleu_format = "text", table_name;
   bool wait = false, compare = false, doctor_quick = false;
   int doctor_threads = 0;
   SiteOptions site;
@@ -196,6 +196,7 @@ void add_analysis(CLI::App& app, Args& a, Common& common, Subcommands& s) {
       ->check(CLI::IsMember({"md", "tex", "csv"}))
       ->capture_default_str();
   s.table->add_option("--out", a.out, "write to this file instead of printing");
+  s.table->add_option("--table", a.table_name, "a further table of the file ([tables.NAME]) instead of [table]");
   s.table->add_flag("--compare", a.compare,
                     "beside the paper's own numbers ([published]): orderings, rank correlation, marks");
   s.report = app.add_subcommand("report",
@@ -271,7 +272,7 @@ int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& 
   if (*s.query) return cmd_query(a.sql, a.format, common);
   if (*s.diff) return cmd_diff(a.job, a.other_job, common);
   if (*s.bleu) return cmd_bleu(a.hypotheses, a.references, a.bleu_format);
-  if (*s.table) return cmd_table(a.file, a.profile, a.table_format, a.compare, a.out, common);
+  if (*s.table) return cmd_table(a.file, a.profile, a.table_format, a.compare, a.out, a.table_name, common);
   if (*s.report) return cmd_report(a.file, a.profile, a.out, common);
   if (*s.plot) return cmd_plot(a.file, a.profile, a.out, a.gnuplot, common);
   if (*s.doctor) {

@@ -14,9 +14,12 @@ namespace fwlab::cli {
 struct PlannedExperiment {
   Experiment ex;
   std::vector<PlannedJob> jobs;
+  std::vector<std::string> waiting;  // cells whose derived settings' inputs have not ended (harness/derive.h)
 };
 
-// Throws ExperimentError (the file) or ArgumentError (an idle --set, each named with the setting that shadows it).
+// Plans with what the database (if there is one yet) says of the jobs that derived settings read. Throws
+// ExperimentError (the file), ArgumentError (an idle --set, each named with the setting that shadows it) or
+// DerivationError (a derived setting's input ended without a result).
 PlannedExperiment plan_checked(const std::string& file, const std::string& profile, const Common& c);
 
 }  // namespace fwlab::cli

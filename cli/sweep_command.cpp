@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "analysis/spec.h"
@@ -167,24 +169,103 @@ SweepOptions sweep_options(const SweepArgs& a, const Experiment& ex, const std::
   return opt;
 }
 
+// A sweep's rounds: its jobs, then, whenever a round ends with cells whose derived settings read jobs that have now
+// ended, those cells planned and run (the jobs already done are skipped), until a round plans nothing new.
+class SweepRounds {
+ public:
+  SweepRounds(Store& store, Launcher& launcher, int64_t sweep_id, const SweepOptions& opt, std::string experiment,
+              std::string profile)
+      : store_(store),
+        launcher_(launcher),
+        sweep_id_(sweep_id),
+        opt_(opt),
+        experiment_(experiment),
+        profile_(profile) {}
+
+  SweepSummary run(std::vector<PlannedJob> planned, std::vector<std::string> waiting,
+                   const std::function<PlannedExperiment()>& replan, const DriveOptions& drive_options) {
+    SweepSummary total;
+    std::set<std::string> known;
+    for (int round = 0;; ++round) {
+      for (const auto& j : planned) known.insert(j.id);
+      store_.register_jobs(sweep_id_, planned, experiment_, profile_, opt_.runs_dir);
+      auto scheduler = std::make_unique<Scheduler>(store_, launcher_, sweep_id_, planned, opt_);
+      add(total, drive(*scheduler, drive_options), round == 0);
+      queued_ = scheduler->queued();
+      in_flight_ = (queued_ > 0 || total.in_flight > 0) && launcher_.detachable();
+      waiting_ = waiting;
+      if (waiting.empty() || total.interrupted_by_signal || in_flight_ || drive_options.detach) {
+        close_sweep(store_, sweep_id_, *scheduler);
+        return total;
+      }
+      try {
+        auto next = replan();
+        const bool fresh = std::any_of(next.jobs.begin(), next.jobs.end(),
+                                       [&](const PlannedJob& j) { return j.applicable && !known.count(j.id); });
+        planned = std::move(next.jobs), waiting = std::move(next.waiting);
+        if (!fresh) {  // the inputs they wait for are not this sweep's to run (another sweep, a cluster)
+          close_sweep(store_, sweep_id_, *scheduler);
+          return total;
+        }
+        if (opt_.lines) fmt::print("fwlab: planned the cells whose derived settings' inputs have ended\n");
+      } catch (const DerivationError& e) {
+        error_ = e.what();
+        close_sweep(store_, sweep_id_, *scheduler);
+        return total;
+      }
+    }
+  }
+
+  bool left_in_flight() const { return in_flight_; }
+  size_t queued() const { return queued_; }
+  const std::vector<std::string>& waiting() const { return waiting_; }
+  const std::optional<std::string>& derivation_error() const { return error_; }
+
+ private:
+  // A later round's "already done" are the jobs earlier rounds ran: counted once.
+  static void add(SweepSummary& t, const SweepSummary& s, bool first) {
+    t.finished += s.finished, t.diverged += s.diverged, t.failed += s.failed, t.crashed += s.crashed;
+    t.timeout += s.timeout, t.blocked += s.blocked, t.cancelled += s.cancelled, t.interrupted += s.interrupted;
+    t.na = s.na, t.in_flight = s.in_flight, t.resumed += s.resumed;
+    if (first) t.skipped = s.skipped;
+    t.interrupted_by_signal = t.interrupted_by_signal || s.interrupted_by_signal;
+  }
+
+  Store& store_;
+  Launcher& launcher_;
+  int64_t sweep_id_;
+  const SweepOptions& opt_;
+  std::string experiment_, profile_;
+  size_t queued_ = 0;
+  bool in_flight_ = false;
+  std::vector<std::string> waiting_;
+  std::optional<std::string> error_;
+};
+
 }  // namespace
 
 int cmd_sweep(const SweepArgs& a, const Common& c) {
   Experiment ex;
   std::vector<PlannedJob> planned;
+  std::vector<std::string> waiting;
   try {
     auto plan = plan_checked(a.file, a.profile, c);
     ex = std::move(plan.ex);
     planned = std::move(plan.jobs);
+    waiting = std::move(plan.waiting);
     plot_specs(ex, table_spec(ex));  // a broken [table], [[plot]] or [published] is found now, not after hours of jobs
     published_spec(ex, table_spec(ex));
   } catch (const ExperimentError& e) {
     fmt::print(stderr, "fwlab: {}\n", e.what());
     return 2;
+  } catch (const DerivationError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 1;
   }
   if (a.dry_run) {
     print_dry_run(ex, a.profile, planned, c);
     print_varying_settings(planned);
+    for (const auto& w : waiting) fmt::print("not planned yet (a derived setting reads results): {}\n", w);
     return 0;
   }
   // Every argument and every job's input files are checked before anything is written.
@@ -222,18 +303,19 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
                         static_cast<int64_t>(getpid()),
                         executor,
                         {{"retries", opt.retries}, {"runs_dir", opt.runs_dir}, {"threads", opt.threads_per_job}}});
-  store.register_jobs(sweep_id, planned, ex.name, a.profile, opt.runs_dir);
   install_signal_handlers();
-  Scheduler scheduler(store, *launcher, sweep_id, planned, opt);
-  const auto s = drive(scheduler, {opt.progress, a.detach, opt.lines});
-  close_sweep(store, sweep_id, scheduler);
+  SweepRounds rounds{store, *launcher, sweep_id, opt, ex.name, a.profile};
+  const auto s = rounds.run(planned, waiting, [&] { return plan_checked(a.file, a.profile, c); },
+                            {opt.progress, a.detach, opt.lines});
   print_summary(ex.name, s);
-  if ((scheduler.queued() > 0 || s.in_flight > 0) && launcher->detachable())
+  if (rounds.left_in_flight())
     fmt::print(
         "{}: {} job(s) in flight, {} waiting for others; `fwlab sync --db {}` records them and submits the next "
         "waves\n",
-        ex.name, s.in_flight, scheduler.queued(), c.db_path);
-  return sweep_exit(s);
+        ex.name, s.in_flight, rounds.queued(), c.db_path);
+  for (const auto& w : rounds.waiting()) fmt::print(stderr, "fwlab: not planned yet: {}\n", w);
+  if (rounds.derivation_error()) fmt::print(stderr, "fwlab: {}\n", *rounds.derivation_error());
+  return rounds.derivation_error() ? std::max(1, sweep_exit(s)) : sweep_exit(s);
 }
 
 // Cluster sweeps still open: each is reconciled from its jobs' status files and squeue, its finished records

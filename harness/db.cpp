@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS evals(
 CREATE TABLE IF NOT EXISTS divergences(
   job_id TEXT PRIMARY KEY, step INTEGER, cause TEXT, value TEXT, last_finite_loss REAL, lr REAL,
   first_nonfinite_layer TEXT, state_layer TEXT);
+CREATE TABLE IF NOT EXISTS derivations(
+  job_id TEXT NOT NULL, experiment TEXT, stage TEXT NOT NULL, coords TEXT NOT NULL, key TEXT, value TEXT, record TEXT,
+  created REAL, PRIMARY KEY(job_id, stage, coords));
 CREATE TABLE IF NOT EXISTS waves(
   token TEXT PRIMARY KEY, sweep_id INTEGER, launcher TEXT NOT NULL, submitted REAL, batch_id TEXT, script TEXT);
 CREATE INDEX IF NOT EXISTS jobs_by_experiment ON jobs(experiment, stage);

@@ -78,10 +78,11 @@ const std::set<std::string> kJobSections = {"model",     "data",       "optim", 
                                             "attention", "divergence", "bench", "debug", "tasks", "translate"};
 const std::set<std::string> kJobScalars = {"kind", "seed", "threads", "device", "kernel_check", "init_checkpoint"};
 // The sections a --set or profile key may start with (the rest of a --set key is a job key).
-const std::set<std::string> kFileSections = {"defaults", "stage", "grid", "preset", "experiment", "table", "executor"};
-const std::set<std::string> kTopSections = {"experiment", "defaults",       "stage",     "grid",    "axis",
-                                            "preset",     "not_applicable", "exclude",   "cell",    "profile",
-                                            "table",      "plot",           "published", "executor"};
+const std::set<std::string> kFileSections = {"defaults", "stage",  "grid",     "preset", "experiment",
+                                             "table",    "tables", "executor", "derive"};
+const std::set<std::string> kTopSections = {"experiment",     "defaults", "stage",  "grid",    "axis",  "preset",
+                                            "not_applicable", "exclude",  "cell",   "profile", "table", "plot",
+                                            "published",      "executor", "derive", "tables"};
 
 class Parser {
  public:
@@ -623,14 +624,31 @@ void resolve_axis_key(Axis& a, const nlohmann::json& v, const Experiment& ex) {
   else {
     std::vector<std::string> known;
     for (const auto& [al, t] : key_aliases()) known.push_back(al);
-    throw ExperimentError(fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}",
-                                      a.pos.str(), a.name, a.name, a.name, did_you_mean(a.name, known)));
+    throw ExperimentError(
+        fmt::format("{}: grid.{}: axis '{}' sets no job key and has no [preset.{}.*] tables{}{}", a.pos.str(), a.name,
+                    a.name, a.name, did_you_mean(a.name, known),
+                    ex.derive.empty() ? "" : ", and no [derive.NAME] section names it as its selector or count"));
   }
 }
 
-void resolve_axis_keys(Experiment& ex, const std::map<std::string, std::string>& axis_keys) {
+// The axes a [derive.NAME] section reads (its selector and count): their values choose a derived setting (derive.h)
+// instead of setting a job key of their own.
+std::set<std::string> derived_axes(const toml::table& doc) {
+  std::set<std::string> out;
+  if (auto* derive = doc["derive"].as_table())
+    for (const auto& [name, section] : *derive)
+      if (auto* t = section.as_table())
+        for (const char* key : {"selector", "count"})
+          if (auto v = t->get(key) ? t->get(key)->value<std::string>() : std::nullopt) out.insert(*v);
+  return out;
+}
+
+void resolve_axis_keys(Experiment& ex, const std::map<std::string, std::string>& axis_keys,
+                       const std::set<std::string>& derived) {
   for (auto& a : ex.axes) {
     if (axis_keys.count(a.name)) a.key = axis_keys.at(a.name);
+    a.derived = derived.count(a.name) && a.key.empty() && !ex.presets.count(a.name);
+    if (a.derived) continue;
     for (const auto& v : a.values) resolve_axis_key(a, v, ex);
   }
 }
@@ -704,6 +722,11 @@ void order_stages(const std::vector<Stage>& unordered, Experiment& ex) {
     bool progress = false;
     for (const auto& s : unordered) {
       if (placed.count(s.name) || (!s.from.empty() && !placed.count(s.from))) continue;
+      if (std::any_of(s.after.begin(), s.after.end(), [&](const std::string& a) {
+            return !placed.count(a) &&
+                   std::any_of(unordered.begin(), unordered.end(), [&](const Stage& x) { return x.name == a; });
+          }))
+        continue;  // a stage whose results a derived setting reads comes first
       ex.stages.push_back(s);
       placed.insert(s.name);
       progress = true;
@@ -722,12 +745,29 @@ void order_stages(const std::vector<Stage>& unordered, Experiment& ex) {
   }
 }
 
+// [derive.NAME] stage / probes / transfer: a derived stage is planned after the stages whose results it reads
+// (harness/derive.cpp checks the rest of the section).
+void add_derived_inputs(const toml::table& doc, std::vector<Stage>& stages) {
+  auto* derive = doc["derive"].as_table();
+  if (!derive) return;
+  for (const auto& [name, section] : *derive) {
+    const auto* t = section.as_table();
+    const auto target = t && t->get("stage") ? t->get("stage")->value<std::string>() : std::nullopt;
+    if (!target) continue;
+    for (auto& s : stages)
+      if (s.name == *target)
+        for (const char* input : {"probes", "transfer"})
+          if (const auto v = t->get(input) ? t->get(input)->value<std::string>() : std::nullopt) s.after.push_back(*v);
+  }
+}
+
 const toml::table& read_stages(const toml::table& doc, const Parser& p, Experiment& ex, const std::string& path) {
   auto* stages = doc["stage"].as_table();
   if (!stages || stages->empty())
     throw ExperimentError(fmt::format("{}:1:1: stage: at least one [stage.NAME] is required", path));
   std::vector<Stage> unordered;
   for (const auto& [k, v] : *stages) unordered.push_back(read_stage(std::string(k.str()), v, *stages, p, ex));
+  add_derived_inputs(doc, unordered);
   order_stages(unordered, ex);
   return *stages;
 }
@@ -787,6 +827,16 @@ void read_analysis_sections(const toml::table& doc, const Parser& p, Experiment&
     ex.plots = p.to_json(*pl, "plot");
     remember(*pl, "plot");
   }
+  if (auto* t = doc.get("tables")) {
+    if (!t->is_table()) p.fail(*t, "tables", "must be a table of [tables.NAME] sections");
+    ex.tables = p.to_json(*t, "tables");
+    remember(*t, "tables");
+  }
+  if (auto* d = doc.get("derive")) {
+    if (!d->is_table()) p.fail(*d, "derive", "must be a table of [derive.NAME] sections");
+    ex.derive = p.to_json(*d, "derive");
+    remember(*d, "derive");
+  }
   if (auto* pub = doc.get("published")) {
     if (!pub->is_table()) p.fail(*pub, "published", "must be a table ([published])");
     ex.published = p.to_json(*pub, "published");
@@ -812,7 +862,8 @@ Experiment load_experiment(const std::string& path, const std::string& profile, 
   // Grid axes, then presets, so that stages and rules can be checked against them.
   read_grid(doc, p, ex, written);
   read_presets(doc, p, ex);
-  resolve_axis_keys(ex, read_axis_keys(doc, p, ex));
+  if (doc.get("derive")) ex.derive = p.to_json(*doc.get("derive"), "derive");  // the axes' check mentions it
+  resolve_axis_keys(ex, read_axis_keys(doc, p, ex), derived_axes(doc));
   add_seed_axis(meta.get("seeds"), ex, p);
   check_job_sets_against_grid(ex);
   const auto& stages = read_stages(doc, p, ex, path);

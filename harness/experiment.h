@@ -43,6 +43,7 @@ struct Stage {
   Settings settings;
   double timeout_s = 0;  // per-job timeout (0: none)
   SourcePos pos, from_pos;
+  std::vector<std::string> after;  // stages whose results a derived setting of this one reads ([derive.NAME])
 };
 
 struct Axis {
@@ -50,6 +51,7 @@ struct Axis {
   std::vector<nlohmann::json> values;
   std::string key;  // job key set by scalar values ("" when every value is a preset)
   SourcePos pos;
+  bool derived = false;  // read by a [derive.NAME] section (its selector or count): its values set no job key
 };
 
 struct CellRule {  // not_applicable / exclude / cell entries: axis values (+ settings for extra cells)
@@ -91,12 +93,14 @@ struct Experiment {
   // value a subset left out is set aside, not an error.
   std::map<std::string, std::vector<nlohmann::json>> written_axes;
   ExecutorSpec executor;
-  // [table], [[plot]] and [published], for the analysis commands (analysis/ checks them), with the position of every
-  // key
+  // [table], [[plot]], [published] and [derive] (for the analysis commands and harness/derive.h, which check them),
+  // with the position of every key
   // ("table.rows", "plot[0].kind", "table.rows[1]") so their errors can name file:line:column.
   nlohmann::json table = nlohmann::json::object();
   nlohmann::json plots = nlohmann::json::array();
   nlohmann::json published = nlohmann::json::object();  // the paper's own table, for `fwlab table --compare`
+  nlohmann::json derive = nlohmann::json::object();     // [derive.NAME]: settings derived from results (derive.h)
+  nlohmann::json tables = nlohmann::json::object();     // [tables.NAME]: further tables, with [table]'s keys
   std::map<std::string, SourcePos> analysis_pos;
 };
 

@@ -1,5 +1,8 @@
 #include "harness/plan.h"
 
+#include "contract/model/named_rows.h"
+#include "harness/derive.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -254,7 +257,7 @@ Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann:
     auto preset = ex.presets.find(name);
     if (value.is_string() && preset != ex.presets.end() && preset->second.count(value.get<std::string>())) {
       for (const auto& [k, v] : preset->second.at(value.get<std::string>())) all[k] = v;
-    } else {
+    } else if (!axis.derived) {  // a derived setting's axis is read by its derivation (harness/derive.h)
       all[axis.key] = Setting{value, axis.pos, "grid." + name};
     }
   }
@@ -268,15 +271,74 @@ Settings cell_settings(const Experiment& ex, const Stage& stage, const nlohmann:
   return all;
 }
 
+// The number of layers of a cell's model: its source's (the job it starts from), else its own setting, else the
+// default configuration's.
+int64_t layers_of(const std::optional<nlohmann::json>& source, const Settings& all) {
+  if (source && source->is_object() && (*source).contains("n_layers")) return (*source)["n_layers"].get<int64_t>();
+  if (const auto it = all.find("model.n_layers"); it != all.end() && it->second.value.is_number_integer())
+    return it->second.value.get<int64_t>();
+  return ModelConfig{}.n_layers;
+}
+
 // The grid as it is planned, stage after stage: the jobs so far and the indexes the later stages look them up by.
 struct Planner {
   const Experiment& ex;
   const std::string& repo_root;
   const std::string& fwlab_version;
+  std::vector<Derivation> derivations;
+  const JobResults* results = nullptr;
+  bool strict = true;  // a derived setting's failed input: DerivationError (else the cell waits)
   std::vector<PlannedJob> jobs;
   std::map<std::string, std::map<std::string, size_t>> by_stage;  // stage -> coords dump -> index in jobs
   std::map<std::string, std::string> data_ids;                    // data section dump -> its identity
   std::map<std::string, size_t> index_by_id;
+  std::vector<std::string> waiting;
+
+  // The planned jobs of `stage` whose coordinates agree with `coords` on every axis both have, but `ignore`.
+  std::vector<const PlannedJob*> matching(const std::string& stage, const nlohmann::json& coords,
+                                          const std::set<std::string>& ignore) {
+    std::vector<const PlannedJob*> out;
+    for (const auto& [key, index] : by_stage[stage]) {
+      const auto& j = jobs[index];
+      bool same = j.applicable;
+      for (const auto& [axis, value] : coords.items())
+        same = same && (ignore.count(axis) || !j.coords.contains(axis) || j.coords[axis] == value);
+      if (same) out.push_back(&j);
+    }
+    return out;
+  }
+
+  // The derivation's value for a cell; false (and a line in `waiting`) where its inputs have not all ended.
+  bool apply_derivation(const Derivation& d, const Stage& stage, PlannedJob& job, Settings& all, int64_t n_layers) {
+    const auto selector = d.selector.empty() ? job.coords[d.selector_axis].get<std::string>() : d.selector;
+    const std::set<std::string> own = {d.selector_axis, d.count_axis};
+    std::vector<DerivationInput> inputs;
+    const auto& input_stage =
+        find_named_row(selector_rows(), selector)->input == SelectorInput::probes ? d.probes : d.transfer;
+    if (find_named_row(selector_rows(), selector)->input != SelectorInput::none)
+      for (const auto* j : matching(input_stage, job.coords, own)) {
+        auto path = "/" + d.probe_key;
+        std::replace(path.begin(), path.end(), '.', '/');
+        const auto ptr = nlohmann::json::json_pointer(path);
+        inputs.push_back({j->id, j->spec.contains(ptr) ? j->spec.at(ptr) : nlohmann::json()});
+      }
+    const DerivationCell cell{d, selector, job.coords[d.count_axis].get<int64_t>(), n_layers,
+                              fmt::format("stage {}, cell {}", stage.name, coords_label(job.coords))};
+    Derived derived;
+    try {
+      derived = derive_layers(cell, inputs, results);
+    } catch (const DerivationError& e) {
+      if (strict) throw;
+      derived.waiting = e.what();  // the tables show the cell as not run; the sweep stops on it
+    }
+    if (!derived.ready) {
+      waiting.push_back(derived.waiting);
+      return false;
+    }
+    all[d.key] = Setting{derived.value, d.pos, "derive." + d.name};
+    job.derivation = derived.record;
+    return true;
+  }
 
   // The configuration `job` converts from (its parent job's, or its init_checkpoint's), with depends_on and
   // applicability taken from a parent job. nullopt with `unreadable` set where that source cannot be read.
@@ -371,7 +433,12 @@ struct Planner {
     job.spec = nlohmann::json::object();
     for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
     bool unreadable = false;
-    const auto source = source_model(stage, job, unreadable);
+    auto source = source_model(stage, job, unreadable);
+    for (const auto& d : derivations)
+      if (d.stage == stage.name && job.applicable) {
+        if (!apply_derivation(d, stage, job, all, layers_of(source, all))) return;  // planned once its inputs end
+        set_path(job.spec, d.key, all[d.key].value);
+      }
     if (job.applicable) check_and_resolve(job, stage, all, source, unreadable);
     job.id = identity(job);
     job.settings = std::move(all);
@@ -383,12 +450,17 @@ struct Planner {
 
 }  // namespace
 
-std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root,
-                                  const std::string& fwlab_version) {
-  Planner planner{ex, repo_root, fwlab_version, {}, {}, {}, {}};
+Plan plan_experiment(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version,
+                     const JobResults* results, bool strict) {
+  Planner planner{ex, repo_root, fwlab_version, read_derivations(ex), results, strict, {}, {}, {}, {}, {}};
   for (const auto& stage : ex.stages)
     for (const auto& cell : stage_cells(ex, stage)) planner.plan_cell(stage, cell.first, cell.second);
-  return std::move(planner.jobs);
+  return {std::move(planner.jobs), std::move(planner.waiting)};
+}
+
+std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root,
+                                  const std::string& fwlab_version) {
+  return plan_experiment(ex, repo_root, fwlab_version, nullptr).jobs;
 }
 
 std::vector<std::string> check_job_inputs(const Experiment& ex, const std::vector<PlannedJob>& jobs,

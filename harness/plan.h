@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/derive.h"
 #include "harness/experiment.h"
 #include "contract/job/file_identity.h"
 #include "contract/model/model_config.h"
@@ -25,12 +26,24 @@ struct PlannedJob {
   int64_t params = 0;
   StateSize state;
   int64_t context = 0;
-  Settings settings;  // every setting of the job, with where the file set it (for error messages)
+  Settings settings;          // every setting of the job, with where the file set it (for error messages)
+  nlohmann::json derivation;  // a setting derived from results ([derive.NAME]): how (harness/derive.h); else null
 };
 
-// Every job of the experiment, stages in dependency order. Validation errors (ExperimentError) name the
-// file:line:column of the setting at fault. `repo_root` resolves default data paths; `fwlab_version` enters
-// every identity.
+// Every job of the experiment, stages in dependency order, and the cells not planned yet: those whose derived
+// setting ([derive.NAME], harness/derive.h) reads jobs that have not ended (`waiting` says which, a line a cell).
+struct Plan {
+  std::vector<PlannedJob> jobs;
+  std::vector<std::string> waiting;
+};
+
+// Validation errors (ExperimentError) name the file:line:column of the setting at fault. `repo_root` resolves
+// default data paths; `fwlab_version` enters every identity. `results` answers for the jobs a derived setting
+// reads (null: none has ended). Throws DerivationError where such a job ended without a result (`strict`; else
+// the cell waits, with the reason).
+Plan plan_experiment(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version,
+                     const JobResults* results, bool strict = true);
+// plan_experiment's jobs, with no results known.
 std::vector<PlannedJob> plan_jobs(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version);
 
 // Checks the files every applicable job will read (corpus, tokenizer files, a source checkpoint) without running

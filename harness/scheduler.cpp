@@ -151,6 +151,7 @@ void Scheduler::take_jobs() {
       ++summary_.na;
       continue;
     }
+    if (by_id_.count(j.id)) continue;  // two cells whose settings came out the same (a derived setting): one job
     by_id_[j.id] = &j;
     const auto row = store_.job(j.id);
     if (!row) continue;

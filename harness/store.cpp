@@ -59,6 +59,11 @@ void Store::register_jobs(int64_t sweep_id, const std::vector<PlannedJob>& jobs,
         "INSERT OR IGNORE INTO jobs(id, experiment, stage, coords, config, depends_on, status, created, dir, params, "
         "state_elements, timeout_s) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     auto link = db_.prepare("INSERT OR IGNORE INTO sweep_jobs(sweep_id, job_id) VALUES(?,?)");
+    // A derived setting's record (harness/derive.h), a row per cell: two cells whose selectors chose the same layers
+    // share a job, each with its own derivation.
+    auto derived = db_.prepare(
+        "INSERT OR IGNORE INTO derivations(job_id, experiment, stage, coords, key, value, record, created) "
+        "VALUES(?,?,?,?,?,?,?,?)");
     for (const auto& j : jobs) {
       cell.bind(1, experiment).bind(2, profile).bind(3, j.stage).bind(4, j.coords.dump());
       if (j.applicable)
@@ -83,6 +88,16 @@ void Store::register_jobs(int64_t sweep_id, const std::vector<PlannedJob>& jobs,
       job.run();
       link.bind(1, sweep_id).bind(2, j.id);
       link.run();
+      if (j.derivation.is_null()) continue;
+      derived.bind(1, j.id)
+          .bind(2, experiment)
+          .bind(3, j.stage)
+          .bind(4, j.coords.dump())
+          .bind(5, j.derivation.value("key", std::string()))
+          .bind(6, j.derivation.value("value", nlohmann::json()).dump())
+          .bind(7, j.derivation.dump())
+          .bind(8, unix_time());
+      derived.run();
     }
   });
 }

@@ -9,7 +9,7 @@ profile=${1:-quick}
 shift || true
 names=("$@")
 catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer llama_conversion conversion_eval sru_attention mqar capacity
-         t2r_table2 t2r_mt_speed sru_iwslt)
+         t2r_table2 t2r_mt_speed sru_iwslt layer_selection)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }
@@ -27,6 +27,10 @@ for name in "${names[@]}"; do
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --out "$out/table.md"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --format tex --out "$out/table.tex"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --format csv --out "$out/table.csv"
+  # The file's further tables ([tables.NAME]): table_NAME.md beside table.md.
+  for extra in $(sed -n 's/^\[tables\.\([A-Za-z0-9_-]*\)\]$/\1/p' "$file"); do
+    fwlab table "$file" --profile "$profile_of_name" --db "$db" --table "$extra" --out "$out/table_$extra.md"
+  done
   rm -f "$out/compare.md"
   if grep -q '^\[published\]' "$file"; then  # the paper's own numbers beside ours
     fwlab table "$file" --profile "$profile_of_name" --db "$db" --compare --out "$out/compare.md"

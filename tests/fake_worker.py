@@ -78,6 +78,9 @@ if behaviour == 3:
     write({"type": "end", "status": "diverged", "exit_code": 3})
     status({"status": "diverged", "cause": "loss_spike", "reason": f"loss_spike at step {steps}", "exit_code": 3})
     sys.exit(3)
+layers = spec.get("model", {}).get("keep_softmax_layers")
+if layers:  # a layer-selection probe: its KL to the teacher, ((5 i) mod 8) / 10 for the layer i it restores
+    write({"type": "metric", "step": steps, "key": "valid_kl", "value": ((5 * layers[0]) % 8) / 10})
 write({"type": "eval", "split": "valid", "step": steps, "loss": 0.5, "tokens": 10})
 write({"type": "end", "status": "finished", "exit_code": 0})
 status({"status": "finished", "exit_code": 0})

@@ -219,8 +219,9 @@ TEST_CASE("catalog: transfer at the smoke profile (conversions as columns and th
   CHECK_THAT(md, !Catch::Contains("| add | + sliding window"));
   Db db(dir.file("fwlab.db"));
   // The log schedule: a 10-step stage evaluates after steps 1, 2, 3, 4, 5, 7 and 10 (10^(i / 7) rounded).
-  CHECK(count(db, "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE j.stage = 'swap' AND "
-                  "e.split = 'valid' AND e.step IN (1, 2, 3, 4, 5, 7, 10)") == 4 * 7);
+  CHECK(count(db,
+              "SELECT COUNT(*) FROM evals e JOIN jobs j ON j.id = e.job_id WHERE j.stage = 'swap' AND "
+              "e.split = 'valid' AND e.step IN (1, 2, 3, 4, 5, 7, 10)") == 4 * 7);
   // Transfer trained the new mixers only; its LoRA follow-up only the adapters.
   CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key LIKE 'transfer_mse.%'") > 0);
   CHECK(count(db,
@@ -304,6 +305,37 @@ TEST_CASE("catalog: capacity at the smoke profile (retrieval task: accuracy vs p
   const auto gp = test::slurp(dir.file("plots/vs_pairs.gp"));
   CHECK_THAT(gp, Catch::Contains("set xlabel 'S'") && Catch::Contains("t 'softmax (keeps every pair)'") &&
                      !Catch::Contains("reference level"));
+}
+
+TEST_CASE("catalog: layer_selection at the smoke profile (derived softmax layers: probes, then hybrids from them)",
+          "[catalog]") {
+  test::TempDir dir("layer_selection");
+  const auto md = run_smoke(dir, {"layer_selection",
+                                  {"| rule | selector | 1/8 softmax | 1/2 softmax |", "| decay | kl_guided |",
+                                   "Reference: all linear (ratio 0): "},
+                                  {"curves_decay_uniform", "curves_decay_transfer_error", "curves_decay_kl_guided",
+                                   "curves_column_1", "curves_column_4", "vs_k"}});
+  Db db(dir.file("fwlab.db"));
+  // Every hybrid cell has its derivation, and the layers a kl_guided cell keeps are its probes' best by valid_kl.
+  CHECK(count(db, "SELECT COUNT(*) FROM derivations WHERE stage = 'hybrid'") == 6);
+  auto q = db.prepare(
+      "SELECT value, record FROM derivations WHERE json_extract(coords, '$.selector') = 'kl_guided' "
+      "AND json_extract(coords, '$.k') = 4");
+  REQUIRE(q.step());
+  const auto record = nlohmann::json::parse(q.text(1));
+  std::vector<int64_t> best;
+  for (size_t i = 0; i < 4; ++i) best.push_back(record["ranking"][i]["layers"][0].get<int64_t>());
+  std::sort(best.begin(), best.end());
+  CHECK(nlohmann::json::parse(q.text(0)) == nlohmann::json(best));
+  for (size_t i = 1; i < record["ranking"].size(); ++i)  // ascending valid_kl, read from the probes' records
+    CHECK(record["ranking"][i - 1]["score"].get<double>() <= record["ranking"][i]["score"].get<double>());
+  CHECK(count(db, "SELECT COUNT(*) FROM metrics WHERE key = 'valid_kl'") > 0);
+  const auto ranking = test::run_command(
+      fwlab_cmd(fmt::format("table {}/experiments/layer_selection.toml --profile smoke --db {} --table ranking",
+                            FWLAB_SOURCE_DIR, dir.file("fwlab.db"))));
+  CHECK(ranking.exit_code == 0);
+  CHECK_THAT(ranking.output,
+             Catch::Contains("| probe | decay |") && Catch::Contains("| [7] |") && !Catch::Contains("| – |"));
 }
 
 TEST_CASE("catalog: llama_conversion at the smoke profile (transfer then LoRA on a Llama-shaped teacher)",

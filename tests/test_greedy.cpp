@@ -5,7 +5,9 @@
 
 #include "models/generate.h"
 #include "tests/test_util.h"
+#include "text/corpora/dataset.h"
 #include "worker/greedy_until.h"
+#include "worker/teacher_kl.h"
 
 using namespace fwlab;
 
@@ -82,4 +84,40 @@ TEST_CASE("generation past the context: learned positions stop there, rotary and
                         Catch::Contains("its learned position table has 16 rows"));
     }
   }
+}
+
+TEST_CASE("validation_kl: KL(teacher || student) over the scored positions, as torch's kl_div computes it",
+          "[generate]") {
+  MixerSpec decay;
+  decay.kind = "fast_weight", decay.rule = "decay", decay.feature_map = "identity", decay.norm = "none", decay.m = 4;
+  auto cfg = test::small_config(MixerSpec{});
+  cfg.vocab = 64, cfg.context = 16;
+  torch::manual_seed(11);
+  GPT teacher(cfg);
+  auto student_cfg = test::small_config(decay);
+  student_cfg.vocab = 64, student_cfg.context = 16;
+  GPT student(student_cfg);
+  std::vector<int32_t> ids(100);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % 64);
+  const TokenStream tokens(ids);
+  JobSpec spec;
+  spec.train.seq_len = 16, spec.train.batch_size = 3, spec.eval.last_half = true;
+  const double kl = validation_kl(student, teacher, tokens, spec, torch::kCPU);
+  // By hand: the same windows (eval_windows), each window's scored positions, sum_v p_t (log p_t - log p_s).
+  double total = 0;
+  int64_t n = 0;
+  torch::NoGradGuard guard;
+  student->eval(), teacher->eval();
+  for (const auto& w : eval_windows(static_cast<int64_t>(ids.size()), 16, true, 0)) {
+    std::vector<int64_t> x(ids.begin() + w.start, ids.begin() + w.start + 16);
+    const auto in = torch::tensor(x).view({1, 16});
+    const auto ls = torch::log_softmax(student->forward(in)[0].to(torch::kFloat64), -1);
+    const auto lt = torch::log_softmax(teacher->forward(in)[0].to(torch::kFloat64), -1);
+    for (int64_t t = w.score_from; t < 16; ++t, ++n)
+      total += torch::nn::functional::kl_div(
+                   ls[t], lt[t], torch::nn::functional::KLDivFuncOptions().reduction(torch::kSum).log_target(true))
+                   .item<double>();
+  }
+  CHECK(kl == Approx(total / static_cast<double>(n)).epsilon(1e-5));
+  CHECK(kl > 0);
 }

@@ -38,6 +38,7 @@
 #include "worker/precision.h"
 #include "worker/progress.h"
 #include "worker/resume_file.h"
+#include "worker/teacher_kl.h"
 
 namespace fwlab {
 
@@ -652,6 +653,9 @@ void TrainingRun::evaluate_and_checkpoint(bool last) {
   if (do_eval) {
     auto r = evaluate("valid");
     log_.write(eval_event("valid", st_.step + 1, r, corpus_.byte_level));
+    if (teacher_.model && !generated_)  // how far from the teacher's distributions (worker/teacher_kl.h)
+      log_.write(
+          MetricEvent{"valid_kl", st_.step + 1, validation_kl(model_, teacher_.model, corpus_.valid, spec_, device_)});
     if (r.loss < st_.best_valid) {
       st_.best_valid = r.loss;
       st_.best_step = st_.step + 1;
