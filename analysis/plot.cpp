@@ -78,6 +78,7 @@ int run_in(const std::string& dir, const std::string& program, const std::string
 
 void write_and_run(const std::string& script, const std::string& name, const std::string& out_dir,
                    const std::string& gnuplot) {
+  if (gnuplot.empty()) return;  // names only (fwlab plot --list): nothing written, nothing run
   const auto gp = fs::path(out_dir) / (name + ".gp");
   {
     std::ofstream f(gp);
@@ -459,7 +460,7 @@ using namespace plotting;
 std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table, const std::vector<PlotSpec>& plots,
                                const std::string& out_dir, const std::string& gnuplot) {
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
+  if (!gnuplot.empty()) fs::create_directories(out_dir, ec);
   if (ec) throw PlotError(fmt::format("cannot create {}: {}", out_dir, ec.message()));
   auto figures = learning_curves(results, table, out_dir, gnuplot);
   for (size_t i = 0; i < plots.size(); ++i) {

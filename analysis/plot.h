@@ -23,7 +23,7 @@ struct Figure {
 };
 
 // Writes every figure of the experiment into `out_dir` and returns them. Throws PlotError when gnuplot fails or
-// is missing.
+// is missing. An empty `gnuplot`: the figures' names only, nothing written.
 std::vector<Figure> make_plots(const ResultSet& results, const TableSpec& table, const std::vector<PlotSpec>& plots,
                                const std::string& out_dir, const std::string& gnuplot = "gnuplot");
 

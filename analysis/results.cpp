@@ -45,12 +45,12 @@ void read_kernel_fallbacks(Db& db, const std::map<std::string, size_t>& by_id, s
 }  // namespace
 
 ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root,
-                     const std::string& version)
+                     const std::string& version, const JobResults* planned_with)
     : ex_(ex), profile_(profile), db_(db) {
   std::map<std::string, size_t> by_id;
   // Cells whose derived settings read results are planned with what the database holds (harness/derive.h).
   const auto results = job_results_in(db);
-  for (auto& p : plan_experiment(ex, repo_root, version, results.get(), false).jobs) {
+  for (auto& p : plan_experiment(ex, repo_root, version, planned_with ? planned_with : results.get(), false).jobs) {
     JobRecord r;
     r.planned = std::move(p);
     if (r.planned.applicable) by_id[r.planned.id] = jobs_.size();
@@ -101,6 +101,11 @@ ResultSet::ResultSet(const Experiment& ex, const std::string& profile, Db& db, c
     r.status = same.status, r.cause = same.cause, r.reason = same.reason, r.evals = same.evals;
     r.divergence = same.divergence, r.kernel_fallbacks = same.kernel_fallbacks;
   }
+}
+
+void ResultSet::assume_all_finished() {
+  for (auto& j : jobs_)
+    if (j.planned.applicable && !j.status) j.status = JobStatus::finished;
 }
 
 const std::map<int64_t, double>& ResultSet::series(const std::string& job_id, const std::string& key) const {

@@ -57,8 +57,11 @@ struct JobRecord {
 class ResultSet {
  public:
   // Plans `ex` (grid order) and reads what `db` holds for each job. `db` must outlive the set.
+  // `planned_with`: what the cells with derived settings read (harness/derive.h); by default the database.
   ResultSet(const Experiment& ex, const std::string& profile, Db& db, const std::string& repo_root,
-            const std::string& version);
+            const std::string& version, const JobResults* planned_with = nullptr);
+  // Every applicable job counted as finished (without results): what `fwlab plot --list` draws.
+  void assume_all_finished();
 
   const Experiment& experiment() const { return ex_; }
   const std::string& profile() const { return profile_; }

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <unistd.h>
+
 #include <functional>
 #include <optional>
 
@@ -111,8 +113,45 @@ int cmd_report(const std::string& file, const std::string& profile, const std::s
   });
 }
 
+namespace {
+
+// Every job finished, every metric 0: derived cells planned as if their inputs had ended (their names are what
+// counts here, not their values).
+struct EveryJobFinished : JobResults {
+  std::optional<JobStatus> status(const std::string&) const override { return JobStatus::finished; }
+  std::optional<double> value(const std::string&, const std::string&) const override { return 0.0; }
+};
+
+// `fwlab plot --list`: the figures the file's jobs make once every one has run (one name a line), from the file
+// alone; a scratch database stands in for the results.
+int list_figures(const std::string& file, const std::string& profile, const Common& c) {
+  try {
+    const auto ex = load_experiment(file, profile, c.sets);
+    const auto table = table_spec(ex);
+    const auto plots = plot_specs(ex, table);
+    const auto scratch = fs::temp_directory_path() / fmt::format("fwlab-plot-list-{}.db", ::getpid());
+    std::vector<std::string> names;
+    {
+      Db db(scratch.string());
+      const EveryJobFinished every;
+      ResultSet results(ex, profile, db, FWLAB_SOURCE_DIR, kFwlabVersion, &every);
+      results.assume_all_finished();
+      for (const auto& f : make_plots(results, table, plots, "", "")) names.push_back(f.name);
+    }
+    for (const auto* suffix : {"", "-wal", "-shm"}) fs::remove(scratch.string() + suffix);
+    for (const auto& n : names) fmt::print("{}\n", n);
+    return 0;
+  } catch (const ExperimentError& e) {
+    fmt::print(stderr, "fwlab: {}\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace
+
 int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot,
-             const Common& c) {
+             bool list, const Common& c) {
+  if (list) return list_figures(file, profile, c);
   return with_results(
       file, profile, c, [&](const ResultSet& results, const TableSpec& spec, const std::vector<PlotSpec>& plots) {
         const auto dir =

@@ -21,8 +21,9 @@ int cmd_sweep(const SweepArgs& a, const Common& c);
 int cmd_table(const std::string& file, const std::string& profile, const std::string& format, bool compare,
               const std::string& out, const std::string& table_name, const Common& c);
 int cmd_report(const std::string& file, const std::string& profile, const std::string& out, const Common& c);
+// list: only the names of the figures the file's jobs make once all have run (no database, nothing drawn).
 int cmd_plot(const std::string& file, const std::string& profile, const std::string& out, const std::string& gnuplot,
-             const Common& c);
+             bool list, const Common& c);
 int cmd_status(const std::string& file, const std::string& profile, const Common& c);
 // Cluster sweeps still open: reconciled, ingested, their next waves submitted (`wait`: until all have ended).
 int cmd_sync(const Common& c, bool wait, bool quiet);

@@ -136,7 +136,7 @@ struct Args {
   std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot",
                                   table_format = "md", doctor_worker;
   std::string hypotheses, references, bleu_format = "text", table_name;
-  bool wait = false, compare = false, doctor_quick = false;
+  bool wait = false, compare = false, doctor_quick = false, list_figures = false;
   int doctor_threads = 0;
   SiteOptions site;
 };
@@ -207,6 +207,9 @@ void add_analysis(CLI::App& app, Args& a, Common& common, Subcommands& s) {
   s.plot->add_option("FILE", a.file, "experiment file")->required()->check(CLI::ExistingFile);
   s.plot->add_option("--out", a.out, "directory for the figures (default: EXPERIMENT/plots beside the database)");
   s.plot->add_option("--gnuplot", a.gnuplot, "gnuplot executable")->capture_default_str();
+  s.plot->add_flag("--list", a.list_figures,
+                   "print the names of the figures the file's jobs make once every one has run (no database read, "
+                   "nothing drawn)");
   for (auto* sub : {s.table, s.report, s.plot}) {
     sub->add_option("--profile", a.profile, "profile of the file");
     add_set(sub, common);
@@ -274,7 +277,7 @@ int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& 
   if (*s.bleu) return cmd_bleu(a.hypotheses, a.references, a.bleu_format);
   if (*s.table) return cmd_table(a.file, a.profile, a.table_format, a.compare, a.out, a.table_name, common);
   if (*s.report) return cmd_report(a.file, a.profile, a.out, common);
-  if (*s.plot) return cmd_plot(a.file, a.profile, a.out, a.gnuplot, common);
+  if (*s.plot) return cmd_plot(a.file, a.profile, a.out, a.gnuplot, a.list_figures, common);
   if (*s.doctor) {
     std::vector<std::string> args;
     if (a.doctor_quick) args.push_back("--quick");

@@ -38,6 +38,14 @@ for name in "${names[@]}"; do
   fwlab report "$file" --profile "$profile_of_name" --db "$db" --out "$out/report.md"
   rm -rf "$out/plots"
   fwlab plot "$file" --profile "$profile_of_name" --db "$db" --out "$out/plots" > /dev/null
+  # What the tables were made from, job by job (ctest committed_results checks the committed folders against it:
+  # the jobs the current plan makes, shared jobs alike everywhere, the figures fwlab plot makes now).
+  fwlab query --db "$db" --format json "SELECT r.job_id, r.stage, r.coords, r.status, r.best_valid_ppl,
+      r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy FROM runs r WHERE r.job_id IN
+      (SELECT job_id FROM cells WHERE experiment = '$name' AND profile = '$profile_of_name') ORDER BY r.stage, r.job_id" |
+    /usr/bin/python3 -c 'import json, sys; print(json.dumps({"experiment": sys.argv[1], "profile": sys.argv[2],
+      "commit": sys.argv[3], "jobs": json.load(sys.stdin)}, indent=1, sort_keys=True))' \
+      "$name" "$profile_of_name" "$(git rev-parse --short HEAD)" > "$out/manifest.json"
   cat "$out/table.md"
   echo
 done

@@ -243,6 +243,14 @@ seed = [0, 1, 2, 3, 4]
   for (int seed : {1, 2, 3}) CHECK(std::get<0>(status_of("finetune", seed)) == "blocked");
   CHECK(count(db, "SELECT COUNT(*) FROM divergences WHERE cause = 'loss_spike'") == 1);
   CHECK(count(db, "SELECT COUNT(*) FROM metrics") == 5 * 4);  // 4 finished jobs and the diverged one, 4 steps each
+  // The best view: finished runs with a validation result only, ranked; a plain ORDER BY would put a run without a
+  // value (diverged, crashed) first.
+  CHECK(count(db, "SELECT COUNT(*) FROM best WHERE experiment = 'outcomes' AND stage = 'pretrain'") == 2);
+  CHECK(count(db,
+              "SELECT COUNT(*) FROM best b JOIN jobs j ON j.id = b.job_id WHERE b.rank = 1 AND "
+              "j.status = 'finished' AND b.stage = 'pretrain'") == 1);
+  CHECK(count(db, "SELECT best_valid_loss IS NULL FROM runs ORDER BY best_valid_loss LIMIT 1") == 1);
+  CHECK(count(db, "SELECT best_valid_loss IS NULL FROM runs ORDER BY best_valid_loss NULLS LAST LIMIT 1") == 0);
 }
 
 TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every cell once, nothing duplicated",
