@@ -120,7 +120,7 @@ void print_rows(const Options& o, const std::vector<Row>& rows, int64_t T, int64
     const auto both = measure(ro, [&] { row.forward().to(torch::kFloat32).sum().backward(); });
     if (chunked_ms == 0) chunked_ms = both.ms;
     const double tflops = row.fwd_flops * row.bwd_factor / (both.ms * 1e-3) / 1e12;
-    fmt::print("{:>6} {:>3} {:>24} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms,
+    fmt::print("{:>6} {:>3} {:>36} {:>10.3f} {:>10.3f} {:>9.2f} {:>9.2f} {:>11.1f} {:>13.1f}\n", T, m, row.form, fwd.ms,
                both.ms, tflops, both.ms / chunked_ms, both.peak < 0 ? -1.0 : both.peak / double(1 << 20),
                all_states_mib);
     fmt::print(
@@ -136,7 +136,7 @@ void op_level(const Options& o) {
   const std::vector<int64_t> lengths =
       o.smoke ? std::vector<int64_t>{128, 256} : std::vector<int64_t>{1024, 4096, 16384};
   fmt::print("\n== op level: bf16, H = {}, D = {}, {} tokens per batch ==\n", H, D, o.tokens);
-  fmt::print("{:>6} {:>3} {:>24} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms",
+  fmt::print("{:>6} {:>3} {:>36} {:>10} {:>10} {:>9} {:>9} {:>11} {:>13}\n", "T", "m", "form", "fwd ms", "fwd+bwd ms",
              "TFLOP/s", "x chunked", "peak MiB", "all-S_t MiB");
   for (const int64_t m : {int64_t{32}, int64_t{64}}) {
     for (const int64_t T : lengths) {
@@ -178,6 +178,14 @@ void op_level(const Options& o) {
         rows.push_back({"gated delta loop (fp32)",
                         [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
                         tokens_heads * 6.0 * D * m, 3.0, 1});
+        // What a model of the delta family runs on a GPU today: the libtorch WY chunk form, 64 steps a chunk
+        // (kernels/gated_delta/form_choice.h), with and without the gate.
+        rows.push_back({"gated delta chunked libtorch (fp32)",
+                        [=] { return K::gated_delta_recurrence_chunked(qu, ku, v32, alpha, beta, {}, 64).y; },
+                        tokens_heads * 6.0 * D * m, 3.0});
+        rows.push_back({"delta chunked libtorch (fp32)",
+                        [=] { return K::delta_recurrence_chunked(qu, ku, v32, beta, {}, 64).y; },
+                        tokens_heads * 6.0 * D * m, 3.0});
       }
       const auto qs = rand({B, H, T, D}, bf16), ks = rand({B, H, T, D}, bf16), vs = rand({B, H, T, D}, bf16);
       const bool fused_attention = TORCH_VERSION_MAJOR >= 2 && o.device.is_cuda();

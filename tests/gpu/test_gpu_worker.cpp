@@ -32,9 +32,40 @@ struct Curve {
 };
 constexpr int64_t kBlock = 5;
 
+// The runs' corpus, written by the test itself (a bare GPU box has no data/ folder: scripts/fetch_data.sh needs a
+// registry): uint16 byte ids of sentences drawn from a small vocabulary of words by a fixed generator, so that the
+// model has something to learn and every run reads the same tokens.
+std::string write_corpus(const test::TempDir& dir) {
+  static const char* words[] = {"the",     "model", "learns", "a",      "state", "of",     "fast",
+                                "weights", "and",   "keys",   "values", "decay", "slowly", "while",
+                                "queries", "read",  "them",   "back",   "again"};
+  uint64_t x = 12345;
+  auto next = [&] { return x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33; };
+  auto text = [&](size_t bytes) {
+    std::string t;
+    while (t.size() < bytes) {
+      const size_t n = 4 + next() % 8;
+      for (size_t i = 0; i < n; ++i) t += std::string(i ? " " : "") + words[next() % std::size(words)];
+      t += ".\n";
+    }
+    return t;
+  };
+  const auto write = [&](const std::string& name, const std::string& t) {
+    std::vector<uint16_t> ids(t.begin(), t.end());
+    FILE* f = std::fopen(dir.file(name).c_str(), "wb");
+    REQUIRE(f);
+    std::fwrite(ids.data(), sizeof(uint16_t), ids.size(), f);
+    std::fclose(f);
+  };
+  write("train.bin", text(200000));
+  write("val.bin", text(20000));
+  return dir.path().string();
+}
+
 const nlohmann::json kSpec = nlohmann::json::parse(R"({
-    "seed": 5, "threads": 2,
-    "model": {"d_model": 64, "n_layers": 2, "n_heads": 2, "head_dim": 32, "context": 128, "dropout": 0.0,
+    "seed": 5, "threads": 2, "data": {"source": "tokens", "token_dtype": "uint16"},
+    "model": {"vocab": 256, "d_model": 64, "n_layers": 2, "n_heads": 2, "head_dim": 32, "context": 128,
+              "dropout": 0.0,
               "mixer": {"kind": "fast_weight", "rule": "decay", "feature_map": "identity", "norm": "none", "m": 16}},
     "optim": {"lr": 3e-3, "warmup_steps": 3},
     "train": {"steps": 30, "batch_size": 4, "seq_len": 128, "log_every": 1},
@@ -43,8 +74,11 @@ const nlohmann::json kSpec = nlohmann::json::parse(R"({
 
 // skips: steps (from 0, as the worker's debug hooks count them) whose update the run leaves out.
 Curve run_worker(const std::string& device, const std::string& precision, const std::vector<int64_t>& skips = {}) {
+  static const test::TempDir corpus("gpu-worker-corpus");
+  static const std::string corpus_path = write_corpus(corpus);
   test::TempDir dir("gpu-worker");
   auto spec = kSpec;
+  spec["data"]["path"] = corpus_path;
   spec["device"] = device;
   spec["train"]["precision"] = precision;
   if (!skips.empty()) spec["debug"]["skip_update_at_steps"] = skips;
