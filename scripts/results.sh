@@ -20,7 +20,13 @@ for name in "${names[@]}"; do
   file=experiments/$name.toml
   profile_of_name=$(profile_for "$name")
   status=0
-  fwlab sweep "$file" --profile "$profile_of_name" --db "$db" || status=$?
+  # Jobs one thread each, as many at once as there are cores; the experiments whose tables time something
+  # (generation, translation speed, training tokens/s) one job at a time with every core, nothing beside them.
+  case "$name" in
+    fig1_generation | t2r_mt_speed | sru_attention) pool=(-j 1) ;;
+    *) pool=(-j "$(nproc)" --threads 1) ;;
+  esac
+  fwlab sweep "$file" --profile "$profile_of_name" --db "$db" "${pool[@]}" || status=$?
   [ "$status" -eq 130 ] && exit 130
   out=results/$name
   mkdir -p "$out"
@@ -101,4 +107,12 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo
   echo "Worker time: the summed run time of the experiment's jobs, as the database recorded it (a job shared"
   echo "between files, like the teacher of table1 and table2, counts in each)."
+  # The whole catalog, each job once: what running it again from nothing costs this machine.
+  pairs=$(for name in "${catalog[@]}"; do printf "('%s','%s')," "$name" "$(profile_for "$name")"; done)
+  read -r all_jobs all_secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*),
+      CAST(ROUND(COALESCE(SUM(finished - started), 0)) AS INTEGER) FROM jobs WHERE finished IS NOT NULL AND id IN
+      (SELECT job_id FROM cells WHERE (experiment, profile) IN (VALUES ${pairs%,}))" | tail -1 | tr ',' ' ')
+  echo
+  echo "The whole catalog: $all_jobs jobs, $((all_secs / 3600)) h $((all_secs % 3600 / 60)) min of worker time, each"
+  echo "job counted once (\`bash scripts/results.sh quick\` runs them; two jobs at a time, about half that on 2 cores)."
 } > results/README.md
