@@ -30,7 +30,7 @@
 
 #include "kernels/blas_core.h"
 #include "kernels/memory_policy.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 namespace K = fwlab::kernels;
 

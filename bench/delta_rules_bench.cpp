@@ -1,6 +1,6 @@
 // The delta-rule family's CPU kernels side by side in one run, forward + backward (y.backward(g)), float32, B4 H4:
 // each rule's fused recurrent kernel and, for delta and gated delta, the chunkwise-parallel WY form: the CPU kernel
-// around small matrix products (kernels/gated_delta/chunk_cpu.cpp) at 16, 32 and 64 steps a chunk, and the same algebra
+// around small matrix products (kernels/delta/chunk_cpu.cpp) at 16, 32 and 64 steps a chunk, and the same algebra
 // as libtorch ops (chunk_libtorch.cpp, what other devices run); for decay its fused kernel and the chunked one around
 // BLAS (kernels/decay/chunk_cpu.cpp: sub-chunks of 16 steps), at D = M in {32, 64, 128} and T in {256, 1024, 4096},
 // each beside a 2048^2 sgemm on the same threads run by turns with it: the machine's limit at that minute. Not a test:
@@ -29,7 +29,8 @@
 #include "bench/timing.h"
 #include "kernels/blas_core.h"
 #include "kernels/memory_policy.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
+#include "kernels/delta/delta.h"
 
 namespace K = fwlab::kernels;
 

@@ -35,7 +35,8 @@
 #include "kernels/blas_core.h"
 #include "bench/timing.h"
 #include "kernels/decay/kernel_guard.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
+#include "kernels/delta/delta.h"
 #include "models/gpt.h"
 #include "worker/precision.h"
 
@@ -179,7 +180,7 @@ void op_level(const Options& o) {
                         [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
                         tokens_heads * 6.0 * D * m, 3.0, 1});
         // What a model of the delta family runs on a GPU today: the libtorch WY chunk form, 64 steps a chunk
-        // (kernels/gated_delta/form_choice.h), with and without the gate.
+        // (kernels/common/form_choice.h), with and without the gate.
         rows.push_back({"gated delta chunked libtorch (fp32)",
                         [=] { return K::gated_delta_recurrence_chunked(qu, ku, v32, alpha, beta, {}, 64).y; },
                         tokens_heads * 6.0 * D * m, 3.0});

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "kernels/recurrences.h"
-#include "kernels/lane_dot.h"
+#include "kernels/common/recurrence.h"
+#include "kernels/common/lane_dot.h"
 
 namespace fwlab::kernels {
 namespace {

@@ -1,6 +1,8 @@
 // Plain per-timestep references: one libtorch op per term of the recurrence, differentiated by autograd.
 // They are the twins the fast forms are tested against, and the step forms used for generation.
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
+#include "kernels/delta/delta.h"
+#include "kernels/sru/sru.h"
 
 namespace fwlab::kernels {
 

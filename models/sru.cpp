@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/recurrences.h"
+#include "kernels/sru/sru.h"
 #include "models/mixers.h"
 
 namespace fwlab {

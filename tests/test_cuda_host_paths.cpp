@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "kernels/decay/cuda/chunks.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 #include "tests/gpu/chunked_cases.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-// The delta family's form chosen by measurement (kernels/gated_delta/form_choice.h): the listener hears one decision
+// The delta family's form chosen by measurement (kernels/common/form_choice.h): the listener hears one decision
 // per shape class, naming the candidate with the least time among those it measured (a chunked form where 10%
 // faster than the fused kernel); a second call of the class
 // is not raced again; a new class (another T bucket, forward only) is; every form gives the naive loop's result.
@@ -9,9 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/gated_delta/form_choice.h"
-#include "kernels/gated_delta/form_store.h"
-#include "kernels/recurrences.h"
+#include "kernels/common/form_choice.h"
+#include "kernels/delta/form_race.h"
+#include "kernels/common/form_store.h"
+#include "kernels/delta/delta.h"
 #include "tests/test_support.h"
 #include "tests/test_util.h"
 
@@ -21,15 +22,15 @@ using fwlab::test::max_abs_diff;
 namespace {
 
 struct HeardChoices {  // the process-wide listener for one test, restored after
-  std::vector<K::DeltaFormChoice> choices;
+  std::vector<K::FormChoice> choices;
   HeardChoices() {
-    K::reset_delta_form_choices();
-    K::on_delta_form_choice([this](const K::DeltaFormChoice& c) { choices.push_back(c); });
+    K::reset_form_choices();
+    K::on_form_choice([this](const K::FormChoice& c) { choices.push_back(c); });
   }
   ~HeardChoices() {
-    K::on_delta_form_choice(nullptr);
-    K::set_delta_form("auto");
-    K::reset_delta_form_choices();
+    K::on_form_choice(nullptr);
+    K::pin_form("auto");
+    K::reset_form_choices();
   }
 };
 
@@ -69,6 +70,7 @@ TEST_CASE("delta form choice: one race per shape class, the fastest candidate ch
     for (const auto& [form, ms] : c.ms) CHECK(ms > 0);
   }
   CHECK(heard.choices[0].shape_class == "cpu Float delta D=8 M=8 T<=128 forward");
+  CHECK(heard.choices[0].family == "delta");
   CHECK(heard.choices[1].shape_class == "cpu Float gated D=8 M=8 T<=128 forward");
   // Another T bucket, and the same inputs with a backward: two new classes.
   const auto longer = choice_inputs(300, true);
@@ -86,13 +88,13 @@ TEST_CASE("delta form choice: a pinned form runs without a race and gives the na
   HeardChoices heard;
   const auto in = choice_inputs(70, true);
   for (const std::string form : {"fused", "chunked"}) {
-    K::set_delta_form(form);
+    K::pin_form(form);
     const auto r = K::delta_family_recurrence(in[0], in[1], in[2], in[3], in[4], {});
     CHECK(max_abs_diff(r.y, naive_twin(in).y) < 1e-4);
     CHECK(max_abs_diff(r.state, naive_twin(in).state) < 1e-4);
   }
   CHECK(heard.choices.empty());
-  CHECK_THROWS_WITH(K::set_delta_form("fast"), Catch::Contains("unknown form 'fast'"));
+  CHECK_THROWS_WITH(K::pin_form("fast"), Catch::Contains("unknown form 'fast'"));
 }
 
 TEST_CASE("delta form choice: the decisions restored run without a race, and the race leaves the random stream alone",
@@ -100,7 +102,7 @@ TEST_CASE("delta form choice: the decisions restored run without a race, and the
   HeardChoices heard;
   const auto in = choice_inputs(40, false), gated = choice_inputs(40, true);
   const std::map<std::string, std::string> decided{{"cpu Float delta D=8 M=8 T<=64 forward", "chunk 32"}};
-  K::restore_delta_form_choices(decided);
+  K::restore_form_choices(decided);
   torch::manual_seed(73);
   const auto before = torch::rand({4});
   torch::manual_seed(73);
@@ -108,7 +110,7 @@ TEST_CASE("delta form choice: the decisions restored run without a race, and the
   REQUIRE(heard.choices.size() == 1);  // heard of, with no times: nothing was raced
   CHECK(heard.choices[0].chosen == "chunk 32");
   CHECK(heard.choices[0].ms.empty());
-  CHECK(K::delta_form_choices() == decided);
+  CHECK(K::form_choices() == decided);
   K::delta_family_recurrence(gated[0], gated[1], gated[2], gated[3], gated[4], {});  // raced
   REQUIRE(heard.choices.size() == 2);
   CHECK(heard.choices[1].ms.size() == 4);
@@ -122,22 +124,22 @@ TEST_CASE("delta form choice: decisions kept in a file are the next process's, p
   const auto in = choice_inputs(50, true);
   {
     HeardChoices heard;
-    K::keep_delta_form_choices_in(path);
+    K::keep_form_choices_in(path);
     K::delta_family_recurrence(in[0], in[1], in[2], in[3], in[4], {});
     REQUIRE(heard.choices.size() == 1);
     CHECK(heard.choices[0].ms.size() == 4);
     const auto stored = nlohmann::json::parse(fwlab::test::slurp(path));
     CHECK(stored.at(K::form_store_machine()).at(heard.choices[0].shape_class) == heard.choices[0].chosen);
-    K::keep_delta_form_choices_in("");
+    K::keep_form_choices_in("");
   }
   HeardChoices heard;  // a fresh start, as a new process's
   fwlab::test::spit(path, R"({"other machine": {"x": "fused"}, ")" + K::form_store_machine() +
                               R"(": {"cpu Float gated D=8 M=8 T<=64 forward": "chunk 64"}})");
-  K::keep_delta_form_choices_in(path);
+  K::keep_form_choices_in(path);
   K::delta_family_recurrence(in[0], in[1], in[2], in[3], in[4], {});
-  K::keep_delta_form_choices_in("");
+  K::keep_form_choices_in("");
   REQUIRE(heard.choices.size() == 1);
   CHECK(heard.choices[0].chosen == "chunk 64");
   CHECK(heard.choices[0].ms.empty());
-  CHECK(K::delta_form_choices().count("x") == 0);  // another machine's decisions are not this one's
+  CHECK(K::form_choices().count("x") == 0);  // another machine's decisions are not this one's
 }

@@ -4,7 +4,7 @@
 // step-by-step continuation against one pass.
 #include <catch2/catch.hpp>
 
-#include "kernels/recurrences.h"
+#include "kernels/delta/delta.h"
 #include "tests/test_util.h"
 
 namespace K = fwlab::kernels;
@@ -85,7 +85,7 @@ TEST_CASE("gated delta recurrence: fused CPU kernel == naive loop (outputs, stat
       }
 }
 
-// The chunkwise-parallel forms (kernels/gated_delta/chunk_libtorch.cpp, and chunk_cpu.cpp's kernel around BLAS)
+// The chunkwise-parallel forms (kernels/delta/chunk_libtorch.cpp, and chunk_cpu.cpp's kernel around BLAS)
 // against the naive loops: chunk sizes that do and do not divide T, gates near 0 and exactly 1, with and without an
 // initial state; the delta rule with alpha absent.
 TEST_CASE("delta and gated delta recurrences: chunked form == naive loop (outputs, state, gradients), float64",
@@ -126,8 +126,9 @@ TEST_CASE("delta and gated delta recurrences: chunked form == naive loop (output
             }
 }
 
-// float32, as models run it, at widths whose transposed states fill the 16 x 16 blocks of kernels/transpose_cpu.h
-// and leave edges (M = 40, D = 48; M = D = 64 as the bench), against the naive loop in float64.
+// float32, as models run it, at widths whose transposed states fill the 16 x 16 blocks of
+// kernels/common/transpose_cpu.h and leave edges (M = 40, D = 48; M = D = 64 as the bench), against the naive loop in
+// float64.
 TEST_CASE("delta and gated delta recurrences: chunk_cpu in float32 == naive loop in float64", "[kernels]") {
   torch::manual_seed(65);
   for (const auto& [M, D] : {std::pair<int64_t, int64_t>{40, 48}, {64, 64}})

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/decay/kernel_guard.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 #include "tests/test_util.h"
 
 namespace K = fwlab::kernels;

@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/decay/cuda/rows.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
+#include "kernels/delta/delta.h"
+#include "kernels/sru/sru.h"
 #include "tests/test_util.h"
 
 using fwlab::test::max_abs_diff;

@@ -1,5 +1,5 @@
-// kernels/small_gemm_cpu.h: the AVX2 register tiles (where the CPU has them) against the plain twin, at the chunk
-// kernels' shapes and at ones that leave every edge (rows past the 6-row tiles, columns past the 8- and 16-wide
+// kernels/common/small_gemm_cpu.h: the AVX2 register tiles (where the CPU has them) against the plain twin, at the
+// chunk kernels' shapes and at ones that leave every edge (rows past the 6-row tiles, columns past the 8- and 16-wide
 // panels), each of the four op(A) op(B) forms, leading dimensions wider than the matrices, beta 0 / 1 / 0.5; the twin
 // itself against libtorch's matmul in float64; beta = 0 never reading C.
 #include <torch/torch.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/small_gemm_cpu.h"
+#include "kernels/common/small_gemm_cpu.h"
 
 namespace K = fwlab::kernels;
 

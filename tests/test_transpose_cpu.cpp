@@ -1,6 +1,6 @@
-// kernels/transpose_cpu.h: the AVX-512 16 x 16 and AVX2 8 x 8 blocks (each this CPU has) and the edges they leave
-// against the element-by-element twin, for sizes below, at and across the blocks, with leading dimensions wider than
-// the matrices; double through the twin; an instruction set the CPU lacks refused.
+// kernels/common/transpose_cpu.h: the AVX-512 16 x 16 and AVX2 8 x 8 blocks (each this CPU has) and the edges they
+// leave against the element-by-element twin, for sizes below, at and across the blocks, with leading dimensions wider
+// than the matrices; double through the twin; an instruction set the CPU lacks refused.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/transpose_cpu.h"
+#include "kernels/common/transpose_cpu.h"
 
 namespace K = fwlab::kernels;
 

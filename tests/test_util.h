@@ -17,7 +17,7 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.detach() - b.detach()).abs().max().item<double>();
 }
 
-// The inputs of a decay recurrence (kernels/recurrences.h); undefined tensors are absent gates / a zero state.
+// The inputs of a decay recurrence (kernels/decay/decay.h); undefined tensors are absent gates / a zero state.
 struct DecayInputs {
   torch::Tensor q, k, v, log_a, log_b, state0;
   // The defined ones, in that order (the inputs autograd differentiates).

@@ -19,7 +19,7 @@
 #include "text/tokenizers/tokenizer_check.h"
 #include "worker/doctor.h"
 #include "kernels/decay/kernel_guard.h"
-#include "kernels/gated_delta/form_choice.h"
+#include "kernels/common/form_choice.h"
 #include "contract/job/inputs.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -103,12 +103,11 @@ std::string kernel_choice_file() {
 }
 
 // The form each shape class of the delta family and of the decay rules runs, decided by measurement
-// (kernels/gated_delta/form_choice.h); the family is the class's rule ("cpu Float decay a=64 ..." is decay's).
+// (kernels/common/form_choice.h), with the op (family) the decision is about.
 void record_kernel_choices(EventLog& log) {
-  kernels::keep_delta_form_choices_in(kernel_choice_file());
-  kernels::on_delta_form_choice([&log](const kernels::DeltaFormChoice& c) {
-    const bool decay = c.shape_class.find(" decay ") != std::string::npos;
-    log.write(KernelChoiceEvent{decay ? "decay" : "delta", c.shape_class, c.chosen, c.ms});
+  kernels::keep_form_choices_in(kernel_choice_file());
+  kernels::on_form_choice([&log](const kernels::FormChoice& c) {
+    log.write(KernelChoiceEvent{c.family, c.shape_class, c.chosen, c.ms});
   });
 }
 

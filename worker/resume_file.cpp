@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "kernels/gated_delta/form_choice.h"
+#include "kernels/common/form_choice.h"
 #include "models/checkpoint.h"
 
 namespace fwlab {
@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kStateKey = "fwlab.train_state";
 constexpr const char* kOptimizerStepsKey = "fwlab.optimizer_steps";
-constexpr const char* kKernelChoicesKey = "fwlab.kernel_choices";  // kernels/gated_delta/form_choice.h
+constexpr const char* kKernelChoicesKey = "fwlab.kernel_choices";  // kernels/common/form_choice.h
 
 }  // namespace
 
@@ -32,7 +32,7 @@ void save_resume_file(const std::string& job_dir, const torch::nn::Module& model
                {{kModelConfigKey, to_json(cfg).dump()},
                 {kStateKey, state.dump()},
                 {kOptimizerStepsKey, std::to_string(opt.steps())},
-                {kKernelChoicesKey, nlohmann::json(kernels::delta_form_choices()).dump()}});
+                {kKernelChoicesKey, nlohmann::json(kernels::form_choices()).dump()}});
 }
 
 nlohmann::json load_resume_file(const std::string& job_dir, torch::nn::Module& model, AdamW& opt) {
@@ -56,7 +56,7 @@ nlohmann::json load_resume_file(const std::string& job_dir, torch::nn::Module& m
     gen.set_state(rng);
   }
   if (const auto it = header.metadata.find(kKernelChoicesKey); it != header.metadata.end())
-    kernels::restore_delta_form_choices(nlohmann::json::parse(it->second).get<std::map<std::string, std::string>>());
+    kernels::restore_form_choices(nlohmann::json::parse(it->second).get<std::map<std::string, std::string>>());
   return nlohmann::json::parse(header.metadata.at(kStateKey));
 }
 

@@ -22,7 +22,7 @@
 
 #include "kernels/blas_core.h"
 #include "kernels/cross_entropy/cross_entropy_cpu.h"
-#include "kernels/recurrences.h"
+#include "kernels/common/recurrence.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
 #include "models/hf_import.h"

@@ -56,7 +56,7 @@ struct KernelFallbackEvent {
   double max_error = 0, tolerance = 0;
 };
 // Which form of a recurrence a shape class runs on this machine, and the times that decided it
-// (kernels/gated_delta/form_choice.h). Read back as an OtherEvent (type "kernel_choice").
+// (kernels/common/form_choice.h). Read back as an OtherEvent (type "kernel_choice").
 struct KernelChoiceEvent {
   std::string family, shape_class, chosen;
   std::vector<std::pair<std::string, double>> ms;  // each candidate's time, ms; empty: kept from an earlier run

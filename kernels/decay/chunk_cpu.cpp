@@ -1,15 +1,15 @@
 // The chunked decay programs on the CPU (kernels/decay/chunk_cpu.h states the algebra): one head at a time to
-// each thread of the ATen pool (kernels/head_queue.h), the loops between the products (kernels/small_gemm_cpu.h) cloned
-// per instruction set (kernels/vector_clones.h).
+// each thread of the ATen pool (kernels/common/head_queue.h), the loops between the products
+// (kernels/common/small_gemm_cpu.h) cloned per instruction set (kernels/common/vector_clones.h).
 #include "kernels/decay/chunk_cpu.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu_blas.h"
-#include "kernels/head_queue.h"
-#include "kernels/small_gemm_cpu.h"
-#include "kernels/vector_clones.h"
+#include "kernels/common/cpu_blas.h"
+#include "kernels/common/head_queue.h"
+#include "kernels/common/small_gemm_cpu.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels::decay_blas {
 

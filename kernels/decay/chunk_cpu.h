@@ -1,4 +1,4 @@
-// The chunked decay recurrence's programs on the CPU around BLAS products (kernels/cpu_blas.h): the same problem
+// The chunked decay recurrence's programs on the CPU around BLAS products (kernels/common/cpu_blas.h): the same problem
 // and outputs as the chunked CUDA kernel's block programs (kernels/decay/cuda/chunks.h, whose binding in
 // chunk_cuda.cpp pads the problem, adds the diagonal pair and derives the gates' gradients), computed per head as a
 // scan over sub-chunks of 16 steps. Per sub-chunk from t0, with alpha_t = a_t0 ... a_t and beta_t likewise (the

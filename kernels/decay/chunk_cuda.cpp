@@ -13,13 +13,13 @@
 // where the diagonal's terms cancel exactly and are left out (kernels/decay/cuda/chunks.h),
 // plus, at the last step, the final state's own term (dS_T * S_T summed over rows / columns), and
 // dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a.
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 #if defined(FWLAB_HAVE_CUDA)
 #include "kernels/decay/cuda/chunks_api.h"
 #include "kernels/cuda_stream.h"
 #endif
-#include "kernels/cpu_blas.h"
+#include "kernels/common/cpu_blas.h"
 #include "kernels/cuda/host_half.h"
 #include "kernels/decay/chunk_cpu.h"
 #include "kernels/decay/cuda/chunks_host.h"

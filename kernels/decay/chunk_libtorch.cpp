@@ -12,7 +12,7 @@
 // Autograd differentiates through these ops, so the same code runs on CPU and CUDA.
 #include <limits>
 
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 namespace fwlab::kernels {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/lane_dot.h"
+#include "kernels/common/lane_dot.h"
 
 namespace fwlab::kernels {
 namespace {

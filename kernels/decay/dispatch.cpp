@@ -1,6 +1,6 @@
-// The decay recurrence a model runs, chosen by the tensors' device (kernels/recurrences.h).
+// The decay recurrence a model runs, chosen by the tensors' device (kernels/decay/decay.h).
 #include "kernels/decay/kernel_guard.h"
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 namespace fwlab::kernels {
 

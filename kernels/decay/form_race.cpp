@@ -1,4 +1,4 @@
-// The decay rules' form on the CPU, decided by measurement (kernels/gated_delta/form_choice.h runs the decisions):
+// The decay rules' form on the CPU, decided by measurement (kernels/common/form_choice.h runs the decisions):
 // the fused recurrent kernel or the chunked kernel around BLAS (kernels/decay/chunk_cpu.h), per shape class, the
 // chunked one only where it is 10% faster.
 #include <ATen/CPUGeneratorImpl.h>
@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "kernels/decay/form_race.h"
-#include "kernels/gated_delta/form_choice.h"
+#include "kernels/common/cpu_blas.h"
+#include "kernels/common/form_choice.h"
+#include "kernels/decay/decay.h"
 
 namespace fwlab::kernels {
 
@@ -47,10 +49,10 @@ double decay_form_ms(const std::string& form, const torch::Tensor& q, const torc
   return race_ms([&] { return run_decay_form(form, in[0], in[1], in[2], in[3], in[4], {}); }, backward);
 }
 
-DeltaFormChoice decay_race(const std::string& key, const torch::Tensor& q, const torch::Tensor& v,
-                           const torch::Tensor& log_a, const torch::Tensor& log_b, bool backward) {
+FormChoice decay_race(const std::string& key, const torch::Tensor& q, const torch::Tensor& v,
+                      const torch::Tensor& log_a, const torch::Tensor& log_b, bool backward) {
   torch::AutoGradMode grad(backward);
-  DeltaFormChoice choice{key, "fused", {}};
+  FormChoice choice{"decay", key, "fused", {}};
   for (const char* form : {"fused", "chunk cpu"})
     choice.ms.emplace_back(form, decay_form_ms(form, q, v, log_a, log_b, backward));
   if (choice.ms[1].second < 0.9 * choice.ms[0].second) choice.chosen = "chunk cpu";
@@ -63,10 +65,10 @@ RecurrenceResult decay_family_recurrence(const torch::Tensor& q, const torch::Te
                                          const torch::Tensor& log_a, const torch::Tensor& log_b,
                                          const torch::Tensor& state0) {
   const bool backward = gradients_needed({q, k, v, log_a, log_b, state0});
-  if (!q.is_cpu() || !chunk_cpu_available()) return decay_recurrence_fused(q, k, v, log_a, log_b, state0);
+  if (!q.is_cpu() || !blas::available()) return decay_recurrence_fused(q, k, v, log_a, log_b, state0);
   const auto key = decay_class(q, v, log_a, log_b, backward);
   return run_chosen_form(
-      key, "chunk cpu", [&] { return decay_race(key, q, v, log_a, log_b, backward); },
+      "decay", key, "chunk cpu", [&] { return decay_race(key, q, v, log_a, log_b, backward); },
       [&](const std::string& form) { return run_decay_form(form, q, k, v, log_a, log_b, state0); });
 }
 

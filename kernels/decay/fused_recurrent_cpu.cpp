@@ -21,10 +21,10 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/head_grain.h"
-#include "kernels/recurrences.h"
-#include "kernels/segment_checkpoints.h"
-#include "kernels/vector_clones.h"
+#include "kernels/common/head_grain.h"
+#include "kernels/decay/decay.h"
+#include "kernels/common/segment_checkpoints.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 
@@ -42,8 +42,8 @@ struct HeadView {
 
 // The decays of step t: a (D entries) and b (M entries), exp of the log-gates; 1 where a gate is absent.
 // The hot functions are inlined into per-dtype entry points compiled once per instruction set
-// (kernels/vector_clones.h). Measured (B4 H4 T1024 D=M=32, fwd+bwd, 2 threads): 10.6 ms with these clones, 12.7 ms
-// without; the omp simd reductions against plain loops 12.2 vs 22.6 ms, and -fassociative-math -fno-signed-zeros on
+// (kernels/common/vector_clones.h). Measured (B4 H4 T1024 D=M=32, fwd+bwd, 2 threads): 10.6 ms with these clones, 12.7
+// ms without; the omp simd reductions against plain loops 12.2 vs 22.6 ms, and -fassociative-math -fno-signed-zeros on
 // top of them changed nothing (12.9 ms).
 
 template <typename T>

@@ -2,7 +2,7 @@
 // CPU-side API (tensors, data pointers), libtorch's current CUDA stream where libtorch has CUDA (cuda_stream.h)
 // and the kernel's plain C++ API, so it compiles against any libtorch, Debian's CPU build included; without nvcc
 // it is a stub that says so.
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 #if defined(FWLAB_HAVE_CUDA)
 #include "kernels/decay/cuda/fused.h"

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 
 namespace fwlab::kernels {
 

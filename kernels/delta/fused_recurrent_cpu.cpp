@@ -9,8 +9,8 @@
 //   revert S_{t-1} = S_t - delta_t k_t^T;  G += du k_t^T;  dk_t += S_{t-1}^T du
 #include <ATen/Parallel.h>
 
-#include "kernels/head_grain.h"
-#include "kernels/recurrences.h"
+#include "kernels/common/head_grain.h"
+#include "kernels/delta/delta.h"
 
 namespace fwlab::kernels {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/vector_clones.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/lane_dot.h"
+#include "kernels/common/lane_dot.h"
 
 namespace fwlab::kernels {
 namespace {

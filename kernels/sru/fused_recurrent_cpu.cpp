@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-#include "kernels/recurrences.h"
+#include "kernels/sru/sru.h"
 
 namespace fwlab::kernels {
 

@@ -1,6 +1,7 @@
 // The decay family: add, gated and decay (models/rules/kernel_families.h).
 #include <limits>
 
+#include "kernels/decay/decay.h"
 #include "models/rules/kernel_families.h"
 
 namespace fwlab {

@@ -1,7 +1,8 @@
 // The delta family: delta and gated_delta (models/rules/kernel_families.h).
 #include <cmath>
 
-#include "kernels/gated_delta/form_choice.h"
+#include "kernels/delta/form_race.h"
+#include "kernels/delta/delta.h"
 #include "models/rules/kernel_families.h"
 
 namespace fwlab {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "contract/model/rule_table.h"
-#include "kernels/recurrences.h"
+#include "kernels/common/recurrence.h"
 #include "models/mixer.h"
 
 namespace fwlab {

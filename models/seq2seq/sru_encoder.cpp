@@ -4,7 +4,7 @@
 // each row reversed within its own length, which keeps the right padding after every real token in both directions.
 #include <limits>
 
-#include "kernels/recurrences.h"
+#include "kernels/sru/sru.h"
 #include "models/mixers.h"
 #include "models/seq2seq/seq2seq.h"
 

@@ -16,7 +16,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "kernels/recurrences.h"
+#include "kernels/decay/decay.h"
 #include "models/gpt.h"
 #include "tests/gpu/chunked_cases.h"
 #include "tests/test_support.h"

@@ -3,7 +3,7 @@
 // the barriers are checked in float64 on any machine (tests/test_kernels.cpp) and the GPU only adds the tensor-core
 // products and the parallel launch.
 //
-//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/recurrences.h)
+//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/decay/decay.h)
 //
 // Time is cut into chunks of kChunk steps and chunks into sub-chunks of kSub. With A, B the log-gates summed from
 // the chunk's start (A_t = sum_{r<=t} log a_r, non-increasing), the state at each chunk start S_n and:

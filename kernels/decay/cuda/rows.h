@@ -2,7 +2,7 @@
 // per state row) and the host run, so that its arithmetic is checked on any machine against the libtorch naive
 // twin (tests/test_kernels.cpp, float64) and the GPU only has to match this host run (tests/cuda/).
 //
-//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/recurrences.h)
+//   S_t = diag(a_t) S_{t-1} diag(b_t) + v_t k_t^T,   y_t = S_t q_t   (the contract of kernels/decay/decay.h)
 //
 // Row i of S evolves alone: S_t[i, :] = a_t[i] S_{t-1}[i, :] * b_t + v_t[i] k_t, and y_t[i] = S_t[i, :] . q_t.
 // So a thread owns one row for the whole sequence: the reference kernel's style (one pass over time), but with

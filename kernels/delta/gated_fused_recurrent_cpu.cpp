@@ -11,9 +11,9 @@
 // Each (batch, head) runs independently on the ATen thread pool.
 #include <ATen/Parallel.h>
 
-#include "kernels/head_grain.h"
-#include "kernels/recurrences.h"
-#include "kernels/segment_checkpoints.h"
+#include "kernels/common/head_grain.h"
+#include "kernels/delta/delta.h"
+#include "kernels/common/segment_checkpoints.h"
 
 namespace fwlab::kernels {
 

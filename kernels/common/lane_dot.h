@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/vector_clones.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu_blas.h"
+#include "kernels/common/cpu_blas.h"
 
 #include <dlfcn.h>
 

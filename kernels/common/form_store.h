@@ -1,4 +1,4 @@
-// The delta family's form decisions kept on disk (kernels/gated_delta/form_choice.h), so that every process on a
+// The delta family's form decisions kept on disk (kernels/common/form_choice.h), so that every process on a
 // machine runs a shape class in the form the first one measured: a job run twice, or resumed, gives the same
 // numbers (the forms round differently). One JSON file, {machine: {shape class: form}}, where the machine is the
 // CPU's model name, the thread count and the forms' revision; read whole, updated under an flock and replaced by

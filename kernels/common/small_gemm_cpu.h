@@ -1,4 +1,4 @@
-// The chunked CPU kernels' matrix products (kernels/gated_delta/chunk_cpu.cpp, kernels/decay/chunk_cpu.cpp): many
+// The chunked CPU kernels' matrix products (kernels/delta/chunk_cpu.cpp, kernels/decay/chunk_cpu.cpp): many
 // small ones a chunk (16 x 64 x 64, 64 x 64 x 16, 32 x 16 x 64 ...), every operand already in the L1 cache.
 // OpenBLAS's AVX2 kernels (its Haswell and Zen cores) pack both operands into buffers, scale C in a pass of its own
 // and take a buffer from a pool for every such product; measured on an AVX2 EPYC, that overhead made them 1.2-2x
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu_isa.h"
+#include "kernels/common/cpu_isa.h"
 
 namespace fwlab::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu_isa.h"
+#include "kernels/common/cpu_isa.h"
 
 namespace fwlab::kernels {
 

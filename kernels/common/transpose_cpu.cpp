@@ -1,4 +1,4 @@
-#include "kernels/transpose_cpu.h"
+#include "kernels/common/transpose_cpu.h"
 
 #include <stdexcept>
 

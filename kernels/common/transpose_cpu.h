@@ -1,11 +1,11 @@
 // out = in^T for row-major matrices with leading dimensions: in is rows x cols, out cols x rows. The chunked delta
 // kernel turns its three A B^T products with a state (the BLAS's slowest small-matrix form) into A B products with
-// the state transposed once per chunk (kernels/gated_delta/chunk_cpu.cpp).
+// the state transposed once per chunk (kernels/delta/chunk_cpu.cpp).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/cpu_isa.h"
+#include "kernels/common/cpu_isa.h"
 
 namespace fwlab::kernels {
 

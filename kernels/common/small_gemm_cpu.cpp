@@ -1,12 +1,12 @@
-#include "kernels/small_gemm_cpu.h"
+#include "kernels/common/small_gemm_cpu.h"
 
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu_blas.h"
-#include "kernels/transpose_cpu.h"
-#include "kernels/vector_clones.h"
+#include "kernels/common/cpu_blas.h"
+#include "kernels/common/transpose_cpu.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 

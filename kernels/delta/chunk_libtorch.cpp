@@ -17,7 +17,7 @@
 // (T / C states per head, not T): the memory of the all-states form is never held.
 #include <limits>
 
-#include "kernels/recurrences.h"
+#include "kernels/delta/delta.h"
 
 namespace fwlab::kernels {
 

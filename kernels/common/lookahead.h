@@ -2,13 +2,13 @@
 // CPU kernel reads and writes each chunk's rows of several large buffers once; a small BLAS product that meets a
 // cold operand waits for it line by line, and one burst of prefetches for a whole chunk (~50 KB) stalls on the
 // core's dozen or so outstanding misses instead. Spread over a chunk's products, the fetches overlap the arithmetic
-// (kernels/gated_delta/chunk_cpu.cpp's backward measured: the burst took ~8,000 cycles a chunk of its ~40,000).
+// (kernels/delta/chunk_cpu.cpp's backward measured: the burst took ~8,000 cycles a chunk of its ~40,000).
 #pragma once
 
 #include <array>
 #include <cstdint>
 
-#include "kernels/vector_clones.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/gated_delta/form_store.h"
+#include "kernels/common/form_store.h"
 
 #include <ATen/Parallel.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@ nlohmann::json read_all(const std::string& path) {
 
 // Raised when a form's speed changed enough that decisions measured before should be measured again (a decision
 // made against an older kernel is then not read). 2: the chunked kernels' products on AVX2 register tiles
-// (kernels/small_gemm_cpu.h), 1.3-1.5x faster than the BLAS products the first decisions timed on AVX2 CPUs.
+// (kernels/common/small_gemm_cpu.h), 1.3-1.5x faster than the BLAS products the first decisions timed on AVX2 CPUs.
 constexpr int kFormsRevision = 2;
 
 std::string form_store_machine() {

@@ -1,7 +1,7 @@
 // Chunked CPU kernel of the delta rule and the gated delta rule: the WY form of chunk_libtorch.cpp (which states
-// the algebra) as raw loops around small matrix products (kernels/small_gemm_cpu.h), one (batch, head) at a time to
-// each thread of the ATen pool (kernels/head_queue.h), with its own backward. Per chunk of c <= C steps, with the state
-// S transposed ([M, D]: o = S^T q):
+// the algebra) as raw loops around small matrix products (kernels/common/small_gemm_cpu.h), one (batch, head) at a time
+// to each thread of the ATen pool (kernels/common/head_queue.h), with its own backward. Per chunk of c <= C steps, with
+// the state S transposed ([M, D]: o = S^T q):
 //   prepare:  g = cumsum log alpha, Gamma_ts = e^{g_t - g_s} = alpha_{s+1} ... alpha_t (s <= t, a product: no exp),
 //             L = strict(K K^T . Gamma), A = diag(beta) L, P = (Q K^T) . Gamma,
 //             Tinv = (I + A)^-1 by forward substitution (the UT transform of fla's chunk kernels),
@@ -14,22 +14,22 @@
 //   dS <- e^{g_c} dS + Qr^T dO - W^T du,  dR = Tinv^T dX = [-z S^T, z] with z = Tinv^T du,  dA = -strict(dR X^T),
 // and the elementwise rules of each product (pair_grads, gate_grads). No gate (the delta rule) is g = 0: Q and K
 // are then used in place of Qr and Kw. The backward's products with S^T and dS^T take the transposed matrices
-// (transposed once a chunk: kernels/transpose_cpu.h) because the BLAS's small A B^T products run at half the speed
-// of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on), and the AVX2
-// tiles read B^T only through a transposed copy, made once a chunk here rather than once a product. The forward
+// (transposed once a chunk: kernels/common/transpose_cpu.h) because the BLAS's small A B^T products run at half the
+// speed of its A B ones (1.8 against 0.8 us at 16 x 64 x 64 on the AVX-512 machine these were measured on), and the
+// AVX2 tiles read B^T only through a transposed copy, made once a chunk here rather than once a product. The forward
 // keeps S itself: a transposing store into the kept buffer cost the forward 12 %, more than a plain copy.
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu_blas.h"
-#include "kernels/head_queue.h"
-#include "kernels/lane_dot.h"
-#include "kernels/lookahead.h"
-#include "kernels/recurrences.h"
-#include "kernels/small_gemm_cpu.h"
-#include "kernels/transpose_cpu.h"
-#include "kernels/vector_clones.h"
+#include "kernels/common/cpu_blas.h"
+#include "kernels/common/head_queue.h"
+#include "kernels/common/lane_dot.h"
+#include "kernels/common/lookahead.h"
+#include "kernels/delta/delta.h"
+#include "kernels/common/small_gemm_cpu.h"
+#include "kernels/common/transpose_cpu.h"
+#include "kernels/common/vector_clones.h"
 
 namespace fwlab::kernels {
 
@@ -85,8 +85,8 @@ struct Chunk {
   }
 };
 
-// small_gemm, then a share of the lines the backward's next chunk will need (kernels/lookahead.h; the forward walks
-// the chunks in the hardware prefetchers' direction, and fetching its next chunk ahead measured no faster).
+// small_gemm, then a share of the lines the backward's next chunk will need (kernels/common/lookahead.h; the forward
+// walks the chunks in the hardware prefetchers' direction, and fetching its next chunk ahead measured no faster).
 template <typename T, typename... Args>
 FWLAB_HOT void product(const Chunk<T>& w, Args... args) {
   small_gemm<T>(args...);
@@ -357,7 +357,7 @@ FWLAB_HOT void backward_head(const Head<T>& h, const Kept<T>& kept, T* dS, const
   }
 }
 
-// The entry points, one clone per instruction set (kernels/vector_clones.h): the loops between the BLAS products
+// The entry points, one clone per instruction set (kernels/common/vector_clones.h): the loops between the BLAS products
 // in the widest vectors the CPU has.
 FWLAB_VECTOR_CLONES void forward_entry(const Head<float>& h, float* S, float* y, const Kept<float>& kept) {
   forward_head(h, S, y, kept);
