@@ -134,7 +134,7 @@ int reporting_errors(const std::function<int()>& command) {
 // Everything the command line can set, beside the sweep's own options.
 struct Args {
   std::string file, profile, sql, format = "table", job, other_job, curve, out, gnuplot = "gnuplot",
-                                  table_format = "md", doctor_worker;
+                                  table_format = "md", doctor_worker, doctor_wrong_kernel;
   std::string hypotheses, references, bleu_format = "text", table_name;
   bool wait = false, compare = false, doctor_quick = false, list_figures = false;
   int doctor_threads = 0;
@@ -265,6 +265,8 @@ void add_run_commands(CLI::App& app, Args& a, SweepArgs& sa, Common& common, Sub
   s.doctor->add_flag("--quick", a.doctor_quick, "smaller inputs for the kernel checks (faster)");
   s.doctor->add_option("--threads", a.doctor_threads, "threads for the CPU checks (default: every core)")
       ->check(CLI::Range(1, 1024));
+  // A test hook (hidden from --help): that kernel's results come out wrong, so the check must fail.
+  s.doctor->add_option("--wrong-kernel", a.doctor_wrong_kernel)->group("");
   s.doctor->footer(kDoctorExitCodes);
 }
 
@@ -282,6 +284,7 @@ int run(const Subcommands& s, const Args& a, const SweepArgs& sa, const Common& 
     std::vector<std::string> args;
     if (a.doctor_quick) args.push_back("--quick");
     if (a.doctor_threads > 0) args.insert(args.end(), {"--threads", std::to_string(a.doctor_threads)});
+    if (!a.doctor_wrong_kernel.empty()) args.insert(args.end(), {"--wrong-kernel", a.doctor_wrong_kernel});
     return cmd_doctor(a.doctor_worker, args);
   }
   if (*s.site) return cmd_site(a.site, common);

@@ -12,7 +12,9 @@ catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention
          t2r_table2 t2r_mt_speed sru_iwslt layer_selection)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
-fwlab() { env -u OPENBLAS_CORETYPE build/cli/fwlab "$@"; }
+# FWLAB_BIN: a copy of the build to run from (its fwlab-worker in ../worker/), so that rebuilding the tree meanwhile
+# does not change the binaries of a long run.
+fwlab() { env -u OPENBLAS_CORETYPE "${FWLAB_BIN:-build/cli/fwlab}" "$@"; }
 # At "quick", MQAR is shown at its "learns" profile: its quick profile cannot leave chance (experiments/mqar.toml).
 profile_for() { if [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi; }
 
@@ -78,8 +80,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "- fwlab commit: $commit$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
   echo
-  echo "| experiment | table | against the paper | report | plots | jobs | worker time | made at commit |"
-  echo "| --- | --- | --- | --- | --- | ---: | ---: | --- |"
+  echo "| experiment | table | against the paper | report | plots | agrees with the code | jobs | worker time | made at commit |"
+  echo "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- |"
   for name in "${catalog[@]}"; do
     [ -f "results/$name/table.md" ] || continue
     # The jobs of the file's current grid (its dry run lists their ids), not every job it ever planned.
@@ -90,7 +92,10 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     old_row=$(grep "^| $name |" <<<"$previous" || true)
     compare=–
     [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
-    links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) |"
+    # ctest committed_results checks a folder with a manifest against the current plan; one without is older.
+    checked="not checked: made before manifests, regenerate it"
+    [ -f "results/$name/manifest.json" ] && checked="[checked]($name/manifest.json)"
+    links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) | $checked |"
     # Experiments not run by this call keep their row: the commit that made them, not this one.
     ran_now=no
     for n in "${names[@]}"; do [ "$n" = "$name" ] && ran_now=yes; done
