@@ -158,14 +158,14 @@ void op_level(const Options& o) {
       const auto q32 = fp32(q), k32 = fp32(k), v32 = fp32(v);
       std::vector<Row> rows;
       if (o.device.is_cuda() && K::cuda_kernels_built()) {
-        rows.push_back({"chunked CUDA (bf16)",
+        rows.push_back({"decay chunked CUDA (bf16)",
                         [&] { return K::decay_recurrence_cuda_chunked(q, k, v, log_a, log_b, {}).y; }, decay_fwd_flops,
                         3.0});
-        rows.push_back({"fused recurrent CUDA (fp32)",
+        rows.push_back({"decay fused recurrent CUDA (fp32)",
                         [&] { return K::decay_recurrence_cuda_fused(q32, k32, v32, log_a, log_b, {}).y; },
                         decay_fwd_flops, 3.0});
       }
-      rows.push_back({"libtorch chunked (fp32)",
+      rows.push_back({"decay chunked libtorch (fp32)",
                       [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; },
                       decay_fwd_flops, 3.0});
       if (m == D) {  // the gated delta rule's head is square in DeltaNet's layer (d_k = d_v)
