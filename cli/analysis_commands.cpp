@@ -50,7 +50,7 @@ int with_results(const std::string& file, const std::string& profile, const Comm
                  const std::function<int(const ResultSet&, const TableSpec&, const std::vector<PlotSpec>&)>& body,
                  const std::string& table_name = "") {
   try {
-    const auto ex = plan_checked(file, profile, c).ex;
+    const auto ex = plan_checked(file, profile, c, false).ex;
     const auto table = table_spec(ex, table_name);
     const auto plots = plot_specs(ex, table);
     published_spec(ex, table);  // checked by every analysis command, as [table] and [[plot]] are

@@ -19,7 +19,9 @@ struct PlannedExperiment {
 
 // Plans with what the database (if there is one yet) says of the jobs that derived settings read. Throws
 // ExperimentError (the file), ArgumentError (an idle --set, each named with the setting that shadows it) or
-// DerivationError (a derived setting's input ended without a result).
-PlannedExperiment plan_checked(const std::string& file, const std::string& profile, const Common& c);
+// DerivationError (a derived setting's input ended without a result; with `strict` false such a cell waits instead:
+// the analysis commands show what the database holds rather than stop).
+PlannedExperiment plan_checked(const std::string& file, const std::string& profile, const Common& c,
+                               bool strict = true);
 
 }  // namespace fwlab::cli

@@ -83,7 +83,7 @@ int status_of_database(Db& db) {
 int cmd_status(const std::string& file, const std::string& profile, const Common& c) {
   check_db_path(c.db_path, false);  // no database yet: DbOpenError, exit 2, before anything is made
   std::optional<PlannedExperiment> plan;
-  if (!file.empty()) plan = plan_checked(file, profile, c);
+  if (!file.empty()) plan = plan_checked(file, profile, c, false);
   // Status marks what a killed orchestrator left "running" and reconciles cluster sweeps (when the database is
   // writable; else it only reads).
   try {

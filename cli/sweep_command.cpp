@@ -187,9 +187,13 @@ class SweepRounds {
     SweepSummary total;
     std::set<std::string> known;
     for (int round = 0;; ++round) {
+      // A later round runs only the jobs no earlier round had: one that crashed there is not started again here.
+      std::vector<PlannedJob> to_run;
+      for (const auto& j : planned)
+        if (round == 0 || !known.count(j.id)) to_run.push_back(j);
       for (const auto& j : planned) known.insert(j.id);
       store_.register_jobs(sweep_id_, planned, experiment_, profile_, opt_.runs_dir);
-      auto scheduler = std::make_unique<Scheduler>(store_, launcher_, sweep_id_, planned, opt_);
+      auto scheduler = std::make_unique<Scheduler>(store_, launcher_, sweep_id_, std::move(to_run), opt_);
       add(total, drive(*scheduler, drive_options), round == 0);
       queued_ = scheduler->queued();
       in_flight_ = (queued_ > 0 || total.in_flight > 0) && launcher_.detachable();
@@ -202,14 +206,16 @@ class SweepRounds {
         auto next = replan();
         const bool fresh = std::any_of(next.jobs.begin(), next.jobs.end(),
                                        [&](const PlannedJob& j) { return j.applicable && !known.count(j.id); });
-        planned = std::move(next.jobs), waiting = std::move(next.waiting);
+        planned = std::move(next.jobs), waiting_ = waiting = std::move(next.waiting);
         if (!fresh) {  // the inputs they wait for are not this sweep's to run (another sweep, a cluster)
+          // Cells whose derived setting came out as a job already run still get their cell and derivation rows.
+          store_.register_jobs(sweep_id_, planned, experiment_, profile_, opt_.runs_dir);
           close_sweep(store_, sweep_id_, *scheduler);
           return total;
         }
         if (opt_.lines) fmt::print("fwlab: planned the cells whose derived settings' inputs have ended\n");
       } catch (const DerivationError& e) {
-        error_ = e.what();
+        error_ = e.what(), waiting_.clear();  // the error names the inputs; the old waiting lines are stale
         close_sweep(store_, sweep_id_, *scheduler);
         return total;
       }
@@ -249,7 +255,9 @@ int cmd_sweep(const SweepArgs& a, const Common& c) {
   std::vector<PlannedJob> planned;
   std::vector<std::string> waiting;
   try {
-    auto plan = plan_checked(a.file, a.profile, c);
+    // With a retry flag a derived setting's failed inputs are run again first (their cells wait meanwhile); the
+    // rounds after that plan strictly, so inputs that fail again are named.
+    auto plan = plan_checked(a.file, a.profile, c, !(a.retry_failed || a.retry_diverged));
     ex = std::move(plan.ex);
     planned = std::move(plan.jobs);
     waiting = std::move(plan.waiting);

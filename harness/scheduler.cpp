@@ -299,6 +299,8 @@ void Scheduler::start_ready() {
     }
     const auto dir = fs::path(opt_.runs_dir) / j.id;
     fs::create_directories(dir);
+    // An earlier attempt's status.json ("interrupted") must not speak for this one if it dies before writing its own.
+    fs::remove(dir / "status.json");
     write_file_atomic((dir / "job.json").string(), job_file(j, opt_).dump(2) + "\n");
     wave.push_back({&j, dir.string()});
     it = queue_.erase(it);

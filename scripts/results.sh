@@ -17,6 +17,12 @@ db=${FWLAB_DB:-results/fwlab.db}
 fwlab() { env -u OPENBLAS_CORETYPE "${FWLAB_BIN:-build/cli/fwlab}" "$@"; }
 # At "quick", MQAR is shown at its "learns" profile: its quick profile cannot leave chance (experiments/mqar.toml).
 profile_for() { if [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi; }
+# The jobs of a file's current grid, quoted for SQL (its dry run lists their ids, derived cells included once their
+# inputs have ended), not every job the cells table ever held for it (an earlier grid's jobs stay there).
+plan_ids() {
+  fwlab sweep "experiments/$1.toml" --profile "$(profile_for "$1")" --dry-run --db "$db" 2>/dev/null |
+    grep -oE '\b[0-9a-f]{16}\b' | sort -u | sed "s/.*/'&'/" | paste -sd, -
+}
 
 for name in "${names[@]}"; do
   file=experiments/$name.toml
@@ -50,7 +56,7 @@ for name in "${names[@]}"; do
   # the jobs the current plan makes, shared jobs alike everywhere, the figures fwlab plot makes now).
   fwlab query --db "$db" --format json "SELECT r.job_id, r.stage, r.coords, r.status, r.best_valid_ppl,
       r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy FROM runs r WHERE r.job_id IN
-      (SELECT job_id FROM cells WHERE experiment = '$name' AND profile = '$profile_of_name') ORDER BY r.stage, r.job_id" |
+      ($(plan_ids "$name")) ORDER BY r.stage, r.job_id" |
     /usr/bin/python3 -c 'import json, sys; print(json.dumps({"experiment": sys.argv[1], "profile": sys.argv[2],
       "commit": sys.argv[3], "jobs": json.load(sys.stdin)}, indent=1, sort_keys=True))' \
       "$name" "$profile_of_name" "$(git rev-parse --short HEAD)" > "$out/manifest.json"
@@ -85,8 +91,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   for name in "${catalog[@]}"; do
     [ -f "results/$name/table.md" ] || continue
     # The jobs of the file's current grid (its dry run lists their ids), not every job it ever planned.
-    ids=$(fwlab sweep "experiments/$name.toml" --profile "$(profile_for "$name")" --dry-run --db "$db" 2>/dev/null |
-          grep -oE '\b[0-9a-f]{16}\b' | sed "s/.*/'&'/" | paste -sd, -)
+    ids=$(plan_ids "$name")
     read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(finished - started), 0)) AS INTEGER)
       FROM jobs WHERE id IN (${ids:-''}) AND finished IS NOT NULL" | tail -1 | tr ',' ' ')
     old_row=$(grep "^| $name |" <<<"$previous" || true)
@@ -119,5 +124,5 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
       (SELECT job_id FROM cells WHERE (experiment, profile) IN (VALUES ${pairs%,}))" | tail -1 | tr ',' ' ')
   echo
   echo "The whole catalog: $all_jobs jobs, $((all_secs / 3600)) h $((all_secs % 3600 / 60)) min of worker time, each"
-  echo "job counted once (\`bash scripts/results.sh quick\` runs them; two jobs at a time, about half that on 2 cores)."
+  echo "job counted once (\`bash scripts/results.sh quick\` runs them one job per core: about half that on 2 cores)."
 } > results/README.md

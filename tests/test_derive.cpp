@@ -142,6 +142,12 @@ k = [2, 3]
 key = "model.keep_softmax_layers"
 )";
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 std::string fake_sweep(const std::string& file, const std::string& db, const std::string& extra = "") {
   return fwlab_cmd(
       fmt::format("sweep {} --db {} -j 2 --worker {}/tests/fake_worker.py{}", file, db, FWLAB_SOURCE_DIR, extra));
@@ -183,6 +189,22 @@ TEST_CASE("fwlab sweep: a derived stage waits for its probes, is planned from th
   CHECK_THAT(again.output, !Catch::Contains("fwlab: started"));
 }
 
+TEST_CASE("fwlab sweep: a job that crashed in the first round is not started again when derived cells are planned",
+          "[harness]") {
+  test::TempDir dir("derived_rounds");
+  const auto file = dir.file("d.toml"), db_path = dir.file("fwlab.db");
+  // A stage of its own whose job crashes (seed 1, the fake worker's crash), read by nothing derived.
+  test::spit(file, kDerived + "[stage.extra]\naxes = []\nmixer = \"softmax\"\nseed = 1\n");
+  const auto r = test::run_command(fake_sweep(file, db_path, " --retries 0"));
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("planned the cells whose derived settings' inputs have ended"));
+  CHECK(occurrences(r.output, "fwlab: started extra -") == 1);
+  Db db(db_path, true);
+  auto hybrids = db.prepare("SELECT COUNT(*) FROM jobs WHERE stage = 'hybrid' AND status = 'finished'");
+  REQUIRE(hybrids.step());
+  CHECK(hybrids.integer(0) == 4);
+}
+
 TEST_CASE("fwlab sweep: a derived stage whose probe failed stops, naming it; malformed declarations exit 2",
           "[harness]") {
   test::TempDir dir("derived_bad");
@@ -198,6 +220,18 @@ TEST_CASE("fwlab sweep: a derived stage whose probe failed stops, naming it; mal
   CHECK_THAT(r.output, Catch::Contains("derive.layers: kl_guided for stage hybrid, cell k=2 selector=kl_guided reads "
                                        "jobs that ended without a result:") &&
                            Catch::Contains("(crashed)"));
+  // The commands that read results show what the database holds instead of stopping at the failed input.
+  const auto status = test::run_command(fwlab_cmd(fmt::format("status {} --db {}", file, db_path)));
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.output, !Catch::Contains("ended without a result"));
+  // --retry-failed runs the failed probe again first (once: --retries 0), then names it when it fails again.
+  const auto retried = test::run_command(fake_sweep(file, db_path, " --retries 0 --retry-failed"));
+  INFO(retried.output);
+  CHECK(retried.exit_code == 1);
+  CHECK(occurrences(retried.output, "fwlab: started probe probe=[3] [") == 1);
+  CHECK_THAT(retried.output,
+             Catch::Contains("reads jobs that ended without a result:") && Catch::Contains("(crashed)"));
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"selector = \"selector\"", "selector = \"klguided\""},
       {"count = \"k\"", "count = \"kk\""},
