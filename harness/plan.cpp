@@ -293,6 +293,26 @@ struct Planner {
   std::map<std::string, std::string> data_ids;                    // data section dump -> its identity
   std::map<std::string, size_t> index_by_id;
   std::vector<std::string> waiting;
+  std::map<std::string, std::set<std::string>> waiting_cells;  // stage -> coords dumps of its cells that wait
+
+  // The coordinates of the cell of `stage.from` that a cell of `stage` starts from.
+  nlohmann::json parent_coords(const Stage& stage, const nlohmann::json& coords) const {
+    nlohmann::json parent = nlohmann::json::object();
+    const auto& parent_stage =
+        *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
+    for (const auto& a : parent_stage.axes) parent[a] = coords[a];
+    return parent;
+  }
+
+  // A cell that starts from a waiting cell (a stage after a derived one) waits with it.
+  bool parent_waits(const Stage& stage, const nlohmann::json& coords) {
+    if (stage.from.empty()) return false;
+    const auto parent = parent_coords(stage, coords);
+    if (!waiting_cells[stage.from].count(parent.dump())) return false;
+    waiting.push_back(fmt::format("stage {}, cell {} waits for the {} cell it starts from ({})", stage.name,
+                                  coords_label(coords), stage.from, coords_label(parent)));
+    return true;
+  }
 
   // The planned jobs of `stage` whose coordinates agree with `coords` on every axis both have, but `ignore`.
   std::vector<const PlannedJob*> matching(const std::string& stage, const nlohmann::json& coords,
@@ -345,10 +365,7 @@ struct Planner {
   std::optional<nlohmann::json> source_model(const Stage& stage, PlannedJob& job, bool& unreadable) {
     unreadable = false;
     if (!stage.from.empty()) {
-      nlohmann::json parent_coords = nlohmann::json::object();
-      const auto& parent_stage =
-          *std::find_if(ex.stages.begin(), ex.stages.end(), [&](const Stage& s) { return s.name == stage.from; });
-      for (const auto& a : parent_stage.axes) parent_coords[a] = job.coords[a];
+      const auto parent_coords = this->parent_coords(stage, job.coords);
       auto it = by_stage[stage.from].find(parent_coords.dump());
       if (it == by_stage[stage.from].end())
         throw ExperimentError(fmt::format("{}: stage.{}.from: no '{}' job for cell {} (excluded?)", stage.pos.str(),
@@ -429,6 +446,10 @@ struct Planner {
     job.timeout_s = stage.timeout_s;
     job.applicable = !std::any_of(ex.not_applicable.begin(), ex.not_applicable.end(),
                                   [&](const CellRule& r) { return matches(r, stage.name, coords); });
+    if (parent_waits(stage, coords)) {
+      waiting_cells[stage.name].insert(coords.dump());
+      return;
+    }
     Settings all = cell_settings(ex, stage, coords, extra);
     job.spec = nlohmann::json::object();
     for (const auto& [k, s] : all) set_path(job.spec, k, s.value);
@@ -436,7 +457,10 @@ struct Planner {
     auto source = source_model(stage, job, unreadable);
     for (const auto& d : derivations)
       if (d.stage == stage.name && job.applicable) {
-        if (!apply_derivation(d, stage, job, all, layers_of(source, all))) return;  // planned once its inputs end
+        if (!apply_derivation(d, stage, job, all, layers_of(source, all))) {  // planned once its inputs end
+          waiting_cells[stage.name].insert(coords.dump());
+          return;
+        }
         set_path(job.spec, d.key, all[d.key].value);
       }
     if (job.applicable) check_and_resolve(job, stage, all, source, unreadable);
@@ -452,7 +476,7 @@ struct Planner {
 
 Plan plan_experiment(const Experiment& ex, const std::string& repo_root, const std::string& fwlab_version,
                      const JobResults* results, bool strict) {
-  Planner planner{ex, repo_root, fwlab_version, read_derivations(ex), results, strict, {}, {}, {}, {}, {}};
+  Planner planner{ex, repo_root, fwlab_version, read_derivations(ex), results, strict, {}, {}, {}, {}, {}, {}};
   for (const auto& stage : ex.stages)
     for (const auto& cell : stage_cells(ex, stage)) planner.plan_cell(stage, cell.first, cell.second);
   return {std::move(planner.jobs), std::move(planner.waiting)};

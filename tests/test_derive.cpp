@@ -205,6 +205,24 @@ TEST_CASE("fwlab sweep: a job that crashed in the first round is not started aga
   CHECK(hybrids.integer(0) == 4);
 }
 
+TEST_CASE("fwlab sweep: a stage that starts from a derived stage waits with it, then runs", "[harness]") {
+  test::TempDir dir("derived_chain");
+  const auto file = dir.file("d.toml"), db_path = dir.file("fwlab.db");
+  test::spit(file, kDerived + "[stage.tuned]\naxes = [\"selector\", \"k\"]\nfrom = \"hybrid\"\n");
+  const auto dry = test::run_command(fwlab_cmd(fmt::format("sweep {} --dry-run --db {}", file, db_path)));
+  INFO(dry.output);
+  CHECK(dry.exit_code == 0);
+  CHECK_THAT(dry.output, Catch::Contains("stage tuned, cell k=2 selector=kl_guided waits for the hybrid cell it "
+                                         "starts from (k=2 selector=kl_guided)"));
+  const auto r = test::run_command(fake_sweep(file, db_path));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  Db db(db_path, true);
+  auto tuned = db.prepare("SELECT COUNT(*) FROM jobs WHERE stage = 'tuned' AND status = 'finished'");
+  REQUIRE(tuned.step());
+  CHECK(tuned.integer(0) == 4);
+}
+
 TEST_CASE("fwlab sweep: a derived stage whose probe failed stops, naming it; malformed declarations exit 2",
           "[harness]") {
   test::TempDir dir("derived_bad");
