@@ -239,10 +239,11 @@ void title_and_caption(Table& t, const ResultSet& results, const TableSpec& spec
   std::vector<std::string> measures;
   for (const auto& m : spec.metrics)
     if (std::find(measures.begin(), measures.end(), m.units()) == measures.end()) measures.push_back(m.units());
-  t.caption =
-      fmt::format("{}{}Cells: {}{}.", spec.caption.empty() ? ex.description : spec.caption,
-                  (spec.caption.empty() ? ex.description : spec.caption).empty() ? "" : ". ", fmt::join(measures, "; "),
-                  reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
+  // A caption that ends a sentence of its own gets no second full stop ("..").
+  const std::string& lead = spec.caption.empty() ? ex.description : spec.caption;
+  const char* joint = lead.empty() ? "" : lead.back() == '.' ? " " : ". ";
+  t.caption = fmt::format("{}{}Cells: {}{}.", lead, joint, fmt::join(measures, "; "),
+                          reduced.empty() ? "" : fmt::format(" ({})", fmt::join(reduced, ", ")));
 }
 
 // A reference stage: a row when it shares a column axis with the table (matched on it), else one note line.

@@ -235,6 +235,10 @@ TEST_CASE("table: values, best-over and mean-over selection, every marker, three
   CHECK_THAT(md, Catch::Contains("| rule | m=4 | m=16 |\n| :--- | ---: | ---: |\n| add | " + add4 + " | " + add16 +
                                  " |\n| delta | * | 11.00 (*1/4) |\n| gated | … | – |\n| decay | N/A | ! |\n"));
   CHECK_THAT(md, Catch::Contains("Cells: test perplexity (best over lr, mean ± sd over seed)."));
+  auto captioned = table_spec(ex);
+  captioned.caption = "A caption of its own.";  // a sentence of its own: no second full stop
+  CHECK(build_table(results, captioned).caption ==
+        "A caption of its own. Cells: test perplexity (best over lr, mean ± sd over seed).");
   CHECK_THAT(md, Catch::Contains("*: every run of the cell diverged") &&
                      Catch::Contains("N/A: the combination does not apply"));
   const auto tex = render_latex(t);
