@@ -409,9 +409,10 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
 }
 
-TEST_CASE("plot vs_tokens: validation curves against tokens since the teacher, seeds as a band", "[analysis]") {
-  // teacher -> swap (10 steps) -> ft (10 steps); batch 4 x 8 tokens = 32 a step; two seeds of swap and ft.
-  const std::string text = R"([experiment]
+namespace {
+
+// teacher -> swap (10 steps) -> ft (10 steps); batch 4 x 8 tokens = 32 a step; two seeds of swap and ft.
+const std::string kTokensExperiment = R"([experiment]
 name = "tokens"
 description = "quality per token"
 [defaults]
@@ -458,6 +459,11 @@ reference = [{ label = "teacher", stage = "teacher" }]
 kind = "vs_tokens"
 metric = "valid_ppl"
 )";
+
+}  // namespace
+
+TEST_CASE("plot vs_tokens: validation curves against tokens since the teacher, seeds as a band", "[analysis]") {
+  const std::string text = kTokensExperiment;
   test::TempDir dir{"tokens"};
   const auto file = dir.file("tokens.toml"), db_path = dir.file("fwlab.db");
   test::spit(file, text);

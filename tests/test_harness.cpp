@@ -85,16 +85,15 @@ int64_t count(Db& db, const std::string& sql) {
   return q.integer(0);
 }
 
-}  // namespace
+struct MalformedCase {
+  std::string text;
+  std::string expected;  // the whole message after "fwlab: <file>:"
+  std::string profile = "";
+};
 
-TEST_CASE("fwlab: malformed experiment files give one clear error naming file:line:column and key, and run nothing",
-          "[harness]") {
-  struct Case {
-    std::string text;
-    std::string expected;  // the whole message after "fwlab: <file>:"
-    std::string profile = "";
-  };
-  const std::vector<Case> cases = {
+// Each malformed variant of kBase and the one message it must give.
+std::vector<MalformedCase> malformed_cases() {
+  return {
       {with(kBase, "steps = 5", "steps = "), "5:9: TOML syntax error: "},
       {with(kBase, "[grid]", "[grdi]"), "17:1: grdi: unknown section (did you mean 'grid'?)"},
       {with(kBase, "steps = 5", "stpes = 5"), "5:9: defaults.stpes: unknown key (did you mean 'steps'?)"},
@@ -168,6 +167,13 @@ TEST_CASE("fwlab: malformed experiment files give one clear error naming file:li
       {kBase + "\n[profile.x]\n\"defaults.steps\" = \"five\"\n",
        "32:20: defaults.steps: must be an integer, got \"five\" (job key train.steps, stage pretrain, cell -)", "x"},
   };
+}
+
+}  // namespace
+
+TEST_CASE("fwlab: malformed experiment files give one clear error naming file:line:column and key, and run nothing",
+          "[harness]") {
+  const auto cases = malformed_cases();
   REQUIRE(cases.size() >= 20);
   for (size_t i = 0; i < cases.size(); ++i) {
     DYNAMIC_SECTION("case " << i << ": " << cases[i].expected.substr(0, 60)) {
