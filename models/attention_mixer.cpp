@@ -66,9 +66,10 @@ void AttentionMixer::add_short_conv(int64_t taps) {
   conv = register_module("conv", ShortConv(n_heads_ * head_dim_ + 2 * n_kv_heads_ * head_dim_, taps));
 }
 
-QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache) {
+QkvHeads AttentionMixer::project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache,
+                                 const torch::Tensor& product) {
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_, kv_inner = n_kv_heads_ * head_dim_;
-  auto all = with_lora(qkv, qkv_lora, x);
+  auto all = !product.defined() ? with_lora(qkv, qkv_lora, x) : qkv_lora ? product + qkv_lora->forward(x) : product;
   if (conv) all = conv(all, conv_cache);
   // One split, whose backward is one concatenation (three narrows' are three zero-filled copies of `all` summed).
   const auto parts = all.split_with_sizes({inner, kv_inner, kv_inner}, -1);

@@ -98,17 +98,32 @@ torch::Tensor FastWeight::forward(const torch::Tensor& x) { return run(x, nullpt
 torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   // One token is a sequence of length 1 continuing from `state`, O(1) per token. The fused CPU kernels take
   // about 7 us a step against 20 us for the per-timestep ops (B1 H4 D64 M32), so they serve the step form too;
-  // a plain decay layer has its own decode step, a few libtorch ops instead of ~37.
+  // a plain decay layer has its own decode step, a few libtorch ops instead of ~37. Off the CPU the recurrence
+  // takes its one-token step form (kernels/common/recurrent_step.h) rather than a padded chunk.
   if (auto y = decode_step(x, state)) return *y;
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
+}
+
+std::vector<torch::Tensor> FastWeight::projections(const torch::Tensor& x,
+                                                   const std::vector<torch::nn::Linear>& layers) {
+  if (!reference_kernels_) return fused_(x, layers);
+  std::vector<torch::Tensor> out;
+  for (const auto& layer : layers) out.push_back(torch::linear(x, layer->weight, layer->bias));
+  return out;
 }
 
 FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state) {
   const int64_t B = x.size(0), T = x.size(1), inner = n_heads_ * head_dim_;
   Inputs in;
+  auto layers = rule->gate_projections();
+  std::vector<torch::Tensor> gates;
   if (!folded()) {
-    // LoLCATs' order: projections, rotary positions, repeat_kv, then the feature map of each query head.
-    auto h = project(x, state ? state->position : 0, state ? &state->conv : nullptr);
+    // q, k, v and the gates in one product; then LoLCATs' order: rotary positions, repeat_kv, then the feature
+    // map of each query head.
+    layers.insert(layers.begin(), qkv);
+    auto products = projections(x, layers);
+    gates.assign(products.begin() + 1, products.end());
+    auto h = project(x, state ? state->position : 0, state ? &state->conv : nullptr, products[0]);
     in.q_raw = h.q, in.k_raw = repeat_kv(h.k, groups());
     in.rule.fq = phi->forward(in.q_raw, true);
     in.rule.fk = phi->forward(in.k_raw, false);
@@ -119,10 +134,11 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state)
     in.rule.fk = projection_map()->activate(split_heads(qk.select(2, 1), n_heads_));
     in.rule.v = split_heads(
         torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)), n_heads_);
+    if (!layers.empty()) gates = projections(x, layers);
   }
   // The normaliser rides in the recurrence: fp32 under mixed precision.
   if (spec.norm == "attn") in.rule.fq = kernels::widened_to_fp32(in.rule.fq);
-  rule->prepare(in.rule, x);
+  rule->prepare(in.rule, gates);
   return in;
 }
 

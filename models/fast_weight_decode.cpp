@@ -1,7 +1,8 @@
-// The CPU decode step of a plain decay layer (kernels/decay/decode_step.h): the projections as four products of few
-// rows (kernels/few_rows_linear.h), the features, gates, state and read in one loop. Anything the loop does not hold
-// (another rule or map, a normaliser, a window, a convolution, rotary positions, grouped heads, adapters, an output
-// norm, folding, gradients, another device or dtype, autocast) takes the general path.
+// The CPU decode step of a plain decay layer (kernels/decay/decode_step.h): the projections as two products of few
+// rows (kernels/few_rows_linear.h; q, k, v and both gates are one, models/fused_projection.h), the features, gates,
+// state and read in one loop. Anything the loop does not hold (another rule or map, a normaliser, a window, a
+// convolution, rotary positions, grouped heads, adapters, an output norm, folding, gradients, another device or
+// dtype, autocast) takes the general path.
 #include "kernels/decay/decode_step.h"
 #include "kernels/few_rows_linear.h"
 #include "models/mixers.h"
@@ -29,10 +30,9 @@ std::optional<torch::Tensor> FastWeight::decode_step(const torch::Tensor& x, Mix
     return std::nullopt;
   const auto contiguous = [](const torch::Tensor& t) { return t.defined() ? t.contiguous() : t; };
   kernels::DecayDecodeInputs in;
-  in.qkv = kernels::few_rows_linear(x, qkv->weight, qkv->bias).contiguous();
-  if (in.qkv.scalar_type() != dtype) return std::nullopt;  // autocast's lower precision: the general path
-  in.z = kernels::few_rows_linear(x, (*gates.z)->weight, (*gates.z)->bias).contiguous();
-  in.f = kernels::few_rows_linear(x, (*gates.f)->weight, (*gates.f)->bias).contiguous();
+  const auto products = fused_(x, {qkv, *gates.z, *gates.f});   // one pass over the token's weights
+  if (products[0].scalar_type() != dtype) return std::nullopt;  // autocast's lower precision: the general path
+  in.qkv = products[0].contiguous(), in.z = products[1].contiguous(), in.f = products[2].contiguous();
   in.phi_w = contiguous(map->weight), in.phi_b = contiguous(map->bias);
   in.query_scale = map->query_scale(), in.relu = map->relu();
   in.S = contiguous(state.S);

@@ -4,6 +4,7 @@
 
 #include "models/feature_maps/feature_map.h"
 #include "models/dropout.h"
+#include "models/fused_projection.h"
 #include "models/lora.h"
 #include "models/mixer.h"
 #include "models/rope.h"
@@ -55,8 +56,10 @@ class AttentionMixer : public Mixer {
   void add_lora(const ModelConfig& cfg);            // registers the adapters (none without cfg.lora_rank)
   void add_short_conv(int64_t taps);                // registers `conv` over the q, k, v channels
   // x [B, T, d_model] whose first token is at `position` (rotary positions); `conv_cache`: the short
-  // convolution's state in the step form (ShortConvImpl::forward).
-  QkvHeads project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache = nullptr);
+  // convolution's state in the step form (ShortConvImpl::forward); `product`: qkv(x) where the caller has it
+  // (a fast-weight layer computes it with its gates', models/fused_projection.h), without the LoRA term.
+  QkvHeads project(const torch::Tensor& x, int64_t position, torch::Tensor* conv_cache = nullptr,
+                   const torch::Tensor& product = {});
   // y [B, H, T, hd] -> o(y) [B, T, d_model]
   torch::Tensor output(const torch::Tensor& y);
 
@@ -113,6 +116,10 @@ class FastWeight : public AttentionMixer {
   Dropout resid_drop{nullptr};
 
  private:
+  // The given layers' products of x, in their order: one fused product (models/fused_projection.h), or with the
+  // reference kernels each apart (the fused product's twin).
+  std::vector<torch::Tensor> projections(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers);
+  FusedProjection fused_;
   // What the rule's recurrence reads, and q and k before the map (the sliding window's; undefined when folded).
   struct Inputs {
     RuleInputs rule;

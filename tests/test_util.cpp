@@ -49,6 +49,20 @@ ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers, int64_t head_
   return cfg;
 }
 
+ModelConfig every_rule_config() {
+  auto gated_delta = fw("gated_delta", "identity", "none", 16), deltanet = fw("delta", "identity", "none", 16);
+  gated_delta.key_norm = deltanet.key_norm = "l2";
+  deltanet.conv = 4, deltanet.out_norm = "rmsnorm", deltanet.beta_init = 0.5;
+  auto cfg = small_config(MixerSpec{}, 6, 16);
+  cfg.layers = {fw("add", "relu", "attn", 16),
+                fw("gated", "elu1", "attn", 16),
+                fw("decay", "relu", "none", 16),
+                fw("delta", "relu", "attn", 8),
+                gated_delta,
+                deltanet};
+  return cfg;
+}
+
 }  // namespace fwlab::test
 
 namespace {

@@ -40,5 +40,8 @@ std::string hf_import_error(const std::filesystem::path& dir);
 
 // A small model configuration with the given mixer on every layer.
 ModelConfig small_config(const MixerSpec& mixer, int64_t n_layers = 2, int64_t head_dim = 8);
+// Six layers, one per rule and family member: add (ReLU, attn), gated (elu1, attn), decay (ReLU), delta (ReLU, attn),
+// gated delta (L2 keys) and DeltaNet's layer (L2 keys, a 4-tap convolution, the output RMSNorm); head_dim 16.
+ModelConfig every_rule_config();
 
 }  // namespace fwlab::test

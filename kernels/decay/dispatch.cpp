@@ -1,4 +1,5 @@
 // The decay recurrence a model runs, chosen by the tensors' device (kernels/decay/decay.h).
+#include "kernels/common/recurrent_step.h"
 #include "kernels/decay/kernel_guard.h"
 #include "kernels/decay/decay.h"
 
@@ -13,6 +14,9 @@ torch::Tensor widened_to_fp32(const torch::Tensor& x) {
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& log_a, const torch::Tensor& log_b, const torch::Tensor& state0,
                                   int64_t chunk) {
+  // A decode token off the CPU: one step, not a chunk (kernels/common/recurrent_step.h).
+  if (const StepInputs step{q, k, v, log_a, log_b, {}, {}, state0}; one_token_step_applies(step))
+    return one_token_step(step);
   // A custom kernel runs only for shape classes it passed its first-use check on (kernel_guard.h).
   if (q.is_cuda() && cuda_chunks_fit(q, v) && kernel_trusted(CustomKernel::cuda_chunked, q, v, log_a, log_b))
     return custom_kernel(CustomKernel::cuda_chunked)(q, k, v, log_a, log_b, state0);

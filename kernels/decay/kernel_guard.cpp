@@ -52,10 +52,7 @@ DecayKernel hooked(DecayKernel run, bool wrong) {
   };
 }
 
-bool wrong_kernel(CustomKernel kernel) {
-  const std::lock_guard<std::mutex> lock(guard().mutex);
-  return guard().wrong_kernel == kernel_name(kernel);
-}
+bool wrong_kernel(CustomKernel kernel) { return kernel_made_wrong(kernel_name(kernel)); }
 
 // The check itself: a small input of the class (T = 80: off the 64-step chunk and the 16-step segment). On the CPU
 // either form may run for a class (form_race.h decides per length and per backward), so both must agree; the
@@ -93,6 +90,11 @@ void set_wrong_kernel(const std::string& name) {
   guard().wrong_kernel = name;
 }
 
+bool kernel_made_wrong(const std::string& kernel) {
+  const std::lock_guard<std::mutex> lock(guard().mutex);
+  return guard().wrong_kernel == kernel;
+}
+
 void reset_kernel_verdicts() {
   const std::lock_guard<std::mutex> lock(guard().mutex);
   guard().trusted.clear();
@@ -105,24 +107,30 @@ DecayKernel custom_kernel(CustomKernel kernel) {
                 wrong_kernel(kernel));
 }
 
-bool kernel_trusted(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
-                    const torch::Tensor& log_b) {
+bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
+                    const std::function<KernelComparison()>& check) {
   auto& g = guard();
-  const auto key = std::string(kernel_name(kernel)) + " " + shape_class(q, v, log_a, log_b);
+  const auto key = kernel + " " + shape_class;
   {
     const std::lock_guard<std::mutex> lock(g.mutex);
     if (!g.self_check) return true;
     if (const auto it = g.trusted.find(key); it != g.trusted.end()) return it->second;
   }
-  const auto comparison = check_class(kernel, q, v, log_a, log_b);  // unlocked: it runs the kernel through the guard
+  const auto comparison = check();  // unlocked: it runs the kernel through the guard
   std::function<void(const KernelFallback&)> listener;
   {
     const std::lock_guard<std::mutex> lock(g.mutex);
     g.trusted[key] = comparison.passed();
     listener = g.listener;
   }
-  if (!comparison.passed() && listener) listener({kernel_name(kernel), shape_class(q, v, log_a, log_b), comparison});
+  if (!comparison.passed() && listener) listener({kernel, shape_class, comparison});
   return comparison.passed();
+}
+
+bool kernel_trusted(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
+                    const torch::Tensor& log_b) {
+  return kernel_verdict(kernel_name(kernel), shape_class(q, v, log_a, log_b),
+                        [&] { return check_class(kernel, q, v, log_a, log_b); });
 }
 
 }  // namespace fwlab::kernels

@@ -33,6 +33,14 @@ void set_wrong_kernel(const std::string& name);
 // Forgets every verdict (tests).
 void reset_kernel_verdicts();
 
+// The same verdicts for a kernel with a check of its own (the CUDA step kernel, kernels/common/recurrent_step.h):
+// the class's stored verdict, else `check()`'s, stored and, when false, reported to the listener. True without
+// checking where checks are off.
+bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
+                    const std::function<KernelComparison()>& check);
+// Whether the test hook (set_wrong_kernel) names `kernel`.
+bool kernel_made_wrong(const std::string& kernel);
+
 // Whether `kernel` may run these inputs (q [.., M], v [.., D], the gates as given): checked at the class's first use.
 bool kernel_trusted(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
                     const torch::Tensor& log_b);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernels/common/form_choice.h"
+#include "kernels/common/recurrent_step.h"
 #include "kernels/delta/delta.h"
 
 namespace fwlab::kernels {
@@ -78,6 +79,9 @@ Candidate candidate_named(const std::string& name) {
 RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& alpha, const torch::Tensor& beta,
                                          const torch::Tensor& state0) {
+  // A decode token off the CPU: one step, not a chunk (kernels/common/recurrent_step.h).
+  if (const StepInputs step{q, k, v, {}, {}, alpha, beta, state0}; one_token_step_applies(step))
+    return one_token_step(step);
   const bool backward = gradients_needed({q, k, v, alpha, beta, state0});
   return run_chosen_form(
       "delta", form_class(q, v, alpha, backward), "chunk 64", [&] { return race(q, v, alpha, backward); },

@@ -11,7 +11,7 @@ namespace {
 class AddRule : public UpdateRule {
  public:
   using UpdateRule::UpdateRule;
-  void prepare(RuleInputs&, const torch::Tensor&) override {}
+  void prepare(RuleInputs&, const std::vector<torch::Tensor>&) override {}
   kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
     return recur_decay_family(in, run);
   }

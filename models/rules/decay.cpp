@@ -17,10 +17,11 @@ class DecayRule : public UpdateRule {
     uniform_gate_init(decay_z_->bias);
     uniform_gate_init(decay_f_->bias);
   }
-  void prepare(RuleInputs& in, const torch::Tensor& x) override {
+  std::vector<torch::nn::Linear> gate_projections() const override { return {decay_z_, decay_f_}; }
+  void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {
     namespace K = kernels;  // gates in fp32 under mixed precision
-    in.log_a = torch::log_sigmoid(K::widened_to_fp32(split_heads(decay_z_(x), n_heads_)));
-    in.log_b = torch::log_sigmoid(K::widened_to_fp32(split_heads(decay_f_(x), n_heads_)));
+    in.log_a = torch::log_sigmoid(K::widened_to_fp32(split_heads(gates[0], n_heads_)));
+    in.log_b = torch::log_sigmoid(K::widened_to_fp32(split_heads(gates[1], n_heads_)));
   }
   kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
     return recur_decay_family(in, run);

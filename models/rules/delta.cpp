@@ -22,9 +22,10 @@ class DeltaRule : public UpdateRule {
     const double beta0 = spec.beta_init > 0 ? spec.beta_init : kDeltaBetaInit;
     gate_->bias.fill_(std::log(beta0 / (1.0 - beta0)));
   }
-  void prepare(RuleInputs& in, const torch::Tensor& x) override {
+  std::vector<torch::nn::Linear> gate_projections() const override { return {gate_}; }
+  void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {
     normalize_keys(in, key_norm_);
-    in.beta = torch::sigmoid(split_heads(gate_(x), n_heads_));  // [B, H, T, 1]
+    in.beta = torch::sigmoid(split_heads(gates[0], n_heads_));  // [B, H, T, 1]
   }
   kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
     return recur_delta_family(in, run);

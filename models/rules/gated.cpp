@@ -16,9 +16,10 @@ class GatedRule : public UpdateRule {
     // weights keep torch.nn.Linear's default initialisation.
     uniform_gate_init(gate_->bias);
   }
-  void prepare(RuleInputs& in, const torch::Tensor& x) override {
+  std::vector<torch::nn::Linear> gate_projections() const override { return {gate_}; }
+  void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {
     const auto g_logit =
-        kernels::widened_to_fp32(split_heads(gate_(x), n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
+        kernels::widened_to_fp32(split_heads(gates[0], n_heads_));  // [B, H, T, 1]; gates in fp32 under mixed precision
     in.log_a = torch::log_sigmoid(g_logit);
     in.write = torch::sigmoid(-g_logit);  // (1 - g_t) v_t
   }

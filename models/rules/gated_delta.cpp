@@ -40,12 +40,14 @@ class GatedDeltaRule : public UpdateRule {
     auto dt = torch::exp(torch::empty({cfg.n_heads}).uniform_(std::log(kDtMin), std::log(kDtMax))).clamp_min(kDtFloor);
     dt_bias_ = layer.register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));
   }
-  void prepare(RuleInputs& in, const torch::Tensor& x) override {
+  // fla's order of the gate projections: α's (a_proj), then β's (b_proj).
+  std::vector<torch::nn::Linear> gate_projections() const override { return {a_proj_, b_proj_}; }
+  void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {
     namespace K = kernels;  // gates in fp32 under mixed precision
     normalize_keys(in, key_norm_);
-    in.beta = torch::sigmoid(K::widened_to_fp32(split_heads(b_proj_(x), n_heads_)));  // [B, H, T, 1]
-    const auto dt = torch::softplus(K::widened_to_fp32(a_proj_(x) + dt_bias_));       // [B, T, H]
-    in.alpha = torch::exp(split_heads(-torch::exp(A_log_) * dt, n_heads_));           // [B, H, T, 1]
+    in.beta = torch::sigmoid(K::widened_to_fp32(split_heads(gates[1], n_heads_)));  // [B, H, T, 1]
+    const auto dt = torch::softplus(K::widened_to_fp32(gates[0] + dt_bias_));       // [B, T, H]
+    in.alpha = torch::exp(split_heads(-torch::exp(A_log_) * dt, n_heads_));         // [B, H, T, 1]
   }
   kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const override {
     return recur_delta_family(in, run);

@@ -48,8 +48,13 @@ class UpdateRule {
   const RuleRow& row() const { return row_; }
   const std::string& key_norm() const { return key_norm_; }  // "" for rules that normalise no keys
 
-  // The gates from the layer input x [B, T, d_model], and the rule's normalization of in.fq and in.fk.
-  virtual void prepare(RuleInputs& in, const torch::Tensor& x) = 0;
+  // The projections of the layer input x [B, T, d_model] the rule's gates read (z and f, β, α), in the order
+  // prepare() receives their outputs: the layer computes them in one product with q, k and v
+  // (models/fused_projection.h).
+  virtual std::vector<torch::nn::Linear> gate_projections() const { return {}; }
+  // The gates from their projections' outputs [B, T, width] (gate_projections()), and the rule's normalization of
+  // in.fq and in.fk.
+  virtual void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) = 0;
   // y [B, H, T, hd] (normalised with attn_norm) and the final state S; sets run.state->z where it keeps one.
   virtual kernels::RecurrenceResult recur(const RuleInputs& in, const RuleRun& run) const = 0;
   // The coefficient of v_s in y_t, [B, H, C, T, T] (Mixer::value_coefficients), normaliser included.
