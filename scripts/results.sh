@@ -2,9 +2,12 @@
 # Runs the experiment catalog at a profile (default: quick) and writes what fwlab makes of it into results/:
 # for each experiment, results/NAME/table.md, report.md and plots/, then results/README.md saying on which
 # machine and with which command. Jobs that already finished are not run again, so a second call only
-# regenerates the outputs. Usage: scripts/results.sh [profile] [experiment names...]
+# regenerates the outputs. Usage: scripts/results.sh [--no-run] [profile] [experiment names...]; --no-run starts
+# no job and writes the outputs from what the database holds (a grid still running shows its cells as such).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+run_jobs=1
+if [ "${1:-}" = --no-run ]; then run_jobs=0; shift; fi
 profile=${1:-quick}
 shift || true
 names=("$@")
@@ -34,7 +37,7 @@ for name in "${names[@]}"; do
     fig1_generation | t2r_mt_speed | sru_attention) pool=(-j 1) ;;
     *) pool=(-j "$(nproc)" --threads 1) ;;
   esac
-  fwlab sweep "$file" --profile "$profile_of_name" --db "$db" "${pool[@]}" || status=$?
+  [ "$run_jobs" -eq 0 ] || fwlab sweep "$file" --profile "$profile_of_name" --db "$db" "${pool[@]}" || status=$?
   [ "$status" -eq 130 ] && exit 130
   out=results/$name
   mkdir -p "$out"
@@ -53,13 +56,14 @@ for name in "${names[@]}"; do
   rm -rf "$out/plots"
   fwlab plot "$file" --profile "$profile_of_name" --db "$db" --out "$out/plots" > /dev/null
   # What the tables were made from, job by job (ctest committed_results checks the committed folders against it:
-  # the jobs the current plan makes, shared jobs alike everywhere, the figures fwlab plot makes now).
+  # the jobs the current plan makes, shared jobs alike everywhere, the figures fwlab plot makes now); a plan with
+  # jobs not run yet gets incomplete.txt instead (scripts/results_manifest.py).
+  ids=$(plan_ids "$name")
   fwlab query --db "$db" --format json "SELECT r.job_id, r.stage, r.coords, r.status, r.best_valid_ppl,
       r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy FROM runs r WHERE r.job_id IN
-      ($(plan_ids "$name")) ORDER BY r.stage, r.job_id" |
-    /usr/bin/python3 -c 'import json, sys; print(json.dumps({"experiment": sys.argv[1], "profile": sys.argv[2],
-      "commit": sys.argv[3], "jobs": json.load(sys.stdin)}, indent=1, sort_keys=True))' \
-      "$name" "$profile_of_name" "$(git rev-parse --short HEAD)" > "$out/manifest.json"
+      (${ids:-''}) ORDER BY r.stage, r.job_id" |
+    /usr/bin/python3 scripts/results_manifest.py "$name" "$profile_of_name" "$(git rev-parse --short HEAD)" \
+      "$(tr ',' '\n' <<<"$ids" | grep -c .)" "$out"
   cat "$out/table.md"
   echo
 done
@@ -99,6 +103,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
     # ctest committed_results checks a folder with a manifest against the current plan; one without is older.
     checked="not checked: made before manifests, regenerate it"
+    [ -f "results/$name/incomplete.txt" ] && checked="not checked: $(cat "results/$name/incomplete.txt")"
     [ -f "results/$name/manifest.json" ] && checked="[checked]($name/manifest.json)"
     links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) | $checked |"
     # Experiments not run by this call keep their row: the commit that made them, not this one.

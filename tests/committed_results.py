@@ -2,8 +2,8 @@
 """ctest committed_results: the committed results/ folders agree with the code and with each other.
 
 For every experiment folder results/NAME/ that scripts/results.sh made (its manifest.json lists the jobs the tables
-were made from, with their status and values; a folder made before manifests passes only while its row in
-results/README.md says "not checked"):
+were made from, with their status and values; a folder made before manifests, or from a plan with jobs not run yet (incomplete.txt), passes only while
+its row in results/README.md says "not checked"):
   1. every job the current plan of experiments/NAME.toml makes at that profile is in the manifest (the tables are of
      this catalog file and this version, not an older plan), and every manifest job has a result (finished or
      diverged: no table holds a job still running);
@@ -24,7 +24,8 @@ for folder in folders:
     name = os.path.basename(folder)
     manifest_path = os.path.join(folder, "manifest.json")
     if not os.path.exists(manifest_path):
-        # Older than manifests: allowed only while results/README.md says so on its row, for every reader to see.
+        # Older than manifests, or of a plan not run to its end: allowed only while results/README.md says so on its
+        # row, for every reader to see.
         if re.search(rf"^\| {re.escape(name)} \|.*\| not checked: ", readme, re.M):
             unchecked.append(name)
         else:
