@@ -5,15 +5,25 @@
 
 namespace fwlab {
 
+bool FusedProjection::Stamp::operator==(const Stamp& other) const {
+  const bool same_storage = storage.has_value() == other.storage.has_value() &&
+                            (!storage || (!storage->expired() && !other.storage->expired() &&
+                                          storage->_unsafe_get_target() == other.storage->_unsafe_get_target()));
+  return impl == other.impl && same_storage && data == other.data && dtype == other.dtype && device == other.device &&
+         version == other.version;
+}
+
 std::vector<FusedProjection::Stamp> FusedProjection::stamps(const std::vector<torch::nn::Linear>& layers) {
   std::vector<Stamp> out;
   for (const auto& layer : layers)
     for (const auto* t : {&layer->weight, &layer->bias}) {
-      if (!t->defined()) {
-        out.push_back({});
-        continue;
+      Stamp s;
+      if (t->defined()) {
+        s.impl = t->unsafeGetTensorImpl(), s.storage = t->storage().getWeakStorageImpl(), s.data = t->data_ptr();
+        s.dtype = static_cast<int64_t>(t->scalar_type()), s.version = static_cast<int64_t>(t->_version());
+        s.device = static_cast<int64_t>(t->device().type()) * 1024 + t->device().index();
       }
-      out.push_back({t->unsafeGetTensorImpl(), t->data_ptr(), static_cast<int64_t>(t->scalar_type()), t->_version()});
+      out.push_back(std::move(s));
     }
   return out;
 }
@@ -32,26 +42,29 @@ std::pair<torch::Tensor, torch::Tensor> FusedProjection::concatenated(const std:
   return {torch::cat(weights, 0), any_bias ? torch::cat(biases, 0) : torch::Tensor()};
 }
 
+std::pair<torch::Tensor, torch::Tensor> FusedProjection::kept(const std::vector<torch::nn::Linear>& layers) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  auto now = stamps(layers);
+  if (!(now == cached_stamps_)) {
+    // Ordinary tensors even inside a caller's inference mode: a later call with gradients may save them.
+    const c10::InferenceMode not_inference(false);
+    const torch::NoGradGuard no_grad;
+    std::tie(cached_weight_, cached_bias_) = concatenated(layers);
+    cached_stamps_ = std::move(now);
+  }
+  return {cached_weight_, cached_bias_};
+}
+
 std::vector<torch::Tensor> FusedProjection::operator()(const torch::Tensor& x,
                                                        const std::vector<torch::nn::Linear>& layers) {
   TORCH_CHECK(!layers.empty(), "FusedProjection needs at least one layer");
   if (layers.size() == 1) return {kernels::few_rows_linear(x, layers[0]->weight, layers[0]->bias)};
-  torch::Tensor weight, bias;
   bool wants_grad = false;
   for (const auto& layer : layers)
     wants_grad = wants_grad || layer->weight.requires_grad() || (layer->bias.defined() && layer->bias.requires_grad());
-  if (torch::GradMode::is_enabled() && wants_grad) {
-    std::tie(weight, bias) = concatenated(layers);
-    cached_stamps_.clear(), cached_weight_ = cached_bias_ = torch::Tensor();  // training: no second copy kept
-  } else {
-    auto now = stamps(layers);
-    if (!(now == cached_stamps_)) {
-      torch::NoGradGuard guard;
-      std::tie(cached_weight_, cached_bias_) = concatenated(layers);
-      cached_stamps_ = std::move(now);
-    }
-    weight = cached_weight_, bias = cached_bias_;
-  }
+  const int64_t rows = x.dim() == 0 ? 1 : x.numel() / x.size(-1);
+  const bool decoding = rows <= kernels::kFewRows && !(torch::GradMode::is_enabled() && wants_grad);
+  const auto [weight, bias] = decoding ? kept(layers) : concatenated(layers);
   std::vector<int64_t> widths;
   for (const auto& layer : layers) widths.push_back(layer->weight.size(0));
   return kernels::few_rows_linear(x, weight, bias).split_with_sizes(widths, -1);

@@ -3,14 +3,17 @@
 // too narrow to fill the card at decode; on the CPU one pass over x. The layers keep their own parameters, so
 // checkpoints, Hugging Face export and conversion see the same names as before.
 //
-// The product uses the layers' concatenated weights. While gradients are recorded they are concatenated per call
-// (the concatenation's backward hands each layer its own slice of the gradient); otherwise the concatenation is
-// kept until a parameter changes (an optimiser step, a load, a move to another device or dtype), because a decode
-// step would else copy every weight per token.
+// The product uses the layers' concatenated weights, made per call (while gradients are recorded, the
+// concatenation's backward hands each layer its own slice of the gradient). For a decode step's few rows without
+// gradients the concatenation is kept instead, until a parameter changes (its version, storage, dtype or device),
+// since copying every weight per token would cost more than the token: a decoding model holds that one copy of its
+// qkv and gate weights. Safe to call from several threads.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <mutex>
+#include <optional>
 #include <vector>
 
 namespace fwlab {
@@ -22,19 +25,20 @@ class FusedProjection {
   std::vector<torch::Tensor> operator()(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers);
 
  private:
-  // What identifies a parameter's current values: its tensor, storage, dtype and in-place version.
+  // What identifies a parameter's current values: its tensor, its storage (held weakly, so that a freed storage
+  // whose address comes back is not taken for the old one), data address, dtype, device and in-place version.
   struct Stamp {
     const void* impl = nullptr;
+    std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;
     const void* data = nullptr;
-    int64_t dtype = -1;
-    uint32_t version = 0;
-    bool operator==(const Stamp& other) const {
-      return impl == other.impl && data == other.data && dtype == other.dtype && version == other.version;
-    }
+    int64_t dtype = -1, device = -1, version = 0;
+    bool operator==(const Stamp& other) const;
   };
   static std::vector<Stamp> stamps(const std::vector<torch::nn::Linear>& layers);
   static std::pair<torch::Tensor, torch::Tensor> concatenated(const std::vector<torch::nn::Linear>& layers);
+  std::pair<torch::Tensor, torch::Tensor> kept(const std::vector<torch::nn::Linear>& layers);
 
+  std::mutex mutex_;
   std::vector<Stamp> cached_stamps_;
   torch::Tensor cached_weight_, cached_bias_;
 };

@@ -175,7 +175,9 @@ TEST_CASE("adamw_update_cpu == AdamW written in libtorch ops, five steps, float6
       p.mutable_grad() = g;
       const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
       REQUIRE(K::adamw_loop_applies(p, m, v));
+      const auto version = p._version();
       K::adamw_update_cpu(p, m, v, {lr, b1, b2, eps, 1 - lr * wd, bc1, bc2});
+      CHECK(p._version() > version);           // a raw-pointer write that in-place readers can see (fused_projection.h)
       const auto g64 = g.to(torch::kFloat64);  // Loshchilov & Hutter's AdamW, decoupled decay first
       p_twin = p_twin * (1 - lr * wd);
       m_twin = b1 * m_twin + (1 - b1) * g64;

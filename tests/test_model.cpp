@@ -113,8 +113,8 @@ TEST_CASE("a plain decay layer's CPU decode step == the general step form, in a 
           CHECK(max_abs_diff(got, parallel.select(1, t)) <
                 tolerance * std::max(1.0, expected.abs().max().item<double>()));
         }
-        // The decode step of one decay layer: its four products (q k v, the two gates, W_o), two outputs and the
-        // state's record, 42 operators counted with those they call (libtorch 1.13); the general path 171.
+        // The decode step of one decay layer: its two products (q k v and both gates in one, W_o), two outputs and
+        // the state's record, against the general path's operators (counted with those they call): a third at most.
         FastWeight layer(fw("decay", map, "none", 8), cfg);
         layer.to(dtype);
         layer.eval();

@@ -2,9 +2,13 @@
 // FWLAB_HAVE_CUDA the step kernel's launch, without it libtorch's step forms alone.
 #include "kernels/common/recurrent_step.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <limits>
 #include <sstream>
 
 #include "kernels/decay/decay.h"
+#include "kernels/decay/kernel_check.h"
 #include "kernels/decay/kernel_guard.h"
 #include "kernels/delta/delta.h"
 
@@ -17,6 +21,21 @@ namespace fwlab::kernels {
 
 namespace {
 
+// The shapes the kernel reads by index, checked here so that a wrong one is an error rather than a stray read.
+void check_shapes(const StepInputs& in) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), M = in.q.size(3), D = in.v.size(3);
+  TORCH_CHECK(in.q.dim() == 4 && in.q.size(2) == 1 && in.k.sizes() == in.q.sizes() && in.v.dim() == 4 &&
+                  in.v.size(0) == B && in.v.size(1) == H && in.v.size(2) == 1,
+              "one_token_step: q, k [B, H, 1, M] and v [B, H, 1, D]");
+  auto width_ok = [&](const torch::Tensor& t, int64_t full) {
+    return !t.defined() || (t.dim() == 4 && t.size(0) == B && t.size(1) == H && (t.size(3) == 1 || t.size(3) == full));
+  };
+  TORCH_CHECK(width_ok(in.log_a, D) && width_ok(in.log_b, M) && width_ok(in.alpha, 1) && width_ok(in.beta, 1),
+              "one_token_step: log_a [B, H, 1, 1 or D], log_b [B, H, 1, 1 or M], alpha and beta [B, H, 1, 1]");
+  const std::vector<int64_t> state_sizes{B, H, D, M};
+  TORCH_CHECK(!in.state0.defined() || in.state0.sizes() == state_sizes, "one_token_step: the state is [B, H, D, M]");
+}
+
 // Every input in one dtype, contiguous: fp32 for 16-bit inputs (the state and the gates are fp32 under mixed
 // precision), fp64 for fp64.
 StepInputs widened(const StepInputs& in) {
@@ -25,8 +44,11 @@ StepInputs widened(const StepInputs& in) {
   return {as(in.q), as(in.k), as(in.v), as(in.log_a), as(in.log_b), as(in.alpha), as(in.beta), as(in.state0)};
 }
 
-// y back in the caller's value dtype (the state stays wide).
-RecurrenceResult y_as(const torch::Tensor& v, const RecurrenceResult& r) { return {r.y.to(v.scalar_type()), r.state}; }
+// y in the dtype the parallel forms give, q's and v's common one (fp32 where an attention normaliser widened q);
+// the state stays wide.
+RecurrenceResult y_as(const StepInputs& in, const RecurrenceResult& r) {
+  return {r.y.to(torch::promote_types(in.q.scalar_type(), in.v.scalar_type())), r.state};
+}
 
 torch::Tensor first_step(const torch::Tensor& t) { return t.defined() ? t.select(2, 0) : t; }
 
@@ -69,24 +91,57 @@ RecurrenceResult cuda_step(const StepInputs& w) {
 }
 
 std::string step_class(const StepInputs& w) {
+  auto width = [](const torch::Tensor& t) { return t.defined() ? std::to_string(t.size(3)) : std::string("-"); };
   std::ostringstream out;
   out << w.q.device().str() << ' ' << c10::toString(w.q.scalar_type()) << " D=" << w.v.size(3) << " M=" << w.q.size(3)
       << (w.beta.defined() ? (w.alpha.defined() ? " gated delta" : " delta")
-                           : std::string(" decay a=") + (w.log_a.defined() ? std::to_string(w.log_a.size(3)) : "-") +
-                                 " b=" + (w.log_b.defined() ? std::to_string(w.log_b.size(3)) : "-"));
+                           : " decay a=" + width(w.log_a) + " b=" + width(w.log_b));
   return out.str();
 }
 
-// The kernel against libtorch's step on the class's first inputs: y and the state, relative to their largest value.
-KernelComparison compare_step(const StepInputs& w) {
-  const auto fast = cuda_step(w), plain = libtorch_step(w);
-  KernelComparison c;
-  c.tolerance = kernel_tolerance(w.q.scalar_type());
-  for (const auto& [name, a, b] : {std::tuple{"y", fast.y, plain.y}, std::tuple{"state", fast.state, plain.state}}) {
-    const double error = (a - b).abs().max().item<double>() / std::max(1e-6, b.abs().max().item<double>());
-    if (error >= c.max_error) c.max_error = error, c.worst = name;
-  }
+// Inputs of w's class from a private generator (the caller's random stream stays as it was): one batch row, gates
+// in their ranges and a state, so that the kernel's reads of S are checked, not only a first token's v kᵀ.
+StepInputs class_case(const StepInputs& w) {
+  auto gen = at::detail::createCPUGenerator(20241128);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto draw = [&](const torch::Tensor& like) {
+    auto sizes = like.sizes().vec();
+    sizes[0] = 1;
+    return torch::randn(sizes, gen, f64);
+  };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(w.q.size(3)));
+  StepInputs c{draw(w.q) * scale, draw(w.k) * scale, draw(w.v)};
+  if (w.log_a.defined()) c.log_a = torch::log_sigmoid(draw(w.log_a) + 1.0);
+  if (w.log_b.defined()) c.log_b = torch::log_sigmoid(draw(w.log_b) + 1.0);
+  if (w.alpha.defined()) c.alpha = torch::sigmoid(draw(w.alpha) + 2.0);
+  if (w.beta.defined()) c.beta = torch::sigmoid(draw(w.beta));
+  c.state0 = torch::randn({1, w.q.size(1), w.v.size(3), w.q.size(3)}, gen, f64);
+  auto to = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.to(w.q.device(), w.q.scalar_type()).contiguous();
+  };
+  for (auto* t : {&c.q, &c.k, &c.v, &c.log_a, &c.log_b, &c.alpha, &c.beta, &c.state0}) to(*t);
   return c;
+}
+
+// The kernel against libtorch's step on such inputs, outside the caller's autocast and inference mode; a launch
+// that fails (no kernel image for this GPU, say) is a failed check, so the class falls back instead of stopping.
+KernelComparison compare_step(const StepInputs& w) {
+  const c10::InferenceMode not_inference(false);
+  const torch::NoGradGuard no_grad;
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  KernelComparison out;
+  out.tolerance = kernel_tolerance(w.q.scalar_type());
+  try {
+    const auto c = class_case(w);
+    const auto fast = cuda_step(c), plain = libtorch_step(c);
+    for (const auto& [name, a, b] : {std::tuple{"y", fast.y, plain.y}, std::tuple{"state", fast.state, plain.state}}) {
+      const double gap = relative_gap(a, b);
+      if (!(gap <= out.max_error)) out.max_error = gap, out.worst = name;  // NaN and inf count as the worst
+    }
+  } catch (const std::exception& e) {
+    out.max_error = std::numeric_limits<double>::infinity(), out.worst = std::string("the launch: ") + e.what();
+  }
+  return out;
 }
 
 #endif
@@ -98,16 +153,20 @@ bool one_token_step_applies(const StepInputs& in) {
          !gradients_needed({in.q, in.k, in.v, in.log_a, in.log_b, in.alpha, in.beta, in.state0});
 }
 
-RecurrenceResult one_token_step_libtorch(const StepInputs& in) { return y_as(in.v, libtorch_step(widened(in))); }
+RecurrenceResult one_token_step_libtorch(const StepInputs& in) {
+  check_shapes(in);
+  return y_as(in, libtorch_step(widened(in)));
+}
 
 RecurrenceResult one_token_step(const StepInputs& in) {
+  check_shapes(in);
   const auto w = widened(in);
 #if defined(FWLAB_HAVE_CUDA)
-  if (w.q.is_cuda() && w.q.size(3) <= 1024 &&
+  if (w.q.is_cuda() && w.q.size(3) <= cuda::kStepMaxM &&
       kernel_verdict(kCudaStepKernel, step_class(w), [&] { return compare_step(w); }))
-    return y_as(in.v, cuda_step(w));
+    return y_as(in, cuda_step(w));
 #endif
-  return y_as(in.v, libtorch_step(w));
+  return y_as(in, libtorch_step(w));
 }
 
 }  // namespace fwlab::kernels

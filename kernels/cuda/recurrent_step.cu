@@ -9,7 +9,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kLanes = 32;
-constexpr int64_t kMaxM = 1024;
 
 template <typename T>
 __device__ T warp_sum(T x) {
@@ -79,7 +78,7 @@ __global__ void step_kernel(StepProblem<T> p) {
 
 template <typename T>
 cudaError_t recurrent_step(const StepProblem<T>& p, cudaStream_t stream) {
-  if (p.M <= 0 || p.D <= 0 || p.M > kMaxM) return cudaErrorInvalidValue;
+  if (p.M <= 0 || p.D <= 0 || p.M > kStepMaxM) return cudaErrorInvalidValue;
   if (p.heads == 0) return cudaSuccess;
   const size_t shared = 3 * static_cast<size_t>(p.M) * sizeof(T);
   step_kernel<T><<<static_cast<unsigned>(p.heads), kWarps * kLanes, shared, stream>>>(p);

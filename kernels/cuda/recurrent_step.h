@@ -31,7 +31,10 @@ struct StepProblem {
   int64_t heads = 0, D = 0, M = 0;
 };
 
-// Returns the launch's cudaError_t; cudaErrorInvalidValue for sizes it cannot hold (M above 1,024).
+// The widest key side a block stages (q, k and the key gates in shared memory: 24 KiB in fp64).
+constexpr int64_t kStepMaxM = 1024;
+
+// Returns the launch's cudaError_t; cudaErrorInvalidValue for sizes it cannot hold (M above kStepMaxM).
 template <typename T>
 cudaError_t recurrent_step(const StepProblem<T>& p, cudaStream_t stream);
 

@@ -57,8 +57,9 @@ RecurrenceResult decay_recurrence_chunks_host(const torch::Tensor& q, const torc
 RecurrenceResult decay_recurrence_chunk_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                             const torch::Tensor& log_a, const torch::Tensor& log_b,
                                             const torch::Tensor& state0);
-// What a model runs, chosen by the tensors' device: CUDA -> the chunked CUDA kernel (where built and its shared
-// memory fits: cuda_chunks_fit); CPU -> the fused CPU kernel or the chunked one around BLAS, whichever measured
+// What a model runs, chosen by the tensors' device: a single token without gradients off the CPU -> its one-token
+// step (kernels/common/recurrent_step.h); CUDA -> the chunked CUDA kernel (where built and its shared memory fits:
+// cuda_chunks_fit); CPU -> the fused CPU kernel or the chunked one around BLAS, whichever measured
 // faster for the shape class (kernels/decay/form_race.h); otherwise the libtorch chunked form with `chunk` steps.
 // bfloat16 / float16 inputs stay so on CUDA (mixed precision) and are widened to float32 elsewhere.
 RecurrenceResult decay_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

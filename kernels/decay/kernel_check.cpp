@@ -81,14 +81,14 @@ Run best_of(const DecayKernel& kernel, const Leaves& l, const torch::Tensor& dy,
   return best;
 }
 
+}  // namespace
+
 double relative_gap(const torch::Tensor& a, const torch::Tensor& b) {
   const auto x = a.detach().to(torch::kCPU, torch::kFloat64), y = b.detach().to(torch::kCPU, torch::kFloat64);
   if (x.numel() == 0) return 0;
   const double gap = (x - y).abs().max().item<double>();
   return std::isnan(gap) ? std::numeric_limits<double>::infinity() : gap / std::max(1e-6, y.abs().max().item<double>());
 }
-
-}  // namespace
 
 double kernel_tolerance(torch::ScalarType dtype) {
   if (dtype == torch::kFloat64) return 1e-9;

@@ -40,6 +40,8 @@ struct KernelComparison {
 
 // fp64 1e-9, fp32 1e-4, bf16 / fp16 2e-2 (of the largest magnitude; the GPU tests' bounds).
 double kernel_tolerance(torch::ScalarType dtype);
+// max |a - b| over max |b| (at least 1e-6), in float64 on the CPU; infinite where it is NaN, 0 for empty tensors.
+double relative_gap(const torch::Tensor& a, const torch::Tensor& b);
 
 // Runs both on the case's inputs. The reference sees the inputs rounded to the case's dtype and computes in fp32
 // (fp64 for fp64), so only the kernel's own arithmetic is measured. Inputs come from a private generator and

@@ -14,7 +14,7 @@
 namespace fwlab::kernels {
 
 // The delta rule (alpha undefined) or the gated delta rule (kernels/delta/delta.h) in the form decided for the
-// inputs' class.
+// inputs' class; a single token without gradients off the CPU in its one-token step (kernels/common/recurrent_step.h).
 RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& alpha, const torch::Tensor& beta,
                                          const torch::Tensor& state0);

@@ -50,6 +50,9 @@ void adamw_update_cpu(torch::Tensor& param, torch::Tensor& exp_avg, torch::Tenso
     adamw_loop(param.data_ptr<scalar_t>(), param.grad().data_ptr<scalar_t>(), exp_avg.data_ptr<scalar_t>(),
                exp_avg_sq.data_ptr<scalar_t>(), param.numel(), s);
   });
+  // Written through raw pointers: the versions say so, as an in-place op's would (what keeps a copy of the
+  // weights, such as models/fused_projection.h, reads them).
+  for (auto* t : {&param, &exp_avg, &exp_avg_sq}) t->unsafeGetTensorImpl()->bump_version();
 }
 
 bool grads_fit_clip_loop(const std::vector<torch::Tensor>& params) {

@@ -5,6 +5,12 @@
 // without a device).
 #include <catch2/catch.hpp>
 
+#if defined(FWLAB_TORCH_CUDA)  // a CUDA libtorch: its streams (kernels/CMakeLists.txt defines it)
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "kernels/common/recurrent_step.h"
 #include "kernels/decay/kernel_guard.h"
 #include "models/gpt.h"
@@ -34,6 +40,20 @@ K::StepInputs as(const K::StepInputs& in, torch::Device device, torch::ScalarTyp
   return {to(in.q), to(in.k), to(in.v), to(in.log_a), to(in.log_b), to(in.alpha), to(in.beta), to(in.state0)};
 }
 
+// Records the fallbacks reported while it lives, and removes its listener however the test case ends.
+struct HeardFallbacks {
+  std::vector<std::string> heard;
+  HeardFallbacks() {
+    K::reset_kernel_verdicts();
+    K::on_kernel_fallback([this](const K::KernelFallback& f) { heard.push_back(f.kernel + " " + f.shape_class); });
+  }
+  ~HeardFallbacks() {
+    K::on_kernel_fallback(nullptr);
+    K::set_wrong_kernel("");
+    K::reset_kernel_verdicts();
+  }
+};
+
 double gap(const torch::Tensor& a, const torch::Tensor& b) {
   const auto x = a.cpu().to(torch::kFloat64), y = b.cpu().to(torch::kFloat64);
   return (x - y).abs().max().item<double>() / std::max(1e-6, y.abs().max().item<double>());
@@ -44,9 +64,7 @@ double gap(const torch::Tensor& a, const torch::Tensor& b) {
 TEST_CASE("GPU: the CUDA step kernel == libtorch's step on the CPU, every family and gate layout, fp64 / fp32",
           "[gpu]") {
   torch::manual_seed(41);
-  std::vector<std::string> fallbacks;
-  K::reset_kernel_verdicts();
-  K::on_kernel_fallback([&](const K::KernelFallback& f) { fallbacks.push_back(f.kernel + " " + f.shape_class); });
+  HeardFallbacks fallbacks;
   torch::NoGradGuard no_grad;
   for (auto dtype : {torch::kFloat64, torch::kFloat32})
     for (const std::string layout : {"decay a=D b=M", "decay a=1", "add", "delta", "gated delta"})
@@ -62,28 +80,24 @@ TEST_CASE("GPU: the CUDA step kernel == libtorch's step on the CPU, every family
           CHECK(gap(fast.y, plain.y) <= tolerance);
           CHECK(gap(fast.state, plain.state) <= tolerance);
         }
-  CHECK(fallbacks.empty());
-  K::on_kernel_fallback(nullptr);
+  CHECK(fallbacks.heard.empty());
 }
 
 TEST_CASE("GPU: a wrong CUDA step kernel falls back to libtorch's step, and the fallback is reported", "[gpu]") {
   torch::manual_seed(42);
-  std::vector<std::string> heard;
-  K::reset_kernel_verdicts();
+  HeardFallbacks fallbacks;
   K::set_wrong_kernel(K::kCudaStepKernel);
-  K::on_kernel_fallback([&](const K::KernelFallback& f) { heard.push_back(f.kernel); });
   torch::NoGradGuard no_grad;
   const auto in = one_token("gated delta", 32, 32, true);
   const auto r = K::one_token_step(as(in, torch::kCUDA, torch::kFloat32));
   CHECK(gap(r.y, K::one_token_step_libtorch(as(in, torch::kCPU, torch::kFloat32)).y) <= 1e-5);
-  CHECK(heard == std::vector<std::string>{K::kCudaStepKernel});
-  K::set_wrong_kernel("");
-  K::on_kernel_fallback(nullptr);
-  K::reset_kernel_verdicts();
+  REQUIRE(fallbacks.heard.size() == 1);
+  CHECK(fallbacks.heard[0].rfind(K::kCudaStepKernel, 0) == 0);
 }
 
 TEST_CASE("GPU: every rule's model decodes on CUDA as its parallel form computes on the CPU (fp64)", "[gpu]") {
   torch::manual_seed(43);
+  HeardFallbacks fallbacks;  // none: the kernel itself must be what decodes
   const auto cfg = test::every_rule_config();
   GPT model(cfg);
   model->to(torch::kFloat64);
@@ -97,4 +111,32 @@ TEST_CASE("GPU: every rule's model decodes on CUDA as its parallel form computes
     INFO("position " << t);
     CHECK(gap(model->step(idx.select(1, t).to(torch::kCUDA), state), logits.select(1, t)) <= 1e-9);
   }
+  CHECK(fallbacks.heard.empty());
 }
+
+#if defined(FWLAB_TORCH_CUDA)
+TEST_CASE("GPU: the CUDA step kernel launches on libtorch's current stream", "[gpu]") {
+  // On a non-blocking side stream, q is written only after a long sleep; a launch on any other stream would read
+  // the zeros q holds before that.
+  torch::manual_seed(44);
+  HeardFallbacks fallbacks;
+  torch::NoGradGuard no_grad;
+  const auto in = one_token("decay a=D b=M", 32, 32, true);
+  auto gpu = as(in, torch::kCUDA, torch::kFloat32);
+  (void)K::one_token_step(gpu);  // the class's first-use check, before the timed-out copy
+  const auto q = gpu.q;
+  gpu.q = torch::zeros_like(q);
+  torch::cuda::synchronize();
+  const auto side = c10::cuda::getStreamFromPool();
+  torch::Tensor y;
+  {
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    at::cuda::sleep(200 * 1000 * 1000);  // ~0.1 s of GPU cycles ahead of the copy
+    gpu.q.copy_(q);
+    y = K::one_token_step(gpu).y;
+  }
+  side.synchronize();
+  CHECK(gap(y, K::one_token_step_libtorch(as(in, torch::kCPU, torch::kFloat32)).y) <= 1e-5);
+  CHECK(fallbacks.heard.empty());
+}
+#endif
