@@ -104,9 +104,9 @@ torch::Tensor FastWeight::step(const torch::Tensor& x, MixerState& state) {
   return run(x.unsqueeze(1), &state, reference_kernels_).squeeze(1);
 }
 
-std::vector<torch::Tensor> FastWeight::projections(const torch::Tensor& x,
-                                                   const std::vector<torch::nn::Linear>& layers) {
-  if (!reference_kernels_) return fused_(x, layers);
+std::vector<torch::Tensor> FastWeight::projections(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers,
+                                                   bool step) {
+  if (!reference_kernels_) return fused_(x, layers, step);
   std::vector<torch::Tensor> out;
   for (const auto& layer : layers) out.push_back(torch::linear(x, layer->weight, layer->bias));
   return out;
@@ -121,7 +121,7 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state)
     // q, k, v and the gates in one product; then LoLCATs' order: rotary positions, repeat_kv, then the feature
     // map of each query head.
     layers.insert(layers.begin(), qkv);
-    auto products = projections(x, layers);
+    auto products = projections(x, layers, state != nullptr);
     gates.assign(products.begin() + 1, products.end());
     auto h = project(x, state ? state->position : 0, state ? &state->conv : nullptr, products[0]);
     in.q_raw = h.q, in.k_raw = repeat_kv(h.k, groups());
@@ -134,7 +134,7 @@ FastWeight::Inputs FastWeight::inputs(const torch::Tensor& x, MixerState* state)
     in.rule.fk = projection_map()->activate(split_heads(qk.select(2, 1), n_heads_));
     in.rule.v = split_heads(
         torch::linear(x, qkv->weight.narrow(0, 2 * inner, inner), qkv->bias.narrow(0, 2 * inner, inner)), n_heads_);
-    if (!layers.empty()) gates = projections(x, layers);
+    if (!layers.empty()) gates = projections(x, layers, state != nullptr);
   }
   // The normaliser rides in the recurrence: fp32 under mixed precision.
   if (spec.norm == "attn") in.rule.fq = kernels::widened_to_fp32(in.rule.fq);

@@ -30,8 +30,8 @@ std::optional<torch::Tensor> FastWeight::decode_step(const torch::Tensor& x, Mix
     return std::nullopt;
   const auto contiguous = [](const torch::Tensor& t) { return t.defined() ? t.contiguous() : t; };
   kernels::DecayDecodeInputs in;
-  const auto products = fused_(x, {qkv, *gates.z, *gates.f});   // one pass over the token's weights
-  if (products[0].scalar_type() != dtype) return std::nullopt;  // autocast's lower precision: the general path
+  const auto products = fused_(x, {qkv, *gates.z, *gates.f}, true);  // one pass over the token's weights
+  if (products[0].scalar_type() != dtype) return std::nullopt;       // autocast's lower precision: the general path
   in.qkv = products[0].contiguous(), in.z = products[1].contiguous(), in.f = products[2].contiguous();
   in.phi_w = contiguous(map->weight), in.phi_b = contiguous(map->bias);
   in.query_scale = map->query_scale(), in.relu = map->relu();

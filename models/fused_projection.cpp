@@ -55,16 +55,21 @@ std::pair<torch::Tensor, torch::Tensor> FusedProjection::kept(const std::vector<
   return {cached_weight_, cached_bias_};
 }
 
+void FusedProjection::drop_kept() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  cached_stamps_.clear(), cached_weight_ = cached_bias_ = torch::Tensor();
+}
+
 std::vector<torch::Tensor> FusedProjection::operator()(const torch::Tensor& x,
-                                                       const std::vector<torch::nn::Linear>& layers) {
+                                                       const std::vector<torch::nn::Linear>& layers, bool step) {
   TORCH_CHECK(!layers.empty(), "FusedProjection needs at least one layer");
   if (layers.size() == 1) return {kernels::few_rows_linear(x, layers[0]->weight, layers[0]->bias)};
   bool wants_grad = false;
   for (const auto& layer : layers)
     wants_grad = wants_grad || layer->weight.requires_grad() || (layer->bias.defined() && layer->bias.requires_grad());
-  const int64_t rows = x.dim() == 0 ? 1 : x.numel() / x.size(-1);
-  const bool decoding = rows <= kernels::kFewRows && !(torch::GradMode::is_enabled() && wants_grad);
-  const auto [weight, bias] = decoding ? kept(layers) : concatenated(layers);
+  const bool recording = torch::GradMode::is_enabled() && wants_grad;
+  if (recording) drop_kept();  // training: no second copy of the weights beside them
+  const auto [weight, bias] = step && !recording ? kept(layers) : concatenated(layers);
   std::vector<int64_t> widths;
   for (const auto& layer : layers) widths.push_back(layer->weight.size(0));
   return kernels::few_rows_linear(x, weight, bias).split_with_sizes(widths, -1);

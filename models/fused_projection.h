@@ -4,10 +4,10 @@
 // checkpoints, Hugging Face export and conversion see the same names as before.
 //
 // The product uses the layers' concatenated weights, made per call (while gradients are recorded, the
-// concatenation's backward hands each layer its own slice of the gradient). For a decode step's few rows without
-// gradients the concatenation is kept instead, until a parameter changes (its version, storage, dtype or device),
-// since copying every weight per token would cost more than the token: a decoding model holds that one copy of its
-// qkv and gate weights. Safe to call from several threads.
+// concatenation's backward hands each layer its own slice of the gradient). For a decode step (a token per
+// sequence) without gradients the concatenation is kept instead, until a parameter changes (its version, storage,
+// dtype or device), since copying every weight per token would cost more than the token: a decoding model holds that
+// one copy of its qkv and gate weights, until a call with gradients drops it. Safe to call from several threads.
 #pragma once
 
 #include <torch/torch.h>
@@ -21,8 +21,10 @@ namespace fwlab {
 class FusedProjection {
  public:
   // x [..., d] -> one output [..., out_features] per layer, in the layers' order: views of a single product. A
-  // layer without a bias counts as a zero bias; with no bias anywhere the product has none.
-  std::vector<torch::Tensor> operator()(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers);
+  // layer without a bias counts as a zero bias; with no bias anywhere the product has none. `step`: the call is a
+  // decode step's, which keeps the concatenation where no gradient is recorded.
+  std::vector<torch::Tensor> operator()(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers,
+                                        bool step = false);
 
  private:
   // What identifies a parameter's current values: its tensor, its storage (held weakly, so that a freed storage
@@ -37,6 +39,7 @@ class FusedProjection {
   static std::vector<Stamp> stamps(const std::vector<torch::nn::Linear>& layers);
   static std::pair<torch::Tensor, torch::Tensor> concatenated(const std::vector<torch::nn::Linear>& layers);
   std::pair<torch::Tensor, torch::Tensor> kept(const std::vector<torch::nn::Linear>& layers);
+  void drop_kept();
 
   std::mutex mutex_;
   std::vector<Stamp> cached_stamps_;

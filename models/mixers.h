@@ -118,7 +118,8 @@ class FastWeight : public AttentionMixer {
  private:
   // The given layers' products of x, in their order: one fused product (models/fused_projection.h), or with the
   // reference kernels each apart (the fused product's twin).
-  std::vector<torch::Tensor> projections(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers);
+  std::vector<torch::Tensor> projections(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers,
+                                         bool step);
   FusedProjection fused_;
   // What the rule's recurrence reads, and q and k before the map (the sliding window's; undefined when folded).
   struct Inputs {

@@ -59,7 +59,7 @@ TEST_CASE("fused projection: without gradients the kept concatenation follows ev
   torch::NoGradGuard guard;
   const auto token = torch::randn({1, 6}, torch::kFloat64);  // a decode step's row (few_rows_linear's own loop)
   auto expect_each = [&](const torch::Tensor& x) {
-    const auto out = fused(x, layers);
+    const auto out = fused(x, layers, /*step=*/true);
     for (size_t i = 0; i < layers.size(); ++i)
       CHECK(max_abs_diff(out[i], torch::linear(x, layers[i]->weight, layers[i]->bias)) <= 1e-12);
   };
@@ -87,8 +87,8 @@ TEST_CASE("fused projection: a fast-weight layer keeps its parameters' names (ch
 
 TEST_CASE("fused projection: a model of every rule decodes token by token as its parallel form computes (fp64)",
           "[model]") {
-  // Without gradients the layers read the kept concatenation (the decay layer through its CPU decode step): the
-  // parallel form beside it runs with gradients off too, so both take it.
+  // Without gradients each step reads the kept concatenation (the decay layer through its CPU decode step), the
+  // parallel form a fresh one.
   torch::manual_seed(7);
   GPT model(test::every_rule_config());
   model->to(torch::kFloat64);

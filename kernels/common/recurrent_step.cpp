@@ -23,12 +23,16 @@ namespace {
 
 // The shapes the kernel reads by index, checked here so that a wrong one is an error rather than a stray read.
 void check_shapes(const StepInputs& in) {
+  TORCH_CHECK(in.q.dim() == 4 && in.v.dim() == 4, "one_token_step: q, k [B, H, 1, M] and v [B, H, 1, D]");
   const int64_t B = in.q.size(0), H = in.q.size(1), M = in.q.size(3), D = in.v.size(3);
-  TORCH_CHECK(in.q.dim() == 4 && in.q.size(2) == 1 && in.k.sizes() == in.q.sizes() && in.v.dim() == 4 &&
-                  in.v.size(0) == B && in.v.size(1) == H && in.v.size(2) == 1,
-              "one_token_step: q, k [B, H, 1, M] and v [B, H, 1, D]");
+  TORCH_CHECK(
+      in.q.size(2) == 1 && in.k.sizes() == in.q.sizes() && in.v.size(0) == B && in.v.size(1) == H && in.v.size(2) == 1,
+      "one_token_step: q, k [B, H, 1, M] and v [B, H, 1, D]");
+  for (const auto* t : {&in.k, &in.v, &in.log_a, &in.log_b, &in.alpha, &in.beta, &in.state0})
+    TORCH_CHECK(!t->defined() || t->device() == in.q.device(), "one_token_step: every input on q's device");
   auto width_ok = [&](const torch::Tensor& t, int64_t full) {
-    return !t.defined() || (t.dim() == 4 && t.size(0) == B && t.size(1) == H && (t.size(3) == 1 || t.size(3) == full));
+    return !t.defined() || (t.dim() == 4 && t.size(0) == B && t.size(1) == H && t.size(2) == 1 &&
+                            (t.size(3) == 1 || t.size(3) == full));
   };
   TORCH_CHECK(width_ok(in.log_a, D) && width_ok(in.log_b, M) && width_ok(in.alpha, 1) && width_ok(in.beta, 1),
               "one_token_step: log_a [B, H, 1, 1 or D], log_b [B, H, 1, 1 or M], alpha and beta [B, H, 1, 1]");
@@ -44,8 +48,9 @@ StepInputs widened(const StepInputs& in) {
   return {as(in.q), as(in.k), as(in.v), as(in.log_a), as(in.log_b), as(in.alpha), as(in.beta), as(in.state0)};
 }
 
-// y in the dtype the parallel forms give, q's and v's common one (fp32 where an attention normaliser widened q);
-// the state stays wide.
+// y in q's and v's common dtype, as the CPU's and libtorch's parallel forms give it (fp32 where an attention
+// normaliser widened q; the chunked CUDA kernel gives q's, the same but for a bf16 q with an fp32 v); the state
+// stays wide.
 RecurrenceResult y_as(const StepInputs& in, const RecurrenceResult& r) {
   return {r.y.to(torch::promote_types(in.q.scalar_type(), in.v.scalar_type())), r.state};
 }
@@ -123,8 +128,10 @@ StepInputs class_case(const StepInputs& w) {
   return c;
 }
 
-// The kernel against libtorch's step on such inputs, outside the caller's autocast and inference mode; a launch
-// that fails (no kernel image for this GPU, say) is a failed check, so the class falls back instead of stopping.
+// The kernel against libtorch's step on such inputs, from their state and from none (a decode's first token),
+// outside the caller's autocast and inference mode. A launch that fails (no kernel image for this GPU, say; or a
+// passing shortage of memory, which then costs the class the kernel for the process) is a failed check, so the
+// class falls back instead of stopping.
 KernelComparison compare_step(const StepInputs& w) {
   const c10::InferenceMode not_inference(false);
   const torch::NoGradGuard no_grad;
@@ -132,11 +139,15 @@ KernelComparison compare_step(const StepInputs& w) {
   KernelComparison out;
   out.tolerance = kernel_tolerance(w.q.scalar_type());
   try {
-    const auto c = class_case(w);
-    const auto fast = cuda_step(c), plain = libtorch_step(c);
-    for (const auto& [name, a, b] : {std::tuple{"y", fast.y, plain.y}, std::tuple{"state", fast.state, plain.state}}) {
-      const double gap = relative_gap(a, b);
-      if (!(gap <= out.max_error)) out.max_error = gap, out.worst = name;  // NaN and inf count as the worst
+    auto with_state = class_case(w), without = with_state;
+    without.state0 = torch::Tensor();
+    for (const auto* c : {&with_state, &without}) {
+      const auto fast = cuda_step(*c), plain = libtorch_step(*c);
+      for (const auto& [name, a, b] :
+           {std::tuple{"y", fast.y, plain.y}, std::tuple{"state", fast.state, plain.state}}) {
+        const double gap = relative_gap(a, b);
+        if (!(gap <= out.max_error)) out.max_error = gap, out.worst = name;  // NaN and inf count as the worst
+      }
     }
   } catch (const std::exception& e) {
     out.max_error = std::numeric_limits<double>::infinity(), out.worst = std::string("the launch: ") + e.what();

@@ -25,7 +25,7 @@ inline constexpr const char* kCudaStepKernel = "recurrent_step_cuda";
 // Whether a recurrence call is such a step: one token, not on the CPU, no gradient to follow.
 bool one_token_step_applies(const StepInputs& in);
 
-// y [B, H, 1, D] in v's dtype, the new state [B, H, D, M] in fp32 (fp64 for fp64 inputs).
+// y [B, H, 1, D] in q's and v's common dtype, the new state [B, H, D, M] in fp32 (fp64 for fp64 inputs).
 RecurrenceResult one_token_step(const StepInputs& in);
 
 // libtorch's step forms on the same inputs, with the same widening (the kernel's twin; tests).

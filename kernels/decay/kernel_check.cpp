@@ -86,8 +86,8 @@ Run best_of(const DecayKernel& kernel, const Leaves& l, const torch::Tensor& dy,
 double relative_gap(const torch::Tensor& a, const torch::Tensor& b) {
   const auto x = a.detach().to(torch::kCPU, torch::kFloat64), y = b.detach().to(torch::kCPU, torch::kFloat64);
   if (x.numel() == 0) return 0;
-  const double gap = (x - y).abs().max().item<double>();
-  return std::isnan(gap) ? std::numeric_limits<double>::infinity() : gap / std::max(1e-6, y.abs().max().item<double>());
+  const double gap = (x - y).abs().max().item<double>() / std::max(1e-6, y.abs().max().item<double>());
+  return std::isnan(gap) ? std::numeric_limits<double>::infinity() : gap;  // inf - inf, or inf / inf
 }
 
 double kernel_tolerance(torch::ScalarType dtype) {

@@ -21,7 +21,8 @@ namespace K = fwlab::kernels;
 
 namespace {
 
-// layout: "decay a=D b=M", "decay a=1", "add" (no gate), "delta", "gated delta".
+// layout: "decay a=D b=M", "decay a=1", "decay b=1" (a key-side gate of one value alone), "add" (no gate),
+// "delta", "gated delta".
 K::StepInputs one_token(const std::string& layout, int64_t D, int64_t M, bool with_state) {
   const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   K::StepInputs in{torch::randn({2, 3, 1, M}, opt) / std::sqrt(double(M)), torch::randn({2, 3, 1, M}, opt) * 0.3,
@@ -29,6 +30,7 @@ K::StepInputs one_token(const std::string& layout, int64_t D, int64_t M, bool wi
   auto log_gate = [&](int64_t w) { return torch::log_sigmoid(torch::randn({2, 3, 1, w}, opt) + 1.0); };
   if (layout == "decay a=D b=M") in.log_a = log_gate(D), in.log_b = log_gate(M);
   if (layout == "decay a=1") in.log_a = log_gate(1);
+  if (layout == "decay b=1") in.log_b = log_gate(1);
   if (layout == "delta" || layout == "gated delta") in.beta = torch::rand({2, 3, 1, 1}, opt);
   if (layout == "gated delta") in.alpha = torch::rand({2, 3, 1, 1}, opt) * 0.5 + 0.5;
   if (with_state) in.state0 = torch::randn({2, 3, D, M}, opt);
@@ -67,8 +69,9 @@ TEST_CASE("GPU: the CUDA step kernel == libtorch's step on the CPU, every family
   HeardFallbacks fallbacks;
   torch::NoGradGuard no_grad;
   for (auto dtype : {torch::kFloat64, torch::kFloat32})
-    for (const std::string layout : {"decay a=D b=M", "decay a=1", "add", "delta", "gated delta"})
-      for (auto [D, M] : {std::pair<int64_t, int64_t>{17, 16}, {64, 100}})
+    for (const std::string layout : {"decay a=D b=M", "decay a=1", "decay b=1", "add", "delta", "gated delta"})
+      // M = 300: the key staging loops past the block's 128 threads; M = 1024: the widest the kernel stages.
+      for (auto [D, M] : {std::pair<int64_t, int64_t>{17, 16}, {64, 100}, {8, 300}, {16, 1024}})
         for (bool with_state : {true, false}) {
           INFO(c10::toString(dtype) << " " << layout << " D=" << D << " M=" << M << " state " << with_state);
           const auto in = one_token(layout, D, M, with_state);
@@ -80,6 +83,25 @@ TEST_CASE("GPU: the CUDA step kernel == libtorch's step on the CPU, every family
           CHECK(gap(fast.y, plain.y) <= tolerance);
           CHECK(gap(fast.state, plain.state) <= tolerance);
         }
+  CHECK(fallbacks.heard.empty());
+}
+
+TEST_CASE("GPU: the CUDA step under mixed precision: bf16 q, k, v give a bf16 y and an fp32 state", "[gpu]") {
+  torch::manual_seed(45);
+  HeardFallbacks fallbacks;
+  torch::NoGradGuard no_grad;
+  for (const std::string layout : {"decay a=D b=M", "gated delta"}) {
+    INFO(layout);
+    auto in = one_token(layout, 64, 32, true);
+    auto gpu = as(in, torch::kCUDA, torch::kFloat32);
+    for (auto* t : {&gpu.q, &gpu.k, &gpu.v}) *t = t->to(torch::kBFloat16);
+    for (auto* t : {&in.q, &in.k, &in.v}) *t = t->to(torch::kBFloat16).to(torch::kFloat64);  // the same rounding
+    const auto r = K::one_token_step(gpu);
+    CHECK(r.y.scalar_type() == torch::kBFloat16);
+    CHECK(r.state.scalar_type() == torch::kFloat32);
+    CHECK(gap(r.y, K::one_token_step_libtorch(in).y) <= 1e-2);  // y's own bf16 rounding
+    CHECK(gap(r.state, K::one_token_step_libtorch(in).state) <= 1e-5);
+  }
   CHECK(fallbacks.heard.empty());
 }
 
