@@ -94,8 +94,36 @@ $p0s3 << EOD
 EOD
 $p0s4 << EOD
 250 0.05029296875 0.05029296875 0.05029296875
+500 0.1606445312 0.1606445312 0.1606445312
+750 0.1918945312 0.1918945312 0.1918945312
+1000 0.2114257812 0.2114257812 0.2114257812
+1250 0.2338867188 0.2338867188 0.2338867188
+1500 0.236328125 0.236328125 0.236328125
+1750 0.2373046875 0.2373046875 0.2373046875
+2000 0.2407226562 0.2407226562 0.2407226562
+2250 0.244140625 0.244140625 0.244140625
 EOD
 $p0s5 << EOD
+250 0.017578125 0.017578125 0.017578125
+500 0.12890625 0.12890625 0.12890625
+750 0.1884765625 0.1884765625 0.1884765625
+1000 0.2021484375 0.2021484375 0.2021484375
+1250 0.2182617188 0.2182617188 0.2182617188
+1500 0.2182617188 0.2182617188 0.2182617188
+1750 0.2280273438 0.2280273438 0.2280273438
+2000 0.2231445312 0.2231445312 0.2231445312
+2250 0.2280273438 0.2280273438 0.2280273438
+2500 0.2265625 0.2265625 0.2265625
+2750 0.2319335938 0.2319335938 0.2319335938
+3000 0.236328125 0.236328125 0.236328125
+3250 0.2387695312 0.2387695312 0.2387695312
+3500 0.2373046875 0.2373046875 0.2373046875
+3750 0.236328125 0.236328125 0.236328125
+4000 0.2377929688 0.2377929688 0.2377929688
+4250 0.2397460938 0.2397460938 0.2397460938
+4500 0.2412109375 0.2412109375 0.2412109375
+4750 0.2368164062 0.2368164062 0.2368164062
+5000 0.240234375 0.240234375 0.240234375
 EOD
 set terminal pngcairo size 1100,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_delta.png'
@@ -109,12 +137,14 @@ unset logscale y
 set xtics autofreq
 set xrange [-100:*]
 set autoscale y
+set arrow from 2318, graph 0 to 2318, graph 1 nohead dt 2 lw 2 lc 5
+set label '× diverged' at 2318, graph 0.95 left offset 0.5, 0 tc lt 5
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'pairs=4, m=16, lr=0.001, seed=0', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'pairs=4, m=16, lr=0.001, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'pairs=4, m=16, lr=0.0032, seed=0', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'pairs=4, m=16, lr=0.0032, seed=1', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'pairs=4, m=16, lr=0.01, seed=0 (interrupted)', \
-     keyentry w l dt 1 lw 2 lc 6 t 'pairs=4, m=16, lr=0.01, seed=1 (interrupted)'
+     $p0s4 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 5 t 'pairs=4, m=16, lr=0.01, seed=0 — diverged at step 2318 (loss\_spike)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'pairs=4, m=16, lr=0.01, seed=1'
 unset output
 set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_delta.svg'
@@ -128,10 +158,12 @@ unset logscale y
 set xtics autofreq
 set xrange [-100:*]
 set autoscale y
+set arrow from 2318, graph 0 to 2318, graph 1 nohead dt 2 lw 2 lc 5
+set label '× diverged' at 2318, graph 0.95 left offset 0.5, 0 tc lt 5
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'pairs=4, m=16, lr=0.001, seed=0', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'pairs=4, m=16, lr=0.001, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'pairs=4, m=16, lr=0.0032, seed=0', \
      $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'pairs=4, m=16, lr=0.0032, seed=1', \
-     $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'pairs=4, m=16, lr=0.01, seed=0 (interrupted)', \
-     keyentry w l dt 1 lw 2 lc 6 t 'pairs=4, m=16, lr=0.01, seed=1 (interrupted)'
+     $p0s4 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 5 t 'pairs=4, m=16, lr=0.01, seed=0 — diverged at step 2318 (loss\_spike)', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'pairs=4, m=16, lr=0.01, seed=1'
 unset output
