@@ -20,8 +20,14 @@ enum class Family { decay, gated, delta, gated_delta };
 // width 1 alone; delta beta; gated delta beta and alpha.
 K::StepInputs sequence(Family family, int64_t T, int64_t D = 5, int64_t M = 7) {
   const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
-  K::StepInputs in{torch::randn({2, 3, T + 1, M}, opt), torch::randn({2, 3, T + 1, M}, opt) * 0.3,
-                   torch::randn({2, 3, T + 1, D}, opt)};
+  K::StepInputs in{torch::randn({2, 3, T + 1, M}, opt),
+                   torch::randn({2, 3, T + 1, M}, opt) * 0.3,
+                   torch::randn({2, 3, T + 1, D}, opt),
+                   {},
+                   {},
+                   {},
+                   {},
+                   {}};
   if (family == Family::delta || family == Family::gated_delta) in.beta = torch::rand({2, 3, T + 1, 1}, opt);
   if (family == Family::gated_delta) in.alpha = torch::rand({2, 3, T + 1, 1}, opt) * 0.5 + 0.5;
   if (family == Family::decay || family == Family::gated)
@@ -39,7 +45,7 @@ K::RecurrenceResult naive(const K::StepInputs& in) {
 // The tokens [from, from + n) of every defined input.
 K::StepInputs tokens(const K::StepInputs& in, int64_t from, int64_t n) {
   auto cut = [&](const torch::Tensor& t) { return t.defined() ? t.narrow(2, from, n) : t; };
-  return {cut(in.q), cut(in.k), cut(in.v), cut(in.log_a), cut(in.log_b), cut(in.alpha), cut(in.beta)};
+  return {cut(in.q), cut(in.k), cut(in.v), cut(in.log_a), cut(in.log_b), cut(in.alpha), cut(in.beta), {}};
 }
 
 }  // namespace

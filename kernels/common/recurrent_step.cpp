@@ -115,7 +115,7 @@ StepInputs class_case(const StepInputs& w) {
     return torch::randn(sizes, gen, f64);
   };
   const double scale = 1.0 / std::sqrt(static_cast<double>(w.q.size(3)));
-  StepInputs c{draw(w.q) * scale, draw(w.k) * scale, draw(w.v)};
+  StepInputs c{draw(w.q) * scale, draw(w.k) * scale, draw(w.v), {}, {}, {}, {}, {}};
   if (w.log_a.defined()) c.log_a = torch::log_sigmoid(draw(w.log_a) + 1.0);
   if (w.log_b.defined()) c.log_b = torch::log_sigmoid(draw(w.log_b) + 1.0);
   if (w.alpha.defined()) c.alpha = torch::sigmoid(draw(w.alpha) + 2.0);

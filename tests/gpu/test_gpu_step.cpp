@@ -25,8 +25,14 @@ namespace {
 // "delta", "gated delta".
 K::StepInputs one_token(const std::string& layout, int64_t D, int64_t M, bool with_state) {
   const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
-  K::StepInputs in{torch::randn({2, 3, 1, M}, opt) / std::sqrt(double(M)), torch::randn({2, 3, 1, M}, opt) * 0.3,
-                   torch::randn({2, 3, 1, D}, opt)};
+  K::StepInputs in{torch::randn({2, 3, 1, M}, opt) / std::sqrt(double(M)),
+                   torch::randn({2, 3, 1, M}, opt) * 0.3,
+                   torch::randn({2, 3, 1, D}, opt),
+                   {},
+                   {},
+                   {},
+                   {},
+                   {}};
   auto log_gate = [&](int64_t w) { return torch::log_sigmoid(torch::randn({2, 3, 1, w}, opt) + 1.0); };
   if (layout == "decay a=D b=M") in.log_a = log_gate(D), in.log_b = log_gate(M);
   if (layout == "decay a=1") in.log_a = log_gate(1);
