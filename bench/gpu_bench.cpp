@@ -2,8 +2,8 @@
 //
 // Op level (bf16 inputs, head dim D = 64, m = 32 and 64, T = 1k, 4k, 16k at a fixed number of tokens per batch,
 // forward and forward + backward): the chunked CUDA decay kernel; the fused recurrent CUDA twin (fp32, the only
-// precision it has); the libtorch chunked form (fp32: its states follow the input dtype); the gated delta rule as
-// fwlab runs it on a GPU today (m = 64: libtorch's per-step loop, fp32, no chunked kernel); softmax attention
+// precision it has); the libtorch chunked form (fp32: its states follow the input dtype); the gated delta and delta
+// rules (m = 64) as the chunked CUDA kernel (bf16 in), the libtorch WY chunk form and the per-step loop; softmax attention
 // through scaled_dot_product_attention (libtorch >= 2.0, flash attention where libtorch picks it; an explicit
 // masked softmax before). Reported: ms, TFLOP/s
 // against the stated FLOP count, peak GPU memory, and the memory the reference kernel's approach needs (every S_t
@@ -179,8 +179,20 @@ void op_level(const Options& o) {
         rows.push_back({"gated delta loop (fp32)",
                         [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
                         tokens_heads * 6.0 * D * m, 3.0, 1});
-        // What a model of the delta family runs on a GPU today: the libtorch WY chunk form, 64 steps a chunk
-        // (kernels/common/form_choice.h), with and without the gate.
+        // The delta family's chunked CUDA kernel (kernels/delta/cuda/chunks.h), bf16 q, k, v as the model feeds it
+        // under autocast; what a model runs on CUDA where its first-use check passes.
+        if (o.device.is_cuda() && K::cuda_kernels_built()) {
+          auto bf = [](const torch::Tensor& x) { return x.detach().to(torch::kBFloat16).requires_grad_(true); };
+          const auto qb = bf(qu), kb = bf(ku), vb = bf(v32);
+          rows.push_back({"gated delta chunked CUDA (bf16)",
+                          [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, alpha, beta, {}).y; },
+                          tokens_heads * 6.0 * D * m, 3.0});
+          rows.push_back({"delta chunked CUDA (bf16)",
+                          [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, {}, beta, {}).y; },
+                          tokens_heads * 6.0 * D * m, 3.0});
+        }
+        // The libtorch WY chunk form, 64 steps a chunk (kernels/common/form_choice.h), with and without the gate: the
+        // delta family's reference twin, and what a model runs on a GPU where the CUDA kernel does not.
         rows.push_back({"gated delta chunked libtorch (fp32)",
                         [=] { return K::gated_delta_recurrence_chunked(qu, ku, v32, alpha, beta, {}, 64).y; },
                         tokens_heads * 6.0 * D * m, 3.0});

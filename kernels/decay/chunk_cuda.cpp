@@ -20,7 +20,7 @@
 #include "kernels/cuda_stream.h"
 #endif
 #include "kernels/common/cpu_blas.h"
-#include "kernels/cuda/host_half.h"
+#include "kernels/cuda/chunk_binding.h"
 #include "kernels/decay/chunk_cpu.h"
 #include "kernels/decay/cuda/chunks_host.h"
 
@@ -30,9 +30,9 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+using namespace chunk_binding;
 constexpr int64_t kChunk = cuda::kChunk;
 
-torch::ScalarType acc_type(torch::ScalarType in) { return in == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // [B, H, T, w] -> [B * H, Tp, width], zero-padded.
@@ -103,30 +103,6 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
 
 // ---- the host runner: the block programs on the CPU ----
 
-// Calls f(In{}, Acc{}) with the host runner's element types for a dtype: fp64 and fp32 as themselves; bf16 and
-// fp16 in emulated 16-bit stages with fp32 accumulation (kernels/cuda/host_half.h), rounded where the GPU rounds
-// its tensor-core operands, so that the host run shows what the GPU's bf16 / fp16 paths compute.
-template <typename F>
-void dispatch_host(torch::ScalarType t, F&& f) {
-  switch (t) {
-    case torch::kFloat64:
-      return f(double{}, double{});
-    case torch::kFloat32:
-      return f(float{}, float{});
-    case torch::kBFloat16:
-      return f(cuda::HostBf16{}, float{});
-#if defined(FWLAB_HOST_FP16)
-    case torch::kFloat16:
-      return f(cuda::HostFp16{}, float{});
-#endif
-    default:
-      TORCH_CHECK(false,
-                  "decay_recurrence_chunks_host: float64, float32, bfloat16 or float16 (where the compiler has "
-                  "_Float16) tensors expected, got ",
-                  t);
-  }
-}
-
 template <typename In, typename Acc>
 cuda::ChunkProblem<In, Acc> host_problem(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
   auto in = [](const torch::Tensor& x) { return x.defined() ? static_cast<const In*>(x.data_ptr()) : nullptr; };
@@ -139,7 +115,7 @@ cuda::ChunkProblem<In, Acc> host_problem(const Prepared& p, const torch::Tensor&
 }
 
 void host_forward(const Prepared& p, ForwardOut& out) {
-  dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
+  dispatch_host(p.q.scalar_type(), "decay_recurrence_chunks_host", [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
     cuda::run_forward_on_host(host_problem<In, Acc>(p, {}, {}), static_cast<Acc*>(out.y.data_ptr()),
@@ -149,7 +125,7 @@ void host_forward(const Prepared& p, ForwardOut& out) {
 
 void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, torch::Tensor& states,
                    torch::Tensor& dstates, torch::Tensor& dq, torch::Tensor& dk, torch::Tensor& dv) {
-  dispatch_host(p.q.scalar_type(), [&](auto in, auto acc) {
+  dispatch_host(p.q.scalar_type(), "decay_recurrence_chunks_host", [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
     auto out = [](torch::Tensor& x) { return static_cast<Acc*>(x.data_ptr()); };
@@ -192,35 +168,9 @@ void blas_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 #if defined(FWLAB_HAVE_CUDA)
 
-cuda::ChunkDtype chunk_dtype(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat64:
-      return cuda::ChunkDtype::f64;
-    case torch::kFloat32:
-      return cuda::ChunkDtype::f32;
-    case torch::kBFloat16:
-      return cuda::ChunkDtype::bf16;
-    case torch::kFloat16:
-      return cuda::ChunkDtype::f16;
-    default:
-      TORCH_CHECK(false, "decay_recurrence_cuda_chunked: float64, float32, bfloat16 or float16 tensors expected, got ",
-                  t);
-  }
-}
-
-const void* void_or_null(const torch::Tensor& x) { return x.defined() ? x.data_ptr() : nullptr; }
-
-// The opt-in shared memory per block of the current device.
-int shared_memory_limit() {
-  int limit = 0, device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  return limit;
-}
-
 cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS) {
   cuda::ChunkArgs a;
-  a.dtype = chunk_dtype(p.q.scalar_type());
+  a.dtype = chunk_dtype(p.q.scalar_type(), "decay_recurrence_cuda_chunked");
   a.q = p.q.data_ptr(), a.k = p.k.data_ptr(), a.v = p.v.data_ptr(), a.dy = void_or_null(dy);
   a.A = void_or_null(p.A), a.B = void_or_null(p.B), a.state0 = p.state0.data_ptr(), a.dstate_final = void_or_null(dS);
   a.heads = p.heads(), a.steps = p.Tp, a.D = p.Dp, a.M = p.Mp, a.a_width = p.a_width;
@@ -230,8 +180,6 @@ cuda::ChunkArgs cuda_args(const Prepared& p, const torch::Tensor& dy, const torc
               " needs ", need, " bytes of shared memory per block, the GPU allows ", limit);
   return a;
 }
-
-void check(cudaError_t e, const char* what) { TORCH_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e)); }
 
 void cuda_forward(const Prepared& p, ForwardOut& out) {
   const CudaDeviceGuard guard(p.q.get_device());
@@ -391,7 +339,7 @@ bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
   if (!q.is_cuda()) return false;
   const CudaDeviceGuard guard(q.get_device());
   cuda::ChunkArgs a;
-  a.dtype = chunk_dtype(q.scalar_type());
+  a.dtype = chunk_dtype(q.scalar_type(), "decay_recurrence_cuda_chunked");
   a.D = round16(v.size(3)), a.M = round16(q.size(3));
   return cuda::decay_chunks_shared_bytes(a) <= shared_memory_limit();
 #else

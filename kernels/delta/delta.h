@@ -39,6 +39,19 @@ RecurrenceResult gated_delta_recurrence_chunk_cpu(const torch::Tensor& q, const 
                                                   int64_t chunk);
 bool chunk_cpu_available();
 
+// The chunked CUDA kernel of both rules (kernels/delta/cuda/chunks.h; alpha undefined: the delta rule): beta, alpha
+// [B, H, T, 1]; any float dtype in, the accumulation in fp32 (fp64 for fp64), y in q's dtype, the final state in
+// the accumulation type. delta_cuda_chunks_fit: whether its largest program fits the GPU's shared memory.
+RecurrenceResult gated_delta_recurrence_cuda_chunked(const torch::Tensor& q, const torch::Tensor& k,
+                                                     const torch::Tensor& v, const torch::Tensor& alpha,
+                                                     const torch::Tensor& beta, const torch::Tensor& state0);
+bool delta_cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v);
+// The same block programs run on the host (tests): `threads_per_block` threads emulate each block.
+RecurrenceResult gated_delta_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const torch::Tensor& alpha,
+                                                    const torch::Tensor& beta, const torch::Tensor& state0,
+                                                    int threads_per_block);
+
 // Gated delta rule (Yang, Kautz & Hatamizadeh 2024), k and q already normalised by the caller:
 //   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t
 // alpha, beta: [B, H, T, 1] (alpha in [0, 1]). The fused form is a raw-pointer CPU kernel with a checkpointed

@@ -8,6 +8,7 @@
 
 #include "kernels/common/form_choice.h"
 #include "kernels/common/recurrent_step.h"
+#include "kernels/delta/cuda_guard.h"
 #include "kernels/delta/delta.h"
 
 namespace fwlab::kernels {
@@ -82,6 +83,8 @@ RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Te
   // A decode token off the CPU: one step, not a chunk (kernels/common/recurrent_step.h).
   if (const StepInputs step{q, k, v, {}, {}, alpha, beta, state0}; one_token_step_applies(step))
     return one_token_step(step);
+  // On CUDA the chunked kernel, for shape classes that passed its first-use check (kernels/delta/cuda_guard.h).
+  if (delta_cuda_kernel_trusted(q, v, alpha)) return delta_cuda_kernel(q, k, v, alpha, beta, state0);
   const bool backward = gradients_needed({q, k, v, alpha, beta, state0});
   return run_chosen_form(
       "delta", form_class(q, v, alpha, backward), "chunk 64", [&] { return race(q, v, alpha, backward); },

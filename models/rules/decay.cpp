@@ -34,7 +34,6 @@ class DecayRule : public UpdateRule {
     return 1.0 - torch::sigmoid(decay_z_->bias.detach());
   }
   std::string rescale_reason() const override { return "x (1 - sigmoid(b_z)) per value dimension (decay rule, UGI)"; }
-  DecayGateLayers decay_gate_layers() const override { return {&decay_z_, &decay_f_}; }
 
  private:
   torch::nn::Linear decay_z_{nullptr}, decay_f_{nullptr};

@@ -31,13 +31,6 @@ struct RuleRun {
   int64_t chunk = 0;            // chunk length of a chunked form
 };
 
-// The decay rule's gate projections (value side z, H hd wide; key side f, H m wide), which the CPU decode step
-// (models/fast_weight_decode.cpp) applies itself; null for rules with other gates.
-struct DecayGateLayers {
-  const torch::nn::Linear* z = nullptr;
-  const torch::nn::Linear* f = nullptr;
-};
-
 class UpdateRule {
  public:
   // The rule's row (contract/model/rule_table.h) and its key normalization are resolved here, once: the forms a
@@ -63,7 +56,6 @@ class UpdateRule {
   // and the words the conversion report gives for it.
   virtual torch::Tensor value_rescale(int64_t inner, const torch::TensorOptions& options) const { return {}; }
   virtual std::string rescale_reason() const { return {}; }
-  virtual DecayGateLayers decay_gate_layers() const { return {}; }
 
  protected:
   const MixerSpec spec_;

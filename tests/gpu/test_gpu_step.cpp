@@ -14,10 +14,12 @@
 #include "kernels/common/recurrent_step.h"
 #include "kernels/decay/kernel_guard.h"
 #include "models/gpt.h"
+#include "tests/gpu/heard_fallbacks.h"
 #include "tests/test_util.h"
 
 using namespace fwlab;
 namespace K = fwlab::kernels;
+using fwlab::test::HeardFallbacks;
 
 namespace {
 
@@ -47,20 +49,6 @@ K::StepInputs as(const K::StepInputs& in, torch::Device device, torch::ScalarTyp
   auto to = [&](const torch::Tensor& t) { return t.defined() ? t.to(device, dtype) : t; };
   return {to(in.q), to(in.k), to(in.v), to(in.log_a), to(in.log_b), to(in.alpha), to(in.beta), to(in.state0)};
 }
-
-// Records the fallbacks reported while it lives, and removes its listener however the test case ends.
-struct HeardFallbacks {
-  std::vector<std::string> heard;
-  HeardFallbacks() {
-    K::reset_kernel_verdicts();
-    K::on_kernel_fallback([this](const K::KernelFallback& f) { heard.push_back(f.kernel + " " + f.shape_class); });
-  }
-  ~HeardFallbacks() {
-    K::on_kernel_fallback(nullptr);
-    K::set_wrong_kernel("");
-    K::reset_kernel_verdicts();
-  }
-};
 
 double gap(const torch::Tensor& a, const torch::Tensor& b) {
   const auto x = a.cpu().to(torch::kFloat64), y = b.cpu().to(torch::kFloat64);

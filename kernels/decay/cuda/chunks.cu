@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/decay/cuda/chunks.h"
 #include "kernels/decay/cuda/chunks_api.h"
 
@@ -55,16 +56,6 @@ bool well_formed(const ChunkArgs& a) {
          (a.A == nullptr || a.a_width == 1 || a.a_width == a.D);
 }
 
-// Launch `kernel` with `bytes` of dynamic shared memory, raising the kernel's limit first (over 48 KiB needs it).
-template <typename Kernel, typename... Args>
-cudaError_t launch(Kernel kernel, dim3 grid, int threads, int64_t bytes, cudaStream_t stream, Args... args) {
-  if (grid.x == 0 || grid.y == 0) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  if (e != cudaSuccess) return e;
-  kernel<<<grid, threads, size_t(bytes), stream>>>(args...);
-  return cudaGetLastError();
-}
-
 template <typename In, typename Acc>
 cudaError_t scan(const ChunkProblem<In, Acc>& p, bool reverse, Acc* out, cudaStream_t stream) {
   const dim3 grid(unsigned(p.heads), unsigned(p.D / kScanRows));
@@ -99,33 +90,17 @@ cudaError_t backward(const ChunkArgs& a, void* states, void* dstates, void* dq, 
 
 cudaError_t decay_chunks_forward(const ChunkArgs& a, void* y, void* states, cudaStream_t stream) {
   if (!well_formed(a)) return cudaErrorInvalidValue;
-  switch (a.dtype) {
-    case ChunkDtype::f64:
-      return forward<double, double>(a, y, states, stream);
-    case ChunkDtype::f32:
-      return forward<float, float>(a, y, states, stream);
-    case ChunkDtype::bf16:
-      return forward<__nv_bfloat16, float>(a, y, states, stream);
-    case ChunkDtype::f16:
-      return forward<__half, float>(a, y, states, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_chunk_types(a.dtype, [&](auto in, auto acc) {
+    return forward<decltype(in), decltype(acc)>(a, y, states, stream);
+  });
 }
 
 cudaError_t decay_chunks_backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv,
                                   cudaStream_t stream) {
   if (!well_formed(a) || a.dy == nullptr) return cudaErrorInvalidValue;
-  switch (a.dtype) {
-    case ChunkDtype::f64:
-      return backward<double, double>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::f32:
-      return backward<float, float>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::bf16:
-      return backward<__nv_bfloat16, float>(a, states, dstates, dq, dk, dv, stream);
-    case ChunkDtype::f16:
-      return backward<__half, float>(a, states, dstates, dq, dk, dv, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_chunk_types(a.dtype, [&](auto in, auto acc) {
+    return backward<decltype(in), decltype(acc)>(a, states, dstates, dq, dk, dv, stream);
+  });
 }
 
 int64_t decay_chunks_shared_bytes(const ChunkArgs& a) {
