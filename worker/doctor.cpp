@@ -10,6 +10,8 @@
 #include "contract/version.h"
 #include "kernels/cuda_info.h"
 #include "kernels/decay/kernel_guard.h"
+#include "kernels/delta/cuda_guard.h"
+#include "kernels/delta/delta.h"
 
 namespace fwlab {
 
@@ -86,6 +88,37 @@ std::string unfit_reason(const Check& check, const K::DecayCase& c) {
   return K::cuda_chunks_fit(q, v) ? "" : "does not fit this GPU's shared memory: models use the libtorch form here";
 }
 
+// The delta family's chunked kernel (CUDA on a GPU, its block programs on the host otherwise) against the libtorch
+// WY form, gated (the gated delta rule) and not (the delta rule); the test hook applies to both runners.
+void check_delta_family(bool gpu, bool quick, int& passed, int& failed) {
+  const K::DeltaKernel kernel = [gpu](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& s) {
+    if (gpu) return K::delta_cuda_kernel(q, k, v, a, b, s);
+    auto r = K::gated_delta_recurrence_chunks_host(q, k, v, a, b, s, 1);
+    if (K::kernel_made_wrong(K::kDeltaChunksKernel)) r.y = r.y * 1.1;
+    return r;
+  };
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (int64_t width : gpu ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{64})
+      for (bool gated : {true, false}) {
+        K::DeltaCase c;
+        c.B = gpu ? 2 : 1, c.H = gpu ? 4 : 2, c.T = gpu ? 1000 : quick ? 72 : 200, c.D = c.M = width;
+        c.dtype = dtype, c.gated = gated, c.device = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+        const auto row = fmt::format("{:<20} {:<5} {:>4} {:>4} {:>5} {:<7}", gpu ? "delta chunked (CUDA)" : "delta (host run)",
+                                     dtype_name(dtype), c.D, c.M, c.T, gated ? "alpha" : "none");
+        const auto probe = torch::empty({1, 1, 1, width}, torch::TensorOptions().dtype(dtype).device(c.device));
+        if (gpu && !K::delta_cuda_chunks_fit(probe, probe)) {
+          fmt::print("{} skipped: does not fit this GPU's shared memory: models use the libtorch form here\n", row);
+          continue;
+        }
+        const auto r = K::compare_delta_with_libtorch(kernel, c);
+        fmt::print("{} {:>9.2e} {:<8} {:>9.0e} {:>10.2f} {:>12.2f}  {}\n", row, r.max_error, "(" + r.worst + ")",
+                   r.tolerance, r.kernel_ms, r.reference_ms, r.passed() ? "pass" : "FAIL");
+        std::fflush(stdout);
+        (r.passed() ? passed : failed) += 1;
+      }
+}
+
 }  // namespace
 
 int run_doctor(const DoctorOptions& options) {
@@ -126,6 +159,7 @@ int run_doctor(const DoctorOptions& options) {
         std::fflush(stdout);
         (r.passed() ? passed : failed) += 1;
       }
+  check_delta_family(gpu, options.quick, passed, failed);
   K::set_wrong_kernel("");
   fmt::print("\n{} passed, {} failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -299,8 +299,8 @@ CLI::App* add_doctor_command(CLI::App& app, DoctorOptions& doctor) {
   doctor_cmd
       ->add_option("--wrong-kernel", doctor.wrong_kernel,
                    "test hook: make this kernel's results wrong (decay_fused_cpu, "
-                   "decay_chunks_cuda) to see a check fail")
-      ->check(CLI::IsMember({"decay_fused_cpu", "decay_chunks_cuda"}));
+                   "decay_chunks_cuda, delta_chunks_cuda) to see a check fail")
+      ->check(CLI::IsMember({"decay_fused_cpu", "decay_chunks_cuda", "delta_chunks_cuda"}));
   return doctor_cmd;
 }
 

@@ -7,7 +7,10 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "kernels/common/recurrence.h"
+#include "kernels/decay/kernel_check.h"  // KernelComparison
 
 namespace fwlab::kernels {
 
@@ -18,5 +21,20 @@ bool delta_cuda_kernel_trusted(const torch::Tensor& q, const torch::Tensor& v, c
 // The kernel as it runs (with the test hook's 10% error where set_wrong_kernel names it).
 RecurrenceResult delta_cuda_kernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
+
+// A delta-family kernel (alpha undefined: the delta rule) against the libtorch WY form on the same device: y, the
+// final state and every gradient (alpha's as log alpha's), on drawn inputs of the case (unit keys and queries, gates
+// in their ranges, a state) from a private generator, outside autocast. Used by the first-use check and by
+// `fwlab doctor`; a kernel that throws counts as failed (infinite error).
+using DeltaKernel = std::function<RecurrenceResult(const torch::Tensor& q, const torch::Tensor& k,
+                                                   const torch::Tensor& v, const torch::Tensor& alpha,
+                                                   const torch::Tensor& beta, const torch::Tensor& state0)>;
+struct DeltaCase {
+  int64_t B = 1, H = 2, T = 80, D = 64, M = 64;  // T = 80: a chunk edge and padding
+  torch::ScalarType dtype = torch::kFloat32;
+  torch::Device device = torch::kCPU;
+  bool gated = true;
+};
+KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const DeltaCase& c);
 
 }  // namespace fwlab::kernels
