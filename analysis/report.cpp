@@ -1,4 +1,5 @@
 #include "analysis/report.h"
+#include "analysis/report_throughput.h"
 
 #include "analysis/compare.h"
 
@@ -245,7 +246,7 @@ std::string divergence_report(const ResultSet& results, bool with_comparison) {
   for (const auto& [s, n] : by_status) counts.push_back(fmt::format("{} {}", n, s));
   out += fmt::format("{} cells: {}.\n\n", jobs.size(), fmt::join(counts, ", "));
   out += diverged_runs_section(ex, jobs) + stability_section(results) + frontier_section(ex, jobs) +
-         failures_section(jobs) + kernel_fallback_section(jobs);
+         failures_section(jobs) + kernel_fallback_section(jobs) + throughput_section(results);
   const auto table = table_spec(ex);
   const auto published = with_comparison ? published_spec(ex, table) : std::nullopt;
   if (published) {  // where the table's markers stand against the paper's

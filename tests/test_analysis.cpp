@@ -754,3 +754,37 @@ TEST_CASE("html: Markdown becomes tables, headings and emphasis; raw HTML in it 
                         Catch::Contains("<a href=\"../job/1.html\">c</a>") && Catch::Contains("src=\"#\"") &&
                         !Catch::Contains("javascript") && !Catch::Contains("http://x/i.png"));
 }
+
+TEST_CASE("report: a speed table's jobs whose throughput changed while they ran are listed, steady ones not",
+          "[analysis]") {
+  Fixture fx(grid_with(kGrid, "metric = \"test_ppl\"", "metric = \"tokens_per_s\""));
+  const auto jobs = plan_jobs(load_experiment(fx.file, ""), FWLAB_SOURCE_DIR, kFwlabVersion);
+  std::string steady, shifted;
+  for (const auto& j : jobs)
+    if (j.applicable && j.coords["rule"] == "add" && j.coords["lr"].get<double>() < 5e-3 && j.coords["seed"] == 0)
+      (j.coords["m"] == 4 ? steady : shifted) = j.id;
+  {
+    Db db(fx.db_path);
+    auto metric = db.prepare("INSERT INTO metrics(job_id, key, step, value, time) VALUES(?, 'tokens_per_s', ?, ?, 0)");
+    // The first interval (warm-up) is left out: 500 and 900 weigh nothing. steady: within 2%; shifted: 1000 for
+    // three intervals, then 1600 for three (percentiles by linear interpolation: 10th 1000, median 1300, 90th 1600).
+    const std::vector<double> steady_rates{900, 1000, 1010, 990, 1005, 1000}, shifted_rates{500, 1000, 1000, 1000,
+                                                                                             1600, 1600, 1600};
+    for (const auto& [id, rates] : {std::pair{steady, steady_rates}, std::pair{shifted, shifted_rates}})
+      for (size_t n = 0; n < rates.size(); ++n) metric.bind(1, id).bind(2, int64_t(10 * n)).bind(3, rates[n]).run();
+  }
+  const auto r = test::run_command(fwlab_cmd(fmt::format("report {} --db {}", fx.file, fx.db_path)));
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.output.find("## Throughput during the runs");
+  REQUIRE(at != std::string::npos);
+  const auto section = r.output.substr(at);
+  CHECK_THAT(section, Catch::Contains("spread by more than 20%"));
+  CHECK_THAT(section,
+             Catch::Contains(fmt::format("| lr=0.001 m=16 rule=add seed=0 | train | {} | 1300 | 1000 – 1600 | 1.60× |",
+                                         shifted)));
+  CHECK(section.find(steady) == std::string::npos);
+  // A table that shows no speed gets no such section.
+  Fixture plain;
+  const auto p = test::run_command(fwlab_cmd(fmt::format("report {} --db {}", plain.file, plain.db_path)));
+  CHECK(p.output.find("## Throughput") == std::string::npos);
+}

@@ -110,8 +110,13 @@ TEST_CASE("delta chunks kernel (host run): float32 and bfloat16 inputs within th
   check_against_naive(draw(100, 16, 16, "random", true, torch::kBFloat16), 1, 2e-2);
 }
 
-TEST_CASE("delta chunks kernel (host run): refuses bad gate shapes", "[kernels]") {
-  const auto q = torch::randn({1, 1, 4, 8}, torch::kFloat64), v = torch::randn({1, 1, 4, 8}, torch::kFloat64);
-  CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, v, {}, torch::rand({1, 1, 4, 8}), {}, 1),
+TEST_CASE("delta chunks kernel (host run): refuses bad gate and state shapes", "[kernels]") {
+  const auto q = torch::randn({2, 1, 4, 8}, torch::kFloat64), v = torch::randn({2, 1, 4, 8}, torch::kFloat64);
+  const auto beta = torch::rand({2, 1, 4, 1}, torch::kFloat64);
+  CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, v, {}, torch::rand({2, 1, 4, 8}), {}, 1),
                     Catch::Contains("beta must be [B, H, T, 1]"));
+  // A state of one sequence for two would be read past its end by the kernel.
+  CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, v, {}, beta, torch::zeros({1, 1, 8, 8}), 1),
+                    Catch::Contains("state0 must be [B, H, D, M]"));
+  CHECK_NOTHROW(K::gated_delta_recurrence_chunks_host(q, q, v, {}, beta, torch::zeros({2, 1, 8, 8}), 1));
 }

@@ -8,15 +8,34 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/decay/cuda/chunks_api.h"  // ChunkDtype
 
 namespace fwlab::cuda {
 
+// A kernel's dynamic shared memory limit is one setting per function and device: lowering it for a small launch
+// while another host thread launches the same kernel large would fail that launch. So the limit is only ever raised,
+// under a lock, and remembered per (kernel, device).
+inline cudaError_t allow_shared_memory(const void* kernel, int64_t bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int64_t> allowed;
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  const std::lock_guard<std::mutex> lock(mutex);
+  int64_t& now = allowed[{kernel, device}];
+  if (e != cudaSuccess || bytes <= now) return e;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (e == cudaSuccess) now = bytes;
+  return e;
+}
+
 template <typename Kernel, typename... Args>
 cudaError_t launch(Kernel kernel, dim3 grid, int threads, int64_t bytes, cudaStream_t stream, Args... args) {
   if (grid.x == 0 || grid.y == 0) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  const cudaError_t e = allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   if (e != cudaSuccess) return e;
   kernel<<<grid, threads, size_t(bytes), stream>>>(args...);
   return cudaGetLastError();

@@ -336,7 +336,8 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
 
 bool cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
 #if defined(FWLAB_HAVE_CUDA)
-  if (!q.is_cuda()) return false;
+  // The chunk programs' grid has the heads along y, at most 65,535.
+  if (!q.is_cuda() || q.size(0) * q.size(1) > 65535) return false;
   const CudaDeviceGuard guard(q.get_device());
   cuda::ChunkArgs a;
   a.dtype = chunk_dtype(q.scalar_type(), "decay_recurrence_cuda_chunked");

@@ -127,6 +127,14 @@ bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
   return comparison.passed();
 }
 
+std::optional<bool> known_kernel_verdict(const std::string& kernel, const std::string& shape_class) {
+  auto& g = guard();
+  const std::lock_guard<std::mutex> lock(g.mutex);
+  if (!g.self_check) return true;
+  if (const auto it = g.trusted.find(kernel + " " + shape_class); it != g.trusted.end()) return it->second;
+  return std::nullopt;
+}
+
 bool kernel_trusted(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
                     const torch::Tensor& log_b) {
   return kernel_verdict(kernel_name(kernel), shape_class(q, v, log_a, log_b),

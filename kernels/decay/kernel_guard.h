@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "kernels/decay/kernel_check.h"
@@ -38,6 +39,9 @@ void reset_kernel_verdicts();
 // checking where checks are off.
 bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
                     const std::function<KernelComparison()>& check);
+// The class's stored verdict without checking (none yet: nullopt; checks off: true), for callers that cannot run a
+// check now (a CUDA graph being captured: the check's synchronisations would break the capture).
+std::optional<bool> known_kernel_verdict(const std::string& kernel, const std::string& shape_class);
 // Whether the test hook (set_wrong_kernel) names `kernel`.
 bool kernel_made_wrong(const std::string& kernel);
 

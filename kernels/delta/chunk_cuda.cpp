@@ -211,6 +211,10 @@ RecurrenceResult run_delta_chunks(const torch::Tensor& q, const torch::Tensor& k
   const std::vector<int64_t> gate_shape{q.size(0), q.size(1), q.size(2), 1};
   TORCH_CHECK(beta.defined() && beta.sizes() == gate_shape, name, ": beta must be [B, H, T, 1]");
   TORCH_CHECK(!alpha.defined() || alpha.sizes() == gate_shape, name, ": alpha must be [B, H, T, 1]");
+  const std::vector<int64_t> state_shape{q.size(0), q.size(1), v.size(3), q.size(3)};
+  TORCH_CHECK(!state0.defined() || state0.sizes() == state_shape, name, ": state0 must be [B, H, D, M]");
+  for (const auto* t : {&k, &v, &alpha, &beta, &state0})  // a pointer of another device would fault on the GPU
+    TORCH_CHECK(!t->defined() || t->device() == q.device(), name, ": every input on q's device (", q.device(), ")");
   const auto acc = acc_type(q.scalar_type());
   const auto S0 =
       state0.defined() ? state0 : torch::zeros({v.size(0), v.size(1), v.size(3), k.size(3)}, v.options().dtype(acc));
@@ -226,7 +230,8 @@ RecurrenceResult run_delta_chunks(const torch::Tensor& q, const torch::Tensor& k
 
 bool delta_cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v) {
 #if defined(FWLAB_HAVE_CUDA)
-  if (!q.is_cuda()) return false;
+  // The chunk programs' grid has the heads along y, at most 65,535.
+  if (!q.is_cuda() || q.size(0) * q.size(1) > 65535) return false;
   const CudaDeviceGuard guard(q.get_device());
   cuda::DeltaChunkArgs a;
   a.dtype = chunk_dtype(q.scalar_type(), "gated_delta_recurrence_cuda_chunked");

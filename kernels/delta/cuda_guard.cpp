@@ -9,10 +9,25 @@
 
 #include "kernels/decay/kernel_guard.h"
 #include "kernels/delta/delta.h"
+#if defined(FWLAB_HAVE_CUDA)
+#include "kernels/cuda_stream.h"
+#endif
 
 namespace fwlab::kernels {
 
 namespace {
+
+// Whether the tensors' current stream is capturing a CUDA graph: the check's synchronisations would break it.
+bool capturing(const torch::Tensor& q) {
+#if defined(FWLAB_HAVE_CUDA)
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(current_cuda_stream(q.get_device()), &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+#else
+  (void)q;
+  return false;
+#endif
+}
 
 std::string delta_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha) {
   std::ostringstream out;
@@ -55,7 +70,7 @@ std::vector<torch::Tensor> outcome(const std::vector<torch::Tensor>& in, const D
   for (const auto& t : in)
     if (t.defined()) leaves.push_back(t);
   const auto grads = torch::autograd::grad({loss}, leaves);
-  if (in[0].is_cuda()) torch::cuda::synchronize();
+  if (in[0].is_cuda()) torch::cuda::synchronize(in[0].get_device());
   ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   for (size_t n = 0; n < grads.size(); ++n)
     out.push_back(in[3].defined() && leaves[n].is_same(in[3]) ? grads[n] * in[3].detach() : grads[n]);
@@ -85,6 +100,8 @@ KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const De
     for (size_t n = 0; n < fast.size(); ++n)
       if (const double gap = relative_gap(fast[n], plain[n]); !(gap <= out.max_error))
         out.max_error = gap, out.worst = names[n];  // NaN and inf count as the worst
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // a passing shortage, not a wrong kernel: the caller's own step would meet it too
   } catch (const std::exception& e) {
     out.max_error = std::numeric_limits<double>::infinity(), out.worst = std::string("the launch: ") + e.what();
   }
@@ -93,6 +110,7 @@ KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const De
 
 bool delta_cuda_kernel_trusted(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha) {
   if (!q.is_cuda() || !delta_cuda_chunks_fit(q, v)) return false;
+  if (capturing(q)) return known_kernel_verdict(kDeltaChunksKernel, delta_class(q, v, alpha)).value_or(false);
   return kernel_verdict(kDeltaChunksKernel, delta_class(q, v, alpha), [&] {
     return compare_delta_with_libtorch(delta_cuda_kernel, class_case(q, v, alpha.defined()));
   });

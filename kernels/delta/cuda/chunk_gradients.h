@@ -12,17 +12,18 @@
 
 namespace fwlab::cuda::delta {
 
-// The gradient program's scratch: A (then dA), QK = P, DP = dy_t . u_s [kChunk, kChunk]; dyS = dy S_n and
-// dK = u H [kChunk, M]; dR [kChunk, M + D]; dg and a reduction row [kChunk].
+// The gradient program's scratch: A (then dA) and DP = dy_t . u_s [kChunk, kChunk]; dyS = dy S_n and dK = u H
+// [kChunk, M]; dR [kChunk, M + D]; dg and a reduction row [kChunk]. P = (q_t . k_s) e_ts is recomputed where it is
+// read (step_gradients) rather than kept: fp32 at D = M = 128 then fits an A100's 163 KiB of shared memory.
 template <typename Acc>
 struct GradScratch {
-  Acc *A, *QK, *DP, *dyS, *dK, *dR, *dg, *part;
+  Acc *A, *DP, *dyS, *dK, *dR, *dg, *part;
   FWLAB_HD static int64_t bytes(int64_t D, int64_t M) {
-    return (3 * kChunk * kChunk + 3 * kChunk * M + kChunk * D + 2 * kChunk) * int64_t(sizeof(Acc));
+    return (2 * kChunk * kChunk + 3 * kChunk * M + kChunk * D + 2 * kChunk) * int64_t(sizeof(Acc));
   }
   FWLAB_HD static GradScratch carve(void* base, int64_t D, int64_t M) {
     GradScratch s;
-    s.A = static_cast<Acc*>(base), s.QK = s.A + kChunk * kChunk, s.DP = s.QK + kChunk * kChunk;
+    s.A = static_cast<Acc*>(base), s.DP = s.A + kChunk * kChunk;
     s.dyS = s.DP + kChunk * kChunk, s.dK = s.dyS + kChunk * M, s.dR = s.dK + kChunk * M;
     s.dg = s.dR + kChunk * (M + D), s.part = s.dg + kChunk;
     return s;
@@ -37,7 +38,6 @@ FWLAB_HD void gradient_pairs(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
   for (int64_t e = ctx.tid; e < kChunk * kChunk; e += ctx.threads) {
     const int64_t t = e / kChunk, r = e % kChunk;
     s.A[e] = r < t ? c.beta(t) * c.kk(t, r) * c.decay(t, r) : Acc(0);
-    s.QK[e] = r <= t ? c.qk(t, r) * c.decay(t, r) : Acc(0);
     s.DP[e] = r <= t ? c.dyu(t, r) : Acc(0);
   }
   for (int64_t e = ctx.tid; e < kChunk * M; e += ctx.threads) {
@@ -88,11 +88,11 @@ FWLAB_HD void step_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
     for (int64_t i = 0; i < D; ++i) v_dRu += c.v(t, i) * s.dR[t * width + M + i];
     Acc db = gate * k_dRw + v_dRu, dg = gate * q_dyS - to_end * k_dK + c.beta(t) * gate * k_dRw;
     for (int64_t r = 0; r < t; ++r) {  // pairs (t, r): t the later step
-      const Acc b = s.A[t * kChunk + r] * c.kk(t, r) * c.decay(t, r);
-      db += b, dg += c.beta(t) * b + s.DP[t * kChunk + r] * s.QK[t * kChunk + r];
+      const Acc e = c.decay(t, r), b = s.A[t * kChunk + r] * c.kk(t, r) * e;
+      db += b, dg += c.beta(t) * b + s.DP[t * kChunk + r] * c.qk(t, r) * e;
     }
     for (int64_t r = t + 1; r < kChunk; ++r)  // pairs (r, t): t the earlier step
-      dg -= c.beta(r) * s.A[r * kChunk + t] * c.kk(r, t) * c.decay(r, t) + s.DP[r * kChunk + t] * s.QK[r * kChunk + t];
+      dg -= (c.beta(r) * s.A[r * kChunk + t] * c.kk(r, t) + s.DP[r * kChunk + t] * c.qk(r, t)) * c.decay(r, t);
     dbeta[c.row + t] = db;
     s.dg[t] = dg;
     Acc state = 0;  // rows t, t + kChunk, ... of S_n . H: step t's share of e^{-g_end} d g_end's state term
