@@ -221,9 +221,19 @@ void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const to
   host_backward(p, dy, dS, states, dstates, dq, dk, dv);
 }
 
-// sum_{t>=r} x_t along time, in float64: a gate's gradient sums T terms, and fp32 rounding over T = 8k steps of
-// bf16-scale terms is no longer small (tests/test_cuda_host_paths.cpp checks T = 8192).
-torch::Tensor reverse_running_sum(const torch::Tensor& x) { return x.to(torch::kFloat64).flip(2).cumsum(2).flip(2); }
+// sum_{t>=r} x_t along time (dim 2) with no scan along the sequence (on a GPU a cumsum over T is one thread per column
+// walking all T steps): within each 64-step chunk in x's type, plus the sum of every later chunk, the chunk totals'
+// reverse running sum in float64 over T / 64 values. A gate's gradient sums T terms, and fp32 rounding over T = 8k
+// steps of bf16-scale terms is not small; here fp32 sums 64 terms at most (tests/test_cuda_host_paths.cpp checks
+// T = 8192). Float64, [B, H, T, W].
+torch::Tensor reverse_running_sum(const torch::Tensor& x) {
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), W = x.size(3), N = (T + kChunk - 1) / kChunk;
+  const auto padded = N * kChunk == T ? x : torch::constant_pad_nd(x, {0, 0, 0, N * kChunk - T});
+  const auto within = padded.reshape({B, H, N, kChunk, W}).flip(3).cumsum(3).flip(3);
+  const auto totals = within.select(3, 0).to(torch::kFloat64);  // [B, H, N, W]
+  const auto later = totals.flip(2).cumsum(2).flip(2) - totals;  // the chunks after each one
+  return (within.to(torch::kFloat64) + later.unsqueeze(3)).reshape({B, H, N * kChunk, W}).narrow(2, 0, T);
+}
 
 // The inputs as the kernel saw them (k and v cast to q's dtype), in the accumulation type.
 struct Rounded {
