@@ -12,9 +12,10 @@
 
 namespace fwlab::cuda::delta {
 
-// The gradient program's scratch: A (then dA) and DP = dy_t . u_s [kChunk, kChunk]; dyS = dy S_n and dK = u H
-// [kChunk, M]; dR [kChunk, M + D]; dg and a reduction row [kChunk]. P = (q_t . k_s) e_ts is recomputed where it is
-// read (step_gradients) rather than kept: fp32 at D = M = 128 then fits an A100's 163 KiB of shared memory.
+// The gradient program's scratch: A (then dA e) and DP e = (dy_t . u_s) e_ts [kChunk, kChunk], each pair's decay
+// applied once so that no inner loop below takes an exponential; dyS = dy S_n and dK = u H [kChunk, M]; dR
+// [kChunk, M + D]; dg and a reduction row [kChunk]. P = (q_t . k_s) e_ts is recomputed where it is read
+// (step_gradients) rather than kept: fp32 at D = M = 128 then fits an A100's 163 KiB of shared memory.
 template <typename Acc>
 struct GradScratch {
   Acc *A, *DP, *dyS, *dK, *dR, *dg, *part;
@@ -38,7 +39,7 @@ FWLAB_HD void gradient_pairs(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
   for (int64_t e = ctx.tid; e < kChunk * kChunk; e += ctx.threads) {
     const int64_t t = e / kChunk, r = e % kChunk;
     s.A[e] = r < t ? c.beta(t) * c.kk(t, r) * c.decay(t, r) : Acc(0);
-    s.DP[e] = r <= t ? c.dyu(t, r) : Acc(0);
+    s.DP[e] = r <= t ? c.dyu(t, r) * c.decay(t, r) : Acc(0);
   }
   for (int64_t e = ctx.tid; e < kChunk * M; e += ctx.threads) {
     const int64_t t = e / M, j = e % M;
@@ -49,7 +50,8 @@ FWLAB_HD void gradient_pairs(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
   ctx.sync();
 }
 
-// dR by back substitution (column c of dR reads only column c of later rows: no barrier inside), then dA in A's place.
+// dR by back substitution (column c of dR reads only column c of later rows: no barrier inside), then dA e_ts in A's
+// place.
 template <typename In, typename Acc>
 FWLAB_HD void solve_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, const Acc* S,
                               const GradScratch<Acc>& s) {
@@ -70,7 +72,7 @@ FWLAB_HD void solve_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, 
     Acc x = 0;
     if (r < t)
       for (int64_t col = 0; col < width; ++col) x -= s.dR[t * width + col] * c.X(r, col);
-    s.A[e] = x;
+    s.A[e] = r < t ? x * c.decay(t, r) : Acc(0);
   }
   ctx.sync();
 }
@@ -88,11 +90,11 @@ FWLAB_HD void step_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
     for (int64_t i = 0; i < D; ++i) v_dRu += c.v(t, i) * s.dR[t * width + M + i];
     Acc db = gate * k_dRw + v_dRu, dg = gate * q_dyS - to_end * k_dK + c.beta(t) * gate * k_dRw;
     for (int64_t r = 0; r < t; ++r) {  // pairs (t, r): t the later step
-      const Acc e = c.decay(t, r), b = s.A[t * kChunk + r] * c.kk(t, r) * e;
-      db += b, dg += c.beta(t) * b + s.DP[t * kChunk + r] * c.qk(t, r) * e;
+      const Acc b = s.A[t * kChunk + r] * c.kk(t, r);
+      db += b, dg += c.beta(t) * b + s.DP[t * kChunk + r] * c.qk(t, r);
     }
     for (int64_t r = t + 1; r < kChunk; ++r)  // pairs (r, t): t the earlier step
-      dg -= (c.beta(r) * s.A[r * kChunk + t] * c.kk(r, t) + s.DP[r * kChunk + t] * c.qk(r, t)) * c.decay(r, t);
+      dg -= c.beta(r) * s.A[r * kChunk + t] * c.kk(r, t) + s.DP[r * kChunk + t] * c.qk(r, t);
     dbeta[c.row + t] = db;
     s.dg[t] = dg;
     Acc state = 0;  // rows t, t + kChunk, ... of S_n . H: step t's share of e^{-g_end} d g_end's state term
@@ -124,10 +126,10 @@ FWLAB_HD void input_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, 
     const int64_t t = e / M, j = e % M;
     Acc dq = exp_acc(c.g(t)) * s.dyS[e];
     Acc dk = exp_acc(c.g(end) - c.g(t)) * s.dK[e] + c.beta(t) * exp_acc(c.g(t)) * s.dR[t * width + j];
-    for (int64_t r = 0; r <= t; ++r) dq += s.DP[t * kChunk + r] * c.decay(t, r) * c.k(r, j);
-    for (int64_t r = t; r < kChunk; ++r) dk += s.DP[r * kChunk + t] * c.decay(r, t) * c.q(r, j);
-    for (int64_t r = 0; r < t; ++r) dk += s.A[t * kChunk + r] * c.beta(t) * c.decay(t, r) * c.k(r, j);
-    for (int64_t r = t + 1; r < kChunk; ++r) dk += s.A[r * kChunk + t] * c.beta(r) * c.decay(r, t) * c.k(r, j);
+    for (int64_t r = 0; r <= t; ++r) dq += s.DP[t * kChunk + r] * c.k(r, j);
+    for (int64_t r = t; r < kChunk; ++r) dk += s.DP[r * kChunk + t] * c.q(r, j);
+    for (int64_t r = 0; r < t; ++r) dk += s.A[t * kChunk + r] * c.beta(t) * c.k(r, j);
+    for (int64_t r = t + 1; r < kChunk; ++r) dk += s.A[r * kChunk + t] * c.beta(r) * c.k(r, j);
     out.dq[(c.row + t) * M + j] = dq;
     out.dk[(c.row + t) * M + j] = dk;
   }

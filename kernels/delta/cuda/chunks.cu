@@ -85,7 +85,7 @@ cudaError_t prepare_and_scan(const Problem<In, Acc>& p, Acc* states, cudaStream_
   cudaError_t e = launch(prepare_kernel<In, Acc>, chunk_grid(p), kChunkThreads, pairs, stream, p);
   const dim3 scans(unsigned(p.heads), unsigned((p.D + kScanRows - 1) / kScanRows));
   if (e == cudaSuccess)
-    e = launch(scan_kernel<In, Acc>, scans, kScanThreads, kScanRows * p.M * int64_t(sizeof(Acc)), stream, p, false,
+    e = launch(scan_kernel<In, Acc>, scans, kScanThreads, delta::scan_scratch_bytes<Acc>(p.M), stream, p, false,
                states);
   return e;
 }
@@ -108,7 +108,7 @@ cudaError_t backward(const DeltaChunkArgs& a, void* states, void* dstates, const
   if (e == cudaSuccess) e = launch(du_pairs_kernel<In, Acc>, chunk_grid(p), kChunkThreads, pairs, stream, p);
   const dim3 scans(unsigned(p.heads), unsigned((p.D + kScanRows - 1) / kScanRows));
   if (e == cudaSuccess)
-    e = launch(scan_kernel<In, Acc>, scans, kScanThreads, kScanRows * p.M * int64_t(sizeof(Acc)), stream, p, true,
+    e = launch(scan_kernel<In, Acc>, scans, kScanThreads, delta::scan_scratch_bytes<Acc>(p.M), stream, p, true,
                static_cast<Acc*>(dstates));
   if (e != cudaSuccess) return e;
   return launch(gradients_kernel<In, Acc>, chunk_grid(p), kChunkThreads, GradScratch<Acc>::bytes(p.D, p.M), stream, p,

@@ -113,12 +113,20 @@ FWLAB_HD void prepare_chunk(const BlockCtx& ctx, const Problem<In, Acc>& p, int6
   ctx.sync();
 }
 
+// A state scan's scratch: its rows of S (or of dS) [kScanRows, M], then each step's e^{g_end - g_t} and e^{g_t}
+// [kChunk] each, so that no inner loop takes an exponential.
+template <typename Acc>
+FWLAB_HD int64_t scan_scratch_bytes(int64_t M) {
+  return (kScanRows * M + 2 * kChunk) * int64_t(sizeof(Acc));
+}
+
 // The chunk-start states of rows [row0, row0 + rows) of head h into states [heads, chunks + 1, D, M], and those
-// rows of u. Scratch: S [rows, M].
+// rows of u. Scratch: scan_scratch_bytes, S first.
 template <typename In, typename Acc>
 FWLAB_HD void scan_forward(const BlockCtx& ctx, const Problem<In, Acc>& p, int64_t h, int64_t row0, int64_t rows,
                            Acc* states, Acc* S) {
   const int64_t M = p.M, N = p.chunks();
+  Acc* to_end = S + kScanRows * M;
   for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads)
     S[e] = p.state0 ? p.state0[(h * p.D + row0) * M + e] : Acc(0);
   ctx.sync();
@@ -132,12 +140,13 @@ FWLAB_HD void scan_forward(const BlockCtx& ctx, const Problem<In, Acc>& p, int64
       for (int64_t j = 0; j < M; ++j) x -= S[i * M + j] * c.W(t)[j];
       c.u(t)[row0 + i] = x;
     }
-    ctx.sync();
     const Acc g_end = c.g(kChunk - 1);
+    for (int64_t t = ctx.tid; t < kChunk; t += ctx.threads) to_end[t] = exp_acc(g_end - c.g(t));
+    ctx.sync();
     for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads) {  // S = e^{g_end} S + sum_t u_t (e^{g_end-g_t} k_t)^T
       const int64_t i = e / M, j = e % M;
       Acc x = exp_acc(g_end) * S[e];
-      for (int64_t t = 0; t < kChunk; ++t) x += c.u(t)[row0 + i] * exp_acc(g_end - c.g(t)) * c.k(t, j);
+      for (int64_t t = 0; t < kChunk; ++t) x += c.u(t)[row0 + i] * to_end[t] * c.k(t, j);
       S[e] = x;
     }
     ctx.sync();
@@ -189,11 +198,12 @@ FWLAB_HD void chunk_du_pairs(const BlockCtx& ctx, const Problem<In, Acc>& p, int
 // The gradients of the chunk-start states, rows [row0, row0 + rows) of head h, into dstates [heads, chunks + 1, D, M]
 // (dstates[h, 0]: the gradient of state0), from dstate_final backwards; du gets the state's share:
 //   du_t += H (e^{g_end - g_t} k_t),   dS_n = e^{g_end} H + sum_t (e^{g_t} dy_t q_t^T - du_t W_t^T),  H = dS_{n+1}.
-// Scratch: H [rows, M].
+// Scratch: scan_scratch_bytes, H first.
 template <typename In, typename Acc>
 FWLAB_HD void scan_reverse(const BlockCtx& ctx, const Problem<In, Acc>& p, int64_t h, int64_t row0, int64_t rows,
                            Acc* dstates, Acc* H) {
   const int64_t M = p.M, N = p.chunks();
+  Acc *to_end = H + kScanRows * M, *gate = to_end + kChunk;
   for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads)
     H[e] = p.dstate_final ? p.dstate_final[(h * p.D + row0) * M + e] : Acc(0);
   ctx.sync();
@@ -202,18 +212,20 @@ FWLAB_HD void scan_reverse(const BlockCtx& ctx, const Problem<In, Acc>& p, int64
     if (n == 0) break;
     const ChunkView<In, Acc> c(p, h, n - 1);
     const Acc g_end = c.g(kChunk - 1);
+    for (int64_t t = ctx.tid; t < kChunk; t += ctx.threads) to_end[t] = exp_acc(g_end - c.g(t)), gate[t] = exp_acc(c.g(t));
+    ctx.sync();
     for (int64_t e = ctx.tid; e < kChunk * rows; e += ctx.threads) {
       const int64_t t = e / rows, i = e % rows;
       Acc x = 0;
       for (int64_t j = 0; j < M; ++j) x += H[i * M + j] * c.k(t, j);
-      c.du(t)[row0 + i] += exp_acc(g_end - c.g(t)) * x;
+      c.du(t)[row0 + i] += to_end[t] * x;
     }
     ctx.sync();
     for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads) {
       const int64_t i = e / M, j = e % M;
       Acc x = exp_acc(g_end) * H[e];
       for (int64_t t = 0; t < kChunk; ++t)
-        x += exp_acc(c.g(t)) * c.dy(t, row0 + i) * c.q(t, j) - c.du(t)[row0 + i] * c.W(t)[j];
+        x += gate[t] * c.dy(t, row0 + i) * c.q(t, j) - c.du(t)[row0 + i] * c.W(t)[j];
       H[e] = x;
     }
     ctx.sync();

@@ -24,7 +24,7 @@ void prepare_on_host(const Problem<In, Acc>& p, int threads) {
 // Both scans block by block: kScanRows state rows of one head each (the last block of a head may have fewer).
 template <typename In, typename Acc>
 void scan_on_host(const Problem<In, Acc>& p, bool reverse, Acc* out, int threads) {
-  GarbageScratch<Acc> scratch(kScanRows * p.M * int64_t(sizeof(Acc)));
+  GarbageScratch<Acc> scratch(scan_scratch_bytes<Acc>(p.M));
   for (int64_t h = 0; h < p.heads; ++h)
     for (int64_t row0 = 0; row0 < p.D; row0 += kScanRows) {
       auto* S = static_cast<Acc*>(scratch.poison());
