@@ -2,9 +2,11 @@
 # The GPU check of a bare GPU machine (issue 45): builds fwlab with CUDA for the GPU it finds and writes, under one
 # folder, what a user would want to know before trusting it there.
 #
-#   scripts/gpu_check.sh OUT [--deps BUNDLE] [--budget SECONDS] [--rehearse]
+#   scripts/gpu_check.sh OUT [--deps BUNDLE] [--budget SECONDS] [--rehearse] [--no-bench] [--ncu REGEX]
 #
 #   --no-bench  the checks without the benchmark (a re-run after a fix)
+#   --ncu REGEX after the benchmark, Nsight Compute's basic sections for the first kernels whose names match REGEX
+#              in one op-level run (ncu.txt; e.g. 'delta|chunk'): the profile to read before optimising them
 #   OUT        the output folder (at most 8 files: the device tool brings back that many)
 #   --deps     scripts/bundle_deps.sh's tarball or extracted folder, for a machine without Debian's libraries
 #   --budget   seconds the whole check may take (default 540): each step's time limit is cut to what is left, so a
@@ -16,18 +18,19 @@
 # build), cuda.txt (the CUDA kernels against their host rows: ctest `cuda`), doctor.txt (`fwlab doctor`: every
 # kernel against libtorch's form, fp32 / bf16 / fp16), gpu.txt (ctest `gpu`: bindings, model; then ctest
 # `gpu_worker`: the worker on CUDA, every step of its curves), bench.txt (fwlab-bench-gpu: ops, then the model
-# level), summary.txt (each step's exit status and seconds).
+# level), ncu.txt (with --ncu), summary.txt (each step's exit status and seconds).
 # The order puts the cheapest decisive checks first: the kernels' own test needs only nvcc's build.
 set -uo pipefail
 root=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 out=${1:?usage: scripts/gpu_check.sh OUT [--deps BUNDLE] [--budget SECONDS] [--rehearse]}; shift
-deps="" budget=540 rehearse=0 bench=1
+deps="" budget=540 rehearse=0 bench=1 ncu_kernels=""
 while [ $# -gt 0 ]; do
   case $1 in
     --deps) deps=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --rehearse) rehearse=1; shift ;;
     --no-bench) bench=0; shift ;;
+    --ncu) ncu_kernels=$2; shift 2 ;;
     *) echo "gpu_check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -106,6 +109,12 @@ main() {
   local smoke=(); [ "$rehearse" = 1 ] && smoke=(--smoke)
   step bench-ops 150 "$out/bench.txt" "$build/bench/fwlab-bench-gpu" --only ops "${smoke[@]}"
   step bench-model 150 "$out/bench.txt" "$build/bench/fwlab-bench-gpu" --only model "${smoke[@]}"
+  [ -n "$ncu_kernels" ] || return 0
+  local ncu; ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  # A few launches of each matching kernel after the warm-up (the first-use checks' launches come first), one repeat.
+  step ncu 150 "$out/ncu.txt" "$ncu" --section SpeedOfLight --section LaunchStats --section Occupancy \
+    -k "regex:$ncu_kernels" --launch-skip 20 --launch-count 12 "$build/bench/fwlab-bench-gpu" --only ops --repeats 1 \
+    "${smoke[@]}"
 }
 
 main
