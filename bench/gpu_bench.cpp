@@ -15,7 +15,9 @@
 // Model level (bf16 autocast, GPT-2-small sized: 12 layers, d 768, 12 heads): a training step (forward, backward,
 // AdamW) of all-decay m = 32 vs all-softmax at T = 1024 and 4096 with 16k tokens per step: tokens/s and peak
 // memory; and greedy generation per token with 4096 and 32768 tokens of context (softmax with its KV cache, filled
-// with random rows rather than generated: bench/timing.h, generation_rate_prefilled).
+// with random rows rather than generated: bench/timing.h, generation_rate_prefilled), through the usual step and as
+// one CUDA graph replay per token (models/decode_graph.h; softmax with a static cache; graph_captured false where
+// it ran uncaptured: the CPU, or a libtorch without CUDA).
 //
 //   fwlab-bench-gpu [--tokens N] [--repeats R] [--only ops|model] [--smoke]
 // --smoke: tiny sizes (and the CPU where no GPU is), to check the program itself.
@@ -222,14 +224,37 @@ ModelConfig gpt2_small(const std::string& mixer, int64_t context, bool smoke) {
   return cfg;
 }
 
+// Greedy decode ms per token at each context, through the usual step and through DecodeGraph (a CUDA graph replay
+// per token where the model allows it: `captured`).
+struct GenerationFigures {
+  std::vector<double> eager_ms, graphed_ms;
+  bool captured = false;
+};
+
+GenerationFigures generation_figures(GPT& model, const Options& o, const std::vector<int64_t>& contexts,
+                                     int64_t tokens) {
+  GenerationFigures f;
+  const auto wait = [&] { wait_device(o.device); };
+  for (const int64_t context : contexts) {
+    f.eager_ms.push_back(1e3 / bench::generation_rate_prefilled(model, context, tokens, wait));
+    f.graphed_ms.push_back(1e3 / bench::generation_rate_graphed(model, context, tokens, &f.captured, wait));
+  }
+  return f;
+}
+
+std::string ms_or(double ms, int digits, const char* none) {
+  return std::isnan(ms) ? std::string(none) : fmt::format("{:.{}f}", ms, digits);
+}
+
 void model_level(const Options& o) {
   const int64_t tokens = o.smoke ? 512 : 16384, gen_tokens = o.smoke ? 4 : 32;
   const std::vector<int64_t> gen_contexts = o.smoke ? std::vector<int64_t>{64, 256} : std::vector<int64_t>{4096, 32768};
   const std::string precision = o.device.is_cuda() ? "bf16" : "fp32";
   fmt::print("\n== model level: GPT-2-small sized, {}, {} tokens per step ==\n", precision, tokens);
-  fmt::print("{:>6} {:>11} {:>12} {:>10} {:>11} {:>10} {:>16} {:>16}\n", "T", "mixer", "tokens/s", "x softmax",
-             "peak MiB", "1st step ms", fmt::format("gen ms/tok @{}", gen_contexts[0]),
-             fmt::format("gen ms/tok @{}", gen_contexts[1]));
+  fmt::print("{:>6} {:>11} {:>12} {:>10} {:>11} {:>10} {:>16} {:>16} {:>18} {:>18}\n", "T", "mixer", "tokens/s",
+             "x softmax", "peak MiB", "1st step ms", fmt::format("gen ms/tok @{}", gen_contexts[0]),
+             fmt::format("gen ms/tok @{}", gen_contexts[1]), fmt::format("graphed ms @{}", gen_contexts[0]),
+             fmt::format("graphed ms @{}", gen_contexts[1]));
   for (const int64_t T : o.smoke ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{1024, 4096}) {
     double softmax_rate = 0;
     for (const std::string mixer : {"softmax", "decay", "gated_delta"}) {
@@ -261,22 +286,20 @@ void model_level(const Options& o) {
       if (mixer == "softmax") softmax_rate = rate;
       model->eval();
       // Once per mixer, at the first T: "-" in the table and null in the JSON line elsewhere.
-      std::vector<double> gen_ms(gen_contexts.size(), std::nan(""));
-      for (size_t i = 0; i < gen_contexts.size() && (T == 1024 || o.smoke); ++i)
-        gen_ms[i] =
-            1e3 / bench::generation_rate_prefilled(model, gen_contexts[i], gen_tokens, [&] { wait_device(o.device); });
-      auto shown = [](double ms, int digits, const char* none) {
-        return std::isnan(ms) ? std::string(none) : fmt::format("{:.{}f}", ms, digits);
-      };
-      fmt::print("{:>6} {:>11} {:>12.0f} {:>10.2f} {:>11.1f} {:>10.1f} {:>16} {:>16}\n", T, mixer, rate,
+      GenerationFigures gen{std::vector<double>(2, std::nan("")), std::vector<double>(2, std::nan(""))};
+      if (T == 1024 || o.smoke) gen = generation_figures(model, o, gen_contexts, gen_tokens);
+      fmt::print("{:>6} {:>11} {:>12.0f} {:>10.2f} {:>11.1f} {:>10.1f} {:>16} {:>16} {:>18} {:>18}\n", T, mixer, rate,
                  rate / softmax_rate, train.peak < 0 ? -1.0 : train.peak / double(1 << 20), first_ms,
-                 shown(gen_ms[0], 3, "-"), shown(gen_ms[1], 3, "-"));
+                 ms_or(gen.eager_ms[0], 3, "-"), ms_or(gen.eager_ms[1], 3, "-"), ms_or(gen.graphed_ms[0], 3, "-"),
+                 ms_or(gen.graphed_ms[1], 3, "-"));
       fmt::print(
           "{{\"level\": \"model\", \"T\": {}, \"mixer\": \"{}\", \"batch\": {}, \"tokens_per_s\": {:.1f}, "
           "\"peak_bytes\": {}, \"first_step_ms\": {:.1f}, "
-          "\"generation_ms_per_token\": {{\"{}\": {}, \"{}\": {}}}}}\n",
-          T, mixer, B, rate, train.peak, first_ms, gen_contexts[0], shown(gen_ms[0], 4, "null"), gen_contexts[1],
-          shown(gen_ms[1], 4, "null"));
+          "\"generation_ms_per_token\": {{\"{}\": {}, \"{}\": {}}}, "
+          "\"generation_ms_per_token_graphed\": {{\"{}\": {}, \"{}\": {}}}, \"graph_captured\": {}}}\n",
+          T, mixer, B, rate, train.peak, first_ms, gen_contexts[0], ms_or(gen.eager_ms[0], 4, "null"), gen_contexts[1],
+          ms_or(gen.eager_ms[1], 4, "null"), gen_contexts[0], ms_or(gen.graphed_ms[0], 4, "null"), gen_contexts[1],
+          ms_or(gen.graphed_ms[1], 4, "null"), gen.captured);
     }
   }
 }

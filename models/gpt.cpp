@@ -114,12 +114,17 @@ torch::Tensor GPTImpl::step(const torch::Tensor& tokens, GenerationState& state)
               cfg_.context, " tokens: its learned position table has ", cfg_.context, " rows");
   if (state.layers.empty()) state.layers.resize(blocks_.size());
   auto x = wte(tokens);
-  if (wpe) x = x + wpe->weight[state.position];
+  // Static decoding reads the position from the device, so that a captured step reads the current one on replay.
+  const auto& device_position = state.position_tensor;
+  if (wpe)
+    x = x + (device_position.defined() ? wpe->weight.index_select(0, device_position) : wpe->weight[state.position]);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     state.layers[i].position = state.position;
+    state.layers[i].position_tensor = device_position;
     x = blocks_[i]->step(x, state.layers[i]);
   }
   ++state.position;
+  if (device_position.defined()) device_position.add_(1);
   return head(ln_f(x));
 }
 

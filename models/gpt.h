@@ -37,6 +37,7 @@ class Block : public torch::nn::Module {
 struct GenerationState {
   std::vector<MixerState> layers;
   int64_t position = 0;
+  torch::Tensor position_tensor;  // static decoding (models/decode_graph.h): position on the device, [1] long
 };
 
 class GPTImpl : public torch::nn::Module {

@@ -22,6 +22,10 @@ struct MixerState {
   // token costs one write instead of copying the whole cache (torch::cat did, at every token).
   torch::Tensor k_buffer, v_buffer;
   int64_t position = 0;  // of the next token (rotary positions); the model sets it before each step
+  // Static decoding (models/decode_graph.h): the same position as a device tensor [1], shared by every layer, and
+  // softmax caches of a fixed capacity written at it, so that a step keeps every tensor's shape (a CUDA graph
+  // replays it). Undefined: the usual growing caches.
+  torch::Tensor position_tensor;
 };
 
 class Mixer : public torch::nn::Module {

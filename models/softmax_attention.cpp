@@ -87,11 +87,31 @@ void append_to_window(MixerState& state, const torch::Tensor& k, const torch::Te
   }
 }
 
+// Static decoding (models/decode_graph.h): k and v written at the device position into caches of a fixed capacity,
+// the scores of the rows past it masked, so that nothing changes shape from one token to the next.
+torch::Tensor attend_static(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, MixerState& state,
+                            double scale) {
+  TORCH_CHECK(state.k_buffer.defined() && state.position < state.k_buffer.size(2),
+              "static decoding past its caches' capacity of ",
+              state.k_buffer.defined() ? state.k_buffer.size(2) : 0, " tokens");
+  state.k_buffer.index_copy_(2, state.position_tensor, k);
+  state.v_buffer.index_copy_(2, state.position_tensor, v);
+  auto scores = torch::matmul(q, state.k_buffer.transpose(-1, -2)) * scale;  // [B, H_kv, g, capacity]
+  const auto rows = torch::arange(state.k_buffer.size(2), state.position_tensor.options());
+  scores = scores.masked_fill(rows > state.position_tensor, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), state.v_buffer);
+}
+
 }  // namespace
 
 torch::Tensor SoftmaxAttention::step(const torch::Tensor& x, MixerState& state) {
   const int64_t B = x.size(0), g = groups();
   auto h = project(x.unsqueeze(1), state.position);  // q [B, H, 1, hd]; k, v [B, H_kv, 1, hd]
+  if (state.position_tensor.defined() && window_ == 0) {
+    const auto q = h.q.reshape({B, n_kv_heads_, g, head_dim_});
+    const auto y = attend_static(q, h.k, h.v, state, 1.0 / std::sqrt(static_cast<double>(head_dim_)));
+    return output(y.reshape({B, n_heads_, 1, head_dim_})).squeeze(1);
+  }
   if (window_ > 0) {
     append_to_window(state, h.k, h.v, window_);
   } else {

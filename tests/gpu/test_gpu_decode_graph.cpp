@@ -1,0 +1,43 @@
+// Greedy decoding as a CUDA graph per token (models/decode_graph.h) on a GPU: a model of every rule and a softmax
+// layer gives, token after token, the greedy tokens and logits of the usual uncaptured step; the graph was captured
+// (with a CUDA libtorch) and no kernel fell back. Part of fwlab_gpu_tests (its main skips without a device).
+#include <catch2/catch.hpp>
+
+#include "models/decode_graph.h"
+#include "tests/gpu/heard_fallbacks.h"
+#include "tests/test_util.h"
+
+using namespace fwlab;
+
+TEST_CASE("GPU: decoding in a CUDA graph gives the usual step's tokens and logits, every rule and softmax", "[gpu]") {
+  torch::manual_seed(71);
+  test::HeardFallbacks fallbacks;
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    INFO(c10::toString(dtype));
+    auto cfg = test::every_rule_config();
+    cfg.layers.push_back(MixerSpec{});  // softmax, with a static cache in the graph
+    cfg.n_layers = static_cast<int64_t>(cfg.layers.size());
+    GPT model(cfg);
+    model->to(torch::kCUDA, dtype);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const auto prompt = torch::randint(0, 50, {2, 5}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+    GenerationState usual, graphed;
+    torch::Tensor a, b;
+    for (int64_t t = 0; t < prompt.size(1); ++t)
+      a = model->step(prompt.select(1, t), usual), b = model->step(prompt.select(1, t), graphed);
+    DecodeGraph graph(model, graphed, 40);
+    for (int step = 0; step < 24; ++step) {
+      INFO("decode step " << step);
+      const auto tok = a.argmax(-1);
+      REQUIRE(torch::equal(tok, b.argmax(-1)));
+      a = model->step(tok, usual), b = graph.step(tok);
+      CHECK(test::max_abs_diff(a.cpu().to(torch::kFloat64), b.cpu().to(torch::kFloat64)) <=
+            (dtype == torch::kFloat64 ? 1e-10 : 1e-4));
+    }
+#if defined(FWLAB_TORCH_CUDA)
+    CHECK(graph.captured());
+#endif
+  }
+  CHECK(fallbacks.heard.empty());
+}
