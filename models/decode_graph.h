@@ -18,8 +18,8 @@
 
 namespace fwlab {
 
-// Puts a state that has taken at least one step into static decoding: each softmax layer's cache moved into buffers
-// of `capacity` tokens, the position copied to `device` (GenerationState::position_tensor).
+// Puts a state that has taken at least one step, and is not static yet, into static decoding: each softmax layer's
+// cache moved into buffers of `capacity` tokens, the position copied to `device` (GenerationState::position_tensor).
 void make_static(GenerationState& state, int64_t capacity, torch::Device device);
 
 // The tensors a step may replace, every layer's, in a fixed order.
@@ -28,10 +28,12 @@ std::vector<torch::Tensor*> state_slots(GenerationState& state);
 // Keeps a step's state at its addresses: construct it before the step, call restore() after. Each slot the step
 // rebound to a new tensor of the same shape and dtype is copied into the tensor it held before and rebound to it;
 // restore() is false where a slot changed shape, dtype or definedness (such a step cannot be replayed).
+// rollback() rebinds every slot to what it held before, copying nothing (a capture that failed ran no kernel).
 class AddressKeeper {
  public:
   explicit AddressKeeper(GenerationState& state);
   bool restore();
+  void rollback();
 
  private:
   GenerationState& state_;
@@ -45,7 +47,10 @@ std::string decode_graph_refusal(GPT& model);
 
 // Greedy decoding one token at a time after a prompt: the first step() runs the static step uncaptured (every
 // kernel's first-use check and every lazily made tensor happen then), the second captures it and replays it, every
-// later one replays it. step() returns the logits [B, vocab] (its own copy).
+// later one replays it. step() returns the logits [B, vocab] (its own copy). The graph reads fixed addresses: a
+// step finds out whether the state's tensors or the model's parameters changed since the capture (another step on
+// the state, an optimizer step, a weight load) and captures again; a capture that fails runs the step uncaptured,
+// from then on.
 class DecodeGraph {
  public:
   // `state` has taken the prompt's steps; `capacity`: the most tokens the softmax caches will hold.
@@ -59,7 +64,8 @@ class DecodeGraph {
 
  private:
   torch::Tensor uncaptured(const torch::Tensor& tokens);
-  void check_room() const;
+  void check_room(const torch::Tensor& tokens) const;
+  bool graph_current();  // the captured graph still reads what the state and the model hold
   GPT model_;
   GenerationState& state_;
   int64_t capacity_;

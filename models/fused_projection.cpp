@@ -42,6 +42,12 @@ std::pair<torch::Tensor, torch::Tensor> FusedProjection::concatenated(const std:
   return {torch::cat(weights, 0), any_bias ? torch::cat(biases, 0) : torch::Tensor()};
 }
 
+namespace {
+thread_local std::vector<torch::Tensor>* graph_pins = nullptr;
+}  // namespace
+
+void FusedProjection::pin_kept_into(std::vector<torch::Tensor>* pins) { graph_pins = pins; }
+
 std::pair<torch::Tensor, torch::Tensor> FusedProjection::kept(const std::vector<torch::nn::Linear>& layers) {
   const std::lock_guard<std::mutex> lock(mutex_);
   auto now = stamps(layers);
@@ -52,6 +58,9 @@ std::pair<torch::Tensor, torch::Tensor> FusedProjection::kept(const std::vector<
     std::tie(cached_weight_, cached_bias_) = concatenated(layers);
     cached_stamps_ = std::move(now);
   }
+  if (graph_pins)
+    for (const auto& t : {cached_weight_, cached_bias_})
+      if (t.defined()) graph_pins->push_back(t);
   return {cached_weight_, cached_bias_};
 }
 

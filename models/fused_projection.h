@@ -25,6 +25,10 @@ class FusedProjection {
   // decode step's, which keeps the concatenation where no gradient is recorded.
   std::vector<torch::Tensor> operator()(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers,
                                         bool step = false);
+  // While a CUDA graph records a decode step on this thread (models/decode_graph.h), the kept concatenations the
+  // step reads are also added to `pins`, which the graph holds as long as it replays: a later call with gradients
+  // may drop them here, and the memory the graph reads must outlive that. nullptr: none.
+  static void pin_kept_into(std::vector<torch::Tensor>* pins);
 
  private:
   // What identifies a parameter's current values: its tensor, its storage (held weakly, so that a freed storage

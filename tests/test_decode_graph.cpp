@@ -67,6 +67,8 @@ TEST_CASE("static decoding: refusals", "[generate]") {
   CHECK_THROWS_WITH(make_static(state, 8, torch::kCPU), Catch::Contains("has taken no step"));
   auto logits = model->step(torch::zeros({1}, torch::kLong), state);
   CHECK_THROWS_WITH(make_static(state, 1, torch::kCPU), Catch::Contains("leaves no room after 1"));
+  make_static(state, 8, torch::kCPU);  // a second DecodeGraph on a static state could believe in a larger capacity
+  CHECK_THROWS_WITH(make_static(state, 16, torch::kCPU), Catch::Contains("static already"));
   // A slot that changes shape cannot be kept in place.
   AddressKeeper keeper(state);
   state.layers[0].k_buffer = torch::zeros({1, 2, 3, 8});

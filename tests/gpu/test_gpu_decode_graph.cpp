@@ -29,8 +29,8 @@ TEST_CASE("GPU: decoding in a CUDA graph gives the usual step's tokens and logit
     DecodeGraph graph(model, graphed, 40);
     for (int step = 0; step < 24; ++step) {
       INFO("decode step " << step);
-      const auto tok = a.argmax(-1);
-      REQUIRE(torch::equal(tok, b.argmax(-1)));
+      const auto tok = a.argmax(-1);  // both fed the usual step's token; fp32 may differ on a near tie
+      if (dtype == torch::kFloat64) REQUIRE(torch::equal(tok, b.argmax(-1)));
       a = model->step(tok, usual), b = graph.step(tok);
       CHECK(test::max_abs_diff(a.cpu().to(torch::kFloat64), b.cpu().to(torch::kFloat64)) <=
             (dtype == torch::kFloat64 ? 1e-10 : 1e-4));
