@@ -5,7 +5,9 @@
 // unwritten scratch shows as a wrong result there).
 #include <catch2/catch.hpp>
 
+#include "kernels/delta/cuda_guard.h"
 #include "kernels/delta/delta.h"
+#include "models/gpt.h"
 #include "tests/test_util.h"
 
 namespace K = fwlab::kernels;
@@ -119,4 +121,36 @@ TEST_CASE("delta chunks kernel (host run): refuses bad gate and state shapes", "
   CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, v, {}, beta, torch::zeros({1, 1, 8, 8}), 1),
                     Catch::Contains("state0 must be [B, H, D, M]"));
   CHECK_NOTHROW(K::gated_delta_recurrence_chunks_host(q, q, v, {}, beta, torch::zeros({2, 1, 8, 8}), 1));
+}
+
+TEST_CASE("delta chunks kernel (host run): every rule's model trains through it as through the reference kernels",
+          "[kernels]") {
+  // The model's own q, k, v, alpha, beta and states (their shapes, dtypes, conv and norms) through the kernel's
+  // binding, as they will reach it on a GPU: loss and every parameter's gradient against the per-timestep kernels.
+  torch::manual_seed(10);
+  auto cfg = fwlab::test::every_rule_config();
+  cfg.context = 128;  // 70 steps: a chunk and a padded one
+  fwlab::GPT model(cfg);
+  model->to(torch::kFloat64);
+  const auto idx = torch::randint(0, 50, {2, 70}, torch::kLong);
+  struct Routed {  // the hook off again however the case ends
+    explicit Routed(bool on) { K::route_delta_to_host_kernel(on); }
+    ~Routed() { K::route_delta_to_host_kernel(false); }
+  };
+  auto grads_of = [&](bool host_kernel) {
+    model->set_reference_kernels(!host_kernel);
+    const Routed routed(host_kernel);
+    model->zero_grad();
+    const auto loss = model->forward(idx).log_softmax(-1).select(-1, 3).mean();
+    loss.backward();
+    std::vector<torch::Tensor> out{loss.detach()};
+    for (const auto& p : model->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const auto routed = grads_of(true), reference = grads_of(false);
+  model->set_reference_kernels(false);
+  for (size_t n = 0; n < routed.size(); ++n) {
+    INFO("tensor " << n << " (0: the loss)");
+    CHECK(gap(routed[n], reference[n]) < 1e-9);
+  }
 }

@@ -3,6 +3,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <sstream>
@@ -77,7 +78,12 @@ std::vector<torch::Tensor> outcome(const std::vector<torch::Tensor>& in, const D
   return out;
 }
 
+std::atomic<bool> host_route{false};
+
 }  // namespace
+
+void route_delta_to_host_kernel(bool on) { host_route = on; }
+bool delta_routed_to_host_kernel() { return host_route; }
 
 KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const DeltaCase& c) {
   const c10::InferenceMode not_inference(false);

@@ -22,6 +22,11 @@ bool delta_cuda_kernel_trusted(const torch::Tensor& q, const torch::Tensor& v, c
 RecurrenceResult delta_cuda_kernel(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0);
 
+// A test hook: CPU calls of delta_family_recurrence run the CUDA kernel's block programs on the host instead, so
+// that a model's own tensors (shapes, dtypes, gates) go through the kernel's binding where no GPU is.
+void route_delta_to_host_kernel(bool on);
+bool delta_routed_to_host_kernel();
+
 // A delta-family kernel (alpha undefined: the delta rule) against the libtorch WY form on the same device: y, the
 // final state and every gradient (alpha's as log alpha's), on drawn inputs of the case (unit keys and queries, gates
 // in their ranges, a state) from a private generator, outside autocast. Used by the first-use check and by

@@ -85,6 +85,8 @@ RecurrenceResult delta_family_recurrence(const torch::Tensor& q, const torch::Te
     return one_token_step(step);
   // On CUDA the chunked kernel, for shape classes that passed its first-use check (kernels/delta/cuda_guard.h).
   if (delta_cuda_kernel_trusted(q, v, alpha)) return delta_cuda_kernel(q, k, v, alpha, beta, state0);
+  if (q.is_cpu() && delta_routed_to_host_kernel())  // the test hook (kernels/delta/cuda_guard.h)
+    return gated_delta_recurrence_chunks_host(q, k, v, alpha, beta, state0, 2);
   const bool backward = gradients_needed({q, k, v, alpha, beta, state0});
   return run_chosen_form(
       "delta", form_class(q, v, alpha, backward), "chunk 64", [&] { return race(q, v, alpha, backward); },

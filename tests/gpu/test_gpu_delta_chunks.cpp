@@ -101,7 +101,9 @@ TEST_CASE("GPU: the delta family runs its CUDA kernel on CUDA tensors, and a wro
 TEST_CASE("GPU: every rule's model trains on CUDA as on the CPU: loss and gradients (fp64)", "[gpu]") {
   torch::manual_seed(54);
   HeardFallbacks listener;  // none: the kernels themselves must be what ran
-  GPT model(test::every_rule_config());
+  auto cfg = test::every_rule_config();
+  cfg.context = 128;  // 100 steps: a chunk and a padded one
+  GPT model(cfg);
   model->to(torch::kFloat64);
   const auto idx = torch::randint(0, 50, {2, 100}, torch::kLong);
   auto grads_of = [&](torch::Device device) {
