@@ -58,6 +58,26 @@ TEST_CASE("static decoding: the usual step's logits and greedy tokens for every 
   CHECK_THROWS_WITH(graph.step(b.argmax(-1)), Catch::Contains("past its caches' capacity of 32 tokens"));
 }
 
+TEST_CASE("static decoding: grouped-query softmax with rotary positions, uncaptured, as the usual step", "[generate]") {
+  // Rotary models never capture (their step reads the host position), but their static step must still be right.
+  torch::manual_seed(63);
+  auto cfg = test::small_config(MixerSpec{}, 2, 8);
+  cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.positions = "rope";
+  GPT model(cfg);
+  model->to(torch::kFloat64);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  GenerationState usual, fixed;
+  auto a = model->step(torch::tensor({3, 7}), usual), b = model->step(torch::tensor({3, 7}), fixed);
+  DecodeGraph graph(model, fixed, 16);
+  for (int step = 0; step < 12; ++step) {
+    const auto tok = a.argmax(-1);
+    a = model->step(tok, usual), b = graph.step(tok);
+    CHECK(test::max_abs_diff(a, b) <= 1e-10);
+  }
+  CHECK(decode_graph_refusal(model).size() > 0);
+}
+
 TEST_CASE("static decoding: refusals", "[generate]") {
   torch::manual_seed(62);
   GPT model(test::small_config(MixerSpec{}, 1, 8));  // learned positions, context 64
