@@ -93,7 +93,15 @@ int cmd_table(const std::string& file, const std::string& profile, const std::st
                 file);
             return 2;
           }
-          auto text = render_comparison(compare_with_published(t, *published));
+          const auto comparison = compare_with_published(t, *published);
+          if (comparison.ranked == 0) {  // a page of "– / 80.9" compares nothing: say so instead of writing it
+            fmt::print(stderr,
+                       "fwlab: {}: --compare: no cell has both a value here and the paper's{}: nothing to compare "
+                       "(the paper's columns may be measured at another profile)\n",
+                       file, profile.empty() ? "" : fmt::format(" at profile {}", profile));
+            return 1;
+          }
+          auto text = render_comparison(comparison);
           // The catalog's smoke profiles train a few steps on toy models: their orderings measure the pipeline.
           if (profile == "smoke")
             text +=

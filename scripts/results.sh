@@ -49,8 +49,9 @@ for name in "${names[@]}"; do
     fwlab table "$file" --profile "$profile_of_name" --db "$db" --table "$extra" --out "$out/table_$extra.md"
   done
   rm -f "$out/compare.md"
-  if grep -q '^\[published\]' "$file"; then  # the paper's own numbers beside ours
-    fwlab table "$file" --profile "$profile_of_name" --db "$db" --compare --out "$out/compare.md"
+  if grep -q '^\[published\]' "$file"; then  # the paper's own numbers beside ours, where a cell has both
+    fwlab table "$file" --profile "$profile_of_name" --db "$db" --compare --out "$out/compare.md" ||
+      echo "results.sh: $name: no comparison with the paper at this profile (fwlab table --compare says why above)"
   fi
   fwlab report "$file" --profile "$profile_of_name" --db "$db" --out "$out/report.md"
   rm -rf "$out/plots"

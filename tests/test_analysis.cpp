@@ -636,6 +636,15 @@ add = [9.0, 3.0]
       r.output,
       Catch::Contains("| rule | test_ppl | test_bpc |\n| :--- | ---: | ---: |\n| add | 10.25 ± 0.35 / 9 | – / 3 |\n"));
   CHECK_THAT(r.output, Catch::Contains("Not measured in this table: test_bpc."));
+  // A paper whose columns this table measures none of: no page of "– / 3", exit 1 and why.
+  test::spit(fx.file, grid_with(grid_with(grid + published, "metrics = [\"test_ppl\", \"test_bpc\"]",
+                                          "metrics = [\"test_bpc\"]"),
+                                "add = [9.0, 3.0]", "add = [3.0]"));
+  const auto none = test::run_command(
+      fwlab_cmd(fmt::format("table {} --db {} --compare --out {}", fx.file, fx.db_path, fx.dir.file("c.md"))));
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.output, Catch::Contains("no cell has both a value here and the paper's: nothing to compare"));
+  CHECK_FALSE(fs::exists(fx.dir.file("c.md")));
   struct Bad {
     std::string from, to, message;
   };
