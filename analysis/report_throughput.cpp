@@ -48,24 +48,26 @@ std::string throughput_section(const ResultSet& results) {
     const double p10 = percentile(rates, 0.1), p90 = percentile(rates, 0.9);
     if (p90 <= kSteadySpread * p10) continue;
     const auto label = coords_label(j.planned.coords);
-    rows += fmt::format("| {} | {} | {} | {:.0f} | {:.0f} – {:.0f} | {:.2f}× |\n", label == "-" ? "–" : label, j.stage(), j.id(),
-                        percentile(rates, 0.5), p10, p90, p90 / p10);
+    rows += fmt::format("| {} | {} | {} | {:.0f} | {:.0f} – {:.0f} | {:.2f}× |\n", label == "-" ? "–" : label,
+                        j.stage(), j.id(), percentile(rates, 0.5), p10, p90, p90 / p10);
   }
   if (checked == 0) return "";
   std::string out = "## Throughput during the runs\n\n";
   if (rows.empty())
-    return out + fmt::format("Every job's training speed held while it ran: in each of the {} jobs its logged "
-                             "intervals (the first, warm-up, left out) stay within {:.0f}% from the 10th to the 90th "
-                             "percentile.\n\n",
-                             checked, 100 * (kSteadySpread - 1));
-  return out + fmt::format(
-                   "In these jobs the logged intervals' training speed (the first, warm-up, left out) spread by more "
-                   "than {:.0f}% from the 10th to the 90th percentile. Every interval does the same work, so the "
-                   "machine's speed changed while they ran (another process, or a shared host's neighbours): their "
-                   "tokens/s compares with other rows only within that spread. Run them again on a quiet machine, "
-                   "one job at a time.\n\n| cell | stage | job | median tokens/s | 10th – 90th percentile | spread |\n"
-                   "| :--- | :--- | :--- | ---: | ---: | ---: |\n",
-                   100 * (kSteadySpread - 1)) +
+    return out + fmt::format(
+                     "Every job's training speed held while it ran: in each of the {} jobs its logged "
+                     "intervals (the first, warm-up, left out) stay within {:.0f}% from the 10th to the 90th "
+                     "percentile.\n\n",
+                     checked, 100 * (kSteadySpread - 1));
+  return out +
+         fmt::format(
+             "In these jobs the logged intervals' training speed (the first, warm-up, left out) spread by more "
+             "than {:.0f}% from the 10th to the 90th percentile. Every interval does the same work, so the "
+             "machine's speed changed while they ran (another process, or a shared host's neighbours): their "
+             "tokens/s compares with other rows only within that spread. Run them again on a quiet machine, "
+             "one job at a time.\n\n| cell | stage | job | median tokens/s | 10th – 90th percentile | spread |\n"
+             "| :--- | :--- | :--- | ---: | ---: | ---: |\n",
+             100 * (kSteadySpread - 1)) +
          rows + "\n";
 }
 

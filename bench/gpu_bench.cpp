@@ -3,8 +3,8 @@
 // Op level (bf16 inputs, head dim D = 64, m = 32 and 64, T = 1k, 4k, 16k at a fixed number of tokens per batch,
 // forward and forward + backward): the chunked CUDA decay kernel; the fused recurrent CUDA twin (fp32, the only
 // precision it has); the libtorch chunked form (fp32: its states follow the input dtype); the gated delta and delta
-// rules (m = 64) as the chunked CUDA kernel (bf16 in), the libtorch WY chunk form and the per-step loop; softmax attention
-// through scaled_dot_product_attention (libtorch >= 2.0, flash attention where libtorch picks it; an explicit
+// rules (m = 64) as the chunked CUDA kernel (bf16 in), the libtorch WY chunk form and the per-step loop; softmax
+// attention through scaled_dot_product_attention (libtorch >= 2.0, flash attention where libtorch picks it; an explicit
 // masked softmax before). Reported: ms, TFLOP/s
 // against the stated FLOP count, peak GPU memory, and the memory the reference kernel's approach needs (every S_t
 // and its gradient, fp16: 2 * 2 * B*H*T*D*m bytes).

@@ -31,8 +31,7 @@ void make_static(GenerationState& state, int64_t capacity, torch::Device device)
     layer.k_buffer = fixed(layer.k), layer.v_buffer = fixed(layer.v);
     layer.k = layer.v = torch::Tensor();  // the rows in use are the first `position` of the buffers
   }
-  state.position_tensor =
-      torch::full({1}, state.position, torch::TensorOptions().dtype(torch::kLong).device(device));
+  state.position_tensor = torch::full({1}, state.position, torch::TensorOptions().dtype(torch::kLong).device(device));
 }
 
 std::vector<torch::Tensor*> state_slots(GenerationState& state) {
@@ -82,11 +81,11 @@ std::string decode_graph_refusal(GPT& model) {
 
 struct DecodeGraph::Graph {
 #if defined(FWLAB_TORCH_CUDA)
-  std::optional<at::cuda::CUDAGraph> graph;  // made at the capture: making one touches the device
+  std::optional<at::cuda::CUDAGraph> graph;   // made at the capture: making one touches the device
   std::optional<c10::cuda::CUDAStream> side;  // the capture's stream, which the uncaptured step runs on too
 #endif
-  torch::Tensor tokens, logits;                          // the captured step's input and output
-  std::vector<torch::Tensor> slots, pins;                // what a replay reads and writes, held while it replays
+  torch::Tensor tokens, logits;                         // the captured step's input and output
+  std::vector<torch::Tensor> slots, pins;               // what a replay reads and writes, held while it replays
   std::vector<std::pair<const void*, int64_t>> params;  // each parameter's address and version at the capture
   bool captured = false, refused = false;               // refused: a capture failed
 };

@@ -92,8 +92,8 @@ void append_to_window(MixerState& state, const torch::Tensor& k, const torch::Te
 torch::Tensor attend_static(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, MixerState& state,
                             double scale) {
   TORCH_CHECK(state.k_buffer.defined() && state.position < state.k_buffer.size(2),
-              "static decoding past its caches' capacity of ",
-              state.k_buffer.defined() ? state.k_buffer.size(2) : 0, " tokens");
+              "static decoding past its caches' capacity of ", state.k_buffer.defined() ? state.k_buffer.size(2) : 0,
+              " tokens");
   state.k_buffer.index_copy_(2, state.position_tensor, k);
   state.v_buffer.index_copy_(2, state.position_tensor, v);
   auto scores = torch::matmul(q, state.k_buffer.transpose(-1, -2)) * scale;  // [B, H_kv, g, capacity]

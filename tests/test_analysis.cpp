@@ -777,8 +777,8 @@ TEST_CASE("report: a speed table's jobs whose throughput changed while they ran 
     auto metric = db.prepare("INSERT INTO metrics(job_id, key, step, value, time) VALUES(?, 'tokens_per_s', ?, ?, 0)");
     // The first interval (warm-up) is left out: 500 and 900 weigh nothing. steady: within 2%; shifted: 1000 for
     // three intervals, then 1600 for three (percentiles by linear interpolation: 10th 1000, median 1300, 90th 1600).
-    const std::vector<double> steady_rates{900, 1000, 1010, 990, 1005, 1000}, shifted_rates{500, 1000, 1000, 1000,
-                                                                                             1600, 1600, 1600};
+    const std::vector<double> steady_rates{900, 1000, 1010, 990, 1005, 1000},
+        shifted_rates{500, 1000, 1000, 1000, 1600, 1600, 1600};
     for (const auto& [id, rates] : {std::pair{steady, steady_rates}, std::pair{shifted, shifted_rates}})
       for (size_t n = 0; n < rates.size(); ++n) metric.bind(1, id).bind(2, int64_t(10 * n)).bind(3, rates[n]).run();
   }
@@ -788,9 +788,8 @@ TEST_CASE("report: a speed table's jobs whose throughput changed while they ran 
   REQUIRE(at != std::string::npos);
   const auto section = r.output.substr(at);
   CHECK_THAT(section, Catch::Contains("spread by more than 20%"));
-  CHECK_THAT(section,
-             Catch::Contains(fmt::format("| lr=0.001 m=16 rule=add seed=0 | train | {} | 1300 | 1000 – 1600 | 1.60× |",
-                                         shifted)));
+  CHECK_THAT(section, Catch::Contains(fmt::format(
+                          "| lr=0.001 m=16 rule=add seed=0 | train | {} | 1300 | 1000 – 1600 | 1.60× |", shifted)));
   CHECK(section.find(steady) == std::string::npos);
   // A table that shows no speed gets no such section.
   Fixture plain;

@@ -28,7 +28,9 @@ struct Inputs {
 Inputs draw(int64_t T, int64_t M, int64_t D, const std::string& alpha, bool with_state, torch::ScalarType dtype) {
   auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   namespace F = torch::nn::functional;
-  auto unit = [&](int64_t w) { return F::normalize(torch::randn({2, 2, T, w}, opt), F::NormalizeFuncOptions().dim(-1)); };
+  auto unit = [&](int64_t w) {
+    return F::normalize(torch::randn({2, 2, T, w}, opt), F::NormalizeFuncOptions().dim(-1));
+  };
   Inputs in{unit(M), unit(M), torch::randn({2, 2, T, D}, opt), {}, torch::sigmoid(torch::randn({2, 2, T, 1}, opt)), {}};
   if (alpha == "random") in.alpha = torch::sigmoid(torch::randn({2, 2, T, 1}, opt) + 2.0);
   if (alpha == "near0") in.alpha = torch::exp(-40.0 - torch::rand({2, 2, T, 1}, opt));
@@ -37,14 +39,12 @@ Inputs draw(int64_t T, int64_t M, int64_t D, const std::string& alpha, bool with
   auto leaf = [](const torch::Tensor& t, torch::ScalarType d) {
     return t.defined() ? t.to(d).detach().requires_grad_(true) : t;
   };
-  return {leaf(in.q, dtype), leaf(in.k, dtype), leaf(in.v, dtype), leaf(in.alpha, acc), leaf(in.beta, acc),
-          leaf(in.state0, acc)};
+  return {leaf(in.q, dtype),   leaf(in.k, dtype),  leaf(in.v, dtype),
+          leaf(in.alpha, acc), leaf(in.beta, acc), leaf(in.state0, acc)};
 }
 
 Inputs widened(const Inputs& in) {  // the same rounded values in float64, fresh leaves
-  auto w = [](const torch::Tensor& t) {
-    return t.defined() ? t.detach().to(torch::kFloat64).requires_grad_(true) : t;
-  };
+  auto w = [](const torch::Tensor& t) { return t.defined() ? t.detach().to(torch::kFloat64).requires_grad_(true) : t; };
   return {w(in.q), w(in.k), w(in.v), w(in.alpha), w(in.beta), w(in.state0)};
 }
 
@@ -64,10 +64,10 @@ double gap(const torch::Tensor& a, const torch::Tensor& b) {
 
 void check_against_naive(const Inputs& in, int threads, double tolerance) {
   const auto ref_in = widened(in);
-  const auto ref = ref_in.alpha.defined()
-                       ? K::gated_delta_recurrence_naive(ref_in.q, ref_in.k, ref_in.v, ref_in.alpha, ref_in.beta,
-                                                         ref_in.state0)
-                       : K::delta_recurrence_naive(ref_in.q, ref_in.k, ref_in.v, ref_in.beta, ref_in.state0);
+  const auto ref =
+      ref_in.alpha.defined()
+          ? K::gated_delta_recurrence_naive(ref_in.q, ref_in.k, ref_in.v, ref_in.alpha, ref_in.beta, ref_in.state0)
+          : K::delta_recurrence_naive(ref_in.q, ref_in.k, ref_in.v, ref_in.beta, ref_in.state0);
   const auto gy = torch::randn_like(ref.y), gs = torch::randn_like(ref.state);
   const auto want = outcome(ref_in, ref, gy, gs);
   const auto got = outcome(

@@ -104,8 +104,9 @@ void check_delta_family(bool gpu, bool quick, int& passed, int& failed) {
         K::DeltaCase c;
         c.B = gpu ? 2 : 1, c.H = gpu ? 4 : 2, c.T = gpu ? 1000 : quick ? 72 : 200, c.D = c.M = width;
         c.dtype = dtype, c.gated = gated, c.device = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-        const auto row = fmt::format("{:<20} {:<5} {:>4} {:>4} {:>5} {:<7}", gpu ? "delta chunked (CUDA)" : "delta (host run)",
-                                     dtype_name(dtype), c.D, c.M, c.T, gated ? "alpha" : "none");
+        const auto row =
+            fmt::format("{:<20} {:<5} {:>4} {:>4} {:>5} {:<7}", gpu ? "delta chunked (CUDA)" : "delta (host run)",
+                        dtype_name(dtype), c.D, c.M, c.T, gated ? "alpha" : "none");
         const auto probe = torch::empty({1, 1, 1, width}, torch::TensorOptions().dtype(dtype).device(c.device));
         if (gpu && !K::delta_cuda_chunks_fit(probe, probe)) {
           fmt::print("{} skipped: does not fit this GPU's shared memory: models use the libtorch form here\n", row);

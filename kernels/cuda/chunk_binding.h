@@ -40,7 +40,8 @@ void dispatch_host(torch::ScalarType t, const char* name, F&& f) {
 #endif
     default:
       TORCH_CHECK(false, name,
-                  ": float64, float32, bfloat16 or float16 (where the compiler has _Float16) tensors expected, got ", t);
+                  ": float64, float32, bfloat16 or float16 (where the compiler has _Float16) tensors expected, got ",
+                  t);
   }
 }
 
@@ -69,9 +70,7 @@ inline int shared_memory_limit() {
   return limit;
 }
 
-inline void check(cudaError_t e, const char* what) {
-  TORCH_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
-}
+inline void check(cudaError_t e, const char* what) { TORCH_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e)); }
 
 #endif
 

@@ -230,7 +230,7 @@ torch::Tensor reverse_running_sum(const torch::Tensor& x) {
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), W = x.size(3), N = (T + kChunk - 1) / kChunk;
   const auto padded = N * kChunk == T ? x : torch::constant_pad_nd(x, {0, 0, 0, N * kChunk - T});
   const auto within = padded.reshape({B, H, N, kChunk, W}).flip(3).cumsum(3).flip(3);
-  const auto totals = within.select(3, 0).to(torch::kFloat64);  // [B, H, N, W]
+  const auto totals = within.select(3, 0).to(torch::kFloat64);   // [B, H, N, W]
   const auto later = totals.flip(2).cumsum(2).flip(2) - totals;  // the chunks after each one
   return (within.to(torch::kFloat64) + later.unsqueeze(3)).reshape({B, H, N * kChunk, W}).narrow(2, 0, T);
 }

@@ -26,7 +26,6 @@ using torch::autograd::variable_list;
 using namespace chunk_binding;
 constexpr int64_t kChunk = cuda::kChunk;
 
-
 // [B, H, T, w] -> [B * H, Tp, w] in `type`, zero-padded.
 torch::Tensor flat_padded(const torch::Tensor& x, int64_t Tp, torch::ScalarType type) {
   auto y = x.to(type);
@@ -197,8 +196,9 @@ struct DeltaChunksFunction : public torch::autograd::Function<DeltaChunksFunctio
       return x.defined() ? p.steps_out(x).to(like.scalar_type()) : torch::Tensor();
     };
     const auto dS0 = out.dstates.select(1, 0).reshape({p.batch, p.H, p.D, p.M}).to(S0.scalar_type());
-    return {back(out.dq, q),   back(out.dk, k), back(out.dv, v), back(out.dlog_alpha, log_alpha),
-            back(out.dbeta, beta), dS0,         torch::Tensor(), torch::Tensor()};
+    return {
+        back(out.dq, q), back(out.dk, k), back(out.dv, v), back(out.dlog_alpha, log_alpha), back(out.dbeta, beta), dS0,
+        torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -256,8 +256,7 @@ RecurrenceResult gated_delta_recurrence_chunks_host(const torch::Tensor& q, cons
                                                     int threads_per_block) {
   TORCH_CHECK(q.is_cpu(), "gated_delta_recurrence_chunks_host: CPU tensors expected");
   TORCH_CHECK(threads_per_block >= 1, "gated_delta_recurrence_chunks_host: threads_per_block must be >= 1");
-  return run_delta_chunks(q, k, v, alpha, beta, state0, false, threads_per_block,
-                          "gated_delta_recurrence_chunks_host");
+  return run_delta_chunks(q, k, v, alpha, beta, state0, false, threads_per_block, "gated_delta_recurrence_chunks_host");
 }
 
 }  // namespace fwlab::kernels

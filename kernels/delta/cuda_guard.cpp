@@ -54,8 +54,11 @@ std::vector<torch::Tensor> case_inputs(const DeltaCase& c) {
   };
   auto gate = [&](double shift) { return torch::sigmoid(torch::randn({c.B, c.H, c.T, 1}, gen, f64) + shift); };
   const auto wide = c.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  std::vector<torch::Tensor> in{unit(), unit(), torch::randn({c.B, c.H, c.T, c.D}, gen, f64),
-                                c.gated ? gate(2.0) : torch::Tensor(), gate(0.0),
+  std::vector<torch::Tensor> in{unit(),
+                                unit(),
+                                torch::randn({c.B, c.H, c.T, c.D}, gen, f64),
+                                c.gated ? gate(2.0) : torch::Tensor(),
+                                gate(0.0),
                                 torch::randn({c.B, c.H, c.D, c.M}, gen, f64)};
   for (size_t n = 0; n < in.size(); ++n)
     if (in[n].defined()) in[n] = in[n].to(c.device, n < 3 ? c.dtype : wide).requires_grad_(true);
@@ -94,7 +97,8 @@ KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const De
   try {
     const auto in = case_inputs(c);
     std::vector<torch::Tensor> ref_in;  // the same rounded values, in the accumulation type
-    for (const auto& t : in) ref_in.push_back(t.defined() ? t.detach().to(in[4].scalar_type()).requires_grad_(true) : t);
+    for (const auto& t : in)
+      ref_in.push_back(t.defined() ? t.detach().to(in[4].scalar_type()).requires_grad_(true) : t);
     const auto fast = outcome(in, kernel, out.kernel_ms);
     const DeltaKernel reference = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& s) {

@@ -31,9 +31,9 @@ bool delta_routed_to_host_kernel();
 // final state and every gradient (alpha's as log alpha's), on drawn inputs of the case (unit keys and queries, gates
 // in their ranges, a state) from a private generator, outside autocast. Used by the first-use check and by
 // `fwlab doctor`; a kernel that throws counts as failed (infinite error).
-using DeltaKernel = std::function<RecurrenceResult(const torch::Tensor& q, const torch::Tensor& k,
-                                                   const torch::Tensor& v, const torch::Tensor& alpha,
-                                                   const torch::Tensor& beta, const torch::Tensor& state0)>;
+using DeltaKernel =
+    std::function<RecurrenceResult(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0)>;
 struct DeltaCase {
   int64_t B = 1, H = 2, T = 80, D = 64, M = 64;  // T = 80: a chunk edge and padding
   torch::ScalarType dtype = torch::kFloat32;

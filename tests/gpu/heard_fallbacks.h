@@ -13,7 +13,8 @@ struct HeardFallbacks {
   std::vector<std::string> heard;
   HeardFallbacks() {
     kernels::reset_kernel_verdicts();
-    kernels::on_kernel_fallback([this](const kernels::KernelFallback& f) { heard.push_back(f.kernel + " " + f.shape_class); });
+    kernels::on_kernel_fallback(
+        [this](const kernels::KernelFallback& f) { heard.push_back(f.kernel + " " + f.shape_class); });
   }
   ~HeardFallbacks() {
     kernels::on_kernel_fallback(nullptr);

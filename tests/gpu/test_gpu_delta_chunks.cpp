@@ -25,9 +25,12 @@ std::vector<torch::Tensor> inputs(int64_t T, int64_t D, int64_t M, bool gated, t
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   namespace F = torch::nn::functional;
   auto unit = [&] { return F::normalize(torch::randn({2, 3, T, M}, f64), F::NormalizeFuncOptions().dim(-1)); };
-  std::vector<torch::Tensor> in{unit(), unit(), torch::randn({2, 3, T, D}, f64),
+  std::vector<torch::Tensor> in{unit(),
+                                unit(),
+                                torch::randn({2, 3, T, D}, f64),
                                 gated ? torch::sigmoid(torch::randn({2, 3, T, 1}, f64) + 2) : torch::Tensor(),
-                                torch::sigmoid(torch::randn({2, 3, T, 1}, f64)), torch::randn({2, 3, D, M}, f64)};
+                                torch::sigmoid(torch::randn({2, 3, T, 1}, f64)),
+                                torch::randn({2, 3, D, M}, f64)};
   const auto wide = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   for (size_t n = 0; n < in.size(); ++n)
     if (in[n].defined()) in[n] = in[n].to(device, n < 3 ? dtype : wide).requires_grad_(true);

@@ -90,9 +90,8 @@ cudaError_t backward(const ChunkArgs& a, void* states, void* dstates, void* dq, 
 
 cudaError_t decay_chunks_forward(const ChunkArgs& a, void* y, void* states, cudaStream_t stream) {
   if (!well_formed(a)) return cudaErrorInvalidValue;
-  return with_chunk_types(a.dtype, [&](auto in, auto acc) {
-    return forward<decltype(in), decltype(acc)>(a, y, states, stream);
-  });
+  return with_chunk_types(
+      a.dtype, [&](auto in, auto acc) { return forward<decltype(in), decltype(acc)>(a, y, states, stream); });
 }
 
 cudaError_t decay_chunks_backward(const ChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv,

@@ -86,7 +86,8 @@ FWLAB_HD void step_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
     const Acc gate = exp_acc(c.g(t)), to_end = exp_acc(c.g(end) - c.g(t));
     Acc k_dRw = 0, v_dRu = 0, q_dyS = 0, k_dK = 0;
     for (int64_t j = 0; j < M; ++j)
-      k_dRw += c.k(t, j) * s.dR[t * width + j], q_dyS += c.q(t, j) * s.dyS[t * M + j], k_dK += c.k(t, j) * s.dK[t * M + j];
+      k_dRw += c.k(t, j) * s.dR[t * width + j], q_dyS += c.q(t, j) * s.dyS[t * M + j],
+          k_dK += c.k(t, j) * s.dK[t * M + j];
     for (int64_t i = 0; i < D; ++i) v_dRu += c.v(t, i) * s.dR[t * width + M + i];
     Acc db = gate * k_dRw + v_dRu, dg = gate * q_dyS - to_end * k_dK + c.beta(t) * gate * k_dRw;
     for (int64_t r = 0; r < t; ++r) {  // pairs (t, r): t the later step

@@ -12,8 +12,8 @@ namespace fwlab::cuda {
 
 namespace {
 
-using delta::GradScratch;
 using delta::Gradients;
+using delta::GradScratch;
 using delta::Problem;
 
 constexpr int kScanThreads = 128, kChunkThreads = 256;
@@ -119,9 +119,8 @@ cudaError_t backward(const DeltaChunkArgs& a, void* states, void* dstates, const
 
 cudaError_t delta_chunks_forward(const DeltaChunkArgs& a, void* y, void* states, cudaStream_t stream) {
   if (!well_formed(a)) return cudaErrorInvalidValue;
-  return with_chunk_types(a.dtype, [&](auto in, auto acc) {
-    return forward<decltype(in), decltype(acc)>(a, y, states, stream);
-  });
+  return with_chunk_types(
+      a.dtype, [&](auto in, auto acc) { return forward<decltype(in), decltype(acc)>(a, y, states, stream); });
 }
 
 cudaError_t delta_chunks_backward(const DeltaChunkArgs& a, void* states, void* dstates, void* dq, void* dk, void* dv,

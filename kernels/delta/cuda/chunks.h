@@ -2,7 +2,8 @@
 // program) and the host run (chunks_host.h, threads emulating a block, tests/test_delta_chunks_kernel.cpp), so that
 // the arithmetic and the barriers are checked in float64 on any machine and the GPU adds only the parallel launch.
 //
-//   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t   (S [D, M]; kernels/delta/delta.h)
+//   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t   (S [D, M];
+//   kernels/delta/delta.h)
 //
 // alpha = 1 is the delta rule. Per chunk of kChunk steps, with g_t = sum_{r<=t} log alpha_r from the chunk's start
 // (chunk-local: no scan along the sequence anywhere) and e_ts = e^{g_t - g_s} <= 1 for s <= t, the WY / UT form of
@@ -212,7 +213,8 @@ FWLAB_HD void scan_reverse(const BlockCtx& ctx, const Problem<In, Acc>& p, int64
     if (n == 0) break;
     const ChunkView<In, Acc> c(p, h, n - 1);
     const Acc g_end = c.g(kChunk - 1);
-    for (int64_t t = ctx.tid; t < kChunk; t += ctx.threads) to_end[t] = exp_acc(g_end - c.g(t)), gate[t] = exp_acc(c.g(t));
+    for (int64_t t = ctx.tid; t < kChunk; t += ctx.threads)
+      to_end[t] = exp_acc(g_end - c.g(t)), gate[t] = exp_acc(c.g(t));
     ctx.sync();
     for (int64_t e = ctx.tid; e < kChunk * rows; e += ctx.threads) {
       const int64_t t = e / rows, i = e % rows;
@@ -224,8 +226,7 @@ FWLAB_HD void scan_reverse(const BlockCtx& ctx, const Problem<In, Acc>& p, int64
     for (int64_t e = ctx.tid; e < rows * M; e += ctx.threads) {
       const int64_t i = e / M, j = e % M;
       Acc x = exp_acc(g_end) * H[e];
-      for (int64_t t = 0; t < kChunk; ++t)
-        x += gate[t] * c.dy(t, row0 + i) * c.q(t, j) - c.du(t)[row0 + i] * c.W(t)[j];
+      for (int64_t t = 0; t < kChunk; ++t) x += gate[t] * c.dy(t, row0 + i) * c.q(t, j) - c.du(t)[row0 + i] * c.W(t)[j];
       H[e] = x;
     }
     ctx.sync();

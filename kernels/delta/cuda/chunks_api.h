@@ -29,8 +29,8 @@ cudaError_t delta_chunks_forward(const DeltaChunkArgs& args, void* y, void* stat
 // dq, dk [heads, steps, M], dv [heads, steps, D], dbeta and dlog_alpha [heads, steps] (dlog_alpha null for the delta
 // rule), accumulation type; states and dstates [heads, steps / 64 + 1, D, M] are recomputed here (dstates[:, 0]: the
 // gradient of state0).
-cudaError_t delta_chunks_backward(const DeltaChunkArgs& args, void* states, void* dstates, void* dq, void* dk,
-                                  void* dv, void* dbeta, void* dlog_alpha, cudaStream_t stream);
+cudaError_t delta_chunks_backward(const DeltaChunkArgs& args, void* states, void* dstates, void* dq, void* dk, void* dv,
+                                  void* dbeta, void* dlog_alpha, cudaStream_t stream);
 
 // Shared memory the largest program (the gradients) needs per block, to compare with the device's opt-in limit.
 int64_t delta_chunks_shared_bytes(const DeltaChunkArgs& args);
