@@ -38,6 +38,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"chunk", "model.mixer.chunk"},
       {"conv", "model.mixer.conv"},
       {"beta_init", "model.mixer.beta_init"},
+      {"gate_init", "model.mixer.gate_init"},
       {"out_norm", "model.mixer.out_norm"},
       {"attention_every", "model.attention_every"},
       {"keep_softmax_every", "model.keep_softmax_every"},

@@ -340,6 +340,35 @@ TEST_CASE("delta rule: beta_init sets the write strength's initial value, Mao's 
   CHECK(beta0(half).min().item<double>() == Approx(0.5).epsilon(1e-6));
 }
 
+TEST_CASE("gate_init: the decay and gated rules' gates start at one value instead of UGI's spread", "[mixers]") {
+  for (const std::string rule : {"decay", "gated"}) {
+    auto spec = test::fw(rule, "identity", "none", 4);
+    auto cfg = test::small_config(spec, 1, 8);
+    cfg.n_heads = 16;  // the gated rule's gate is one per head: 16 draws
+    FastWeight ugi(spec, cfg);
+    spec.gate_init = 0.97;
+    FastWeight near_one(spec, cfg);
+    int biases = 0;
+    for (const auto& item : ugi.named_parameters()) {
+      const auto& name = item.key();
+      const auto& bias = item.value();
+      const bool gate_bias = name.find("decay_") == 0 || name.find("gate.") == 0;
+      if (!gate_bias || name.find("bias") == std::string::npos) continue;
+      ++biases;
+      // UGI (Gu et al.): σ(b) spread over [1/n, 1 - 1/n] of the gate's width n; here every σ(b) is 0.97.
+      const auto n = static_cast<double>(bias.numel());
+      const auto ugi_gates = torch::sigmoid(bias);
+      CHECK(ugi_gates.min().item<double>() >= 1.0 / n - 1e-6);
+      CHECK(ugi_gates.max().item<double>() <= 1.0 - 1.0 / n + 1e-6);
+      CHECK(ugi_gates.max().item<double>() - ugi_gates.min().item<double>() > 0.05);
+      const auto set = torch::sigmoid(near_one.named_parameters()[name]);
+      CHECK(set.min().item<double>() == Approx(0.97).epsilon(1e-6));
+      CHECK(set.max().item<double>() == Approx(0.97).epsilon(1e-6));
+    }
+    CHECK(biases == (rule == "decay" ? 2 : 1));
+  }
+}
+
 TEST_CASE("output RMSNorm: each head's output divided by its root mean square, times the shared weight", "[mixers]") {
   // Two layers with the same draws, one with the norm: with W_o the identity and no bias, the normed layer's output
   // is the plain layer's, head by head, over sqrt(mean(y^2) + 1e-5), times the weight (set to known values here).

@@ -352,6 +352,19 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   auto beta_one = test::small_config(fw("delta", "relu", "none", 4));
   beta_one.layers[1].beta_init = 1.0;
   CHECK(config_error(beta_one) == "layers[1].beta_init: must lie strictly between 0 and 1 (it is σ(b_β)), got 1");
+  auto gate_of_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
+  gate_of_delta.layers[0].gate_init = 0.9;
+  CHECK(config_error(gate_of_delta) ==
+        "layers[0].gate_init: only the gates of rule 'gated' or 'decay' have biases to initialise; rule "
+        "'gated_delta' has none");
+  auto gate_zero_one = test::small_config(fw("decay", "identity", "none", 4));
+  gate_zero_one.layers[0].gate_init = -0.5;
+  CHECK(config_error(gate_zero_one) ==
+        "layers[0].gate_init: must lie strictly between 0 and 1 (it is σ(b_g)), got -0.5");
+  auto gate_of_softmax = test::small_config(MixerSpec{});
+  gate_of_softmax.layers[0].gate_init = 0.9;
+  CHECK(config_error(gate_of_softmax) ==
+        "layers[0].gate_init: only a fast_weight layer's gated and decay rules have gates, not 'softmax'");
   CHECK(config_error(test::small_config(fw("add", "relu", "none", 0))) == "layers[0].m: must be positive, got 0");
   CHECK_THROWS_WITH(GPT(test::small_config(fw("decay", "identity", "attn", 4))),
                     Catch::Contains("layers[0].norm") && Catch::Contains("decay"));
@@ -363,6 +376,11 @@ TEST_CASE("model configuration JSON: round trip, plan shorthand, unknown keys an
   CHECK(!to_json(cfg)["layers"][2].contains("conv"));  // unset: older configurations read back unchanged
   cfg.layers[2].conv = 4;
   cfg.layers[2].beta_init = 0.5;
+  auto decay = test::small_config(fw("decay", "identity", "none", 4));
+  CHECK(!to_json(decay)["layers"][0].contains("gate_init"));
+  decay.layers[0].gate_init = 0.97;
+  CHECK(to_json(decay)["layers"][0]["gate_init"] == 0.97);
+  CHECK(model_config_from_json(to_json(decay)) == decay);
   CHECK(to_json(cfg)["layers"][2]["conv"] == 4);
   CHECK(model_config_from_json(to_json(cfg)) == cfg);
   cfg.layers[2].key_norm = "l2";

@@ -60,6 +60,7 @@ std::string MixerSpec::describe() const {
     std::string extras = swa_window > 0 ? fmt::format("+swa{}", swa_window) : "";
     if (conv > 0) extras += fmt::format("+conv{}", conv);
     if (beta_init > 0) extras += fmt::format("+beta{}", beta_init);
+    if (gate_init > 0) extras += fmt::format("+gate{}", gate_init);
     if (out_norm != "none") extras += "+out_" + out_norm;
     return fmt::format("{}{}/{}/{}/m={}{}", rule, keys, map, norm, m, extras);
   }
@@ -120,6 +121,25 @@ void apply_plan(ModelConfig& cfg, const LayerPlan& plan) {
 
 namespace {
 
+struct InitialValueKey {
+  const char* key;   // beta_init
+  const char* what;  // "write strength"
+  const char* has;   // "has a bias"
+  const char* sym;   // "β"
+};
+
+// An initial value σ(b) of a bias that only some rules have (0: the rule's own initialisation).
+void check_initial_value(double value, const RuleRow& rule, bool RuleRow::*has_bias, const InitialValueKey& k,
+                         const std::string& p) {
+  if (value == 0.0) return;
+  if (!(rule.*has_bias))
+    throw ConfigError(p + k.key, fmt::format("only the {} of rule '{}' {} to initialise; rule '{}' has none", k.what,
+                                             fmt::join(rules_with(has_bias), "' or '"), k.has, rule.name));
+  if (!(value > 0.0 && value < 1.0))
+    throw ConfigError(p + k.key,
+                      fmt::format("must lie strictly between 0 and 1 (it is σ(b_{})), got {}", k.sym, value));
+}
+
 // A fast-weight layer against the rows of its rule and its feature map (contract/model/rule_table.h,
 // contract/model/feature_map_table.h).
 void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std::string& p) {
@@ -146,15 +166,8 @@ void validate_fast_weight(const MixerSpec& s, const ModelConfig& cfg, const std:
     throw ConfigError(
         p + "chunk",
         fmt::format("rule '{}' picks its form and chunk size by measurement: chunk would change nothing", s.rule));
-  if (s.beta_init != 0.0) {
-    if (!rule.beta_bias)
-      throw ConfigError(p + "beta_init",
-                        fmt::format("only the write strength of rule '{}' has a bias to initialise; rule '{}' has none",
-                                    fmt::join(rules_with(&RuleRow::beta_bias), "' or '"), s.rule));
-    if (!(s.beta_init > 0.0 && s.beta_init < 1.0))
-      throw ConfigError(p + "beta_init",
-                        fmt::format("must lie strictly between 0 and 1 (it is σ(b_β)), got {}", s.beta_init));
-  }
+  check_initial_value(s.beta_init, rule, &RuleRow::beta_bias, {"beta_init", "write strength", "has a bias", "β"}, p);
+  check_initial_value(s.gate_init, rule, &RuleRow::ugi_gates, {"gate_init", "gates", "have biases", "g"}, p);
   const auto& map = *find_feature_map(s.feature_map);
   if (map.check_size) map.check_size(s, LayerDims{cfg.d_model, cfg.n_heads, cfg.head_dim, s.m}, p);
 }
@@ -191,6 +204,9 @@ void validate_mixer(const MixerSpec& s, const ModelConfig& cfg, const std::strin
   if (s.out_norm != "none" && s.kind != "fast_weight")
     throw ConfigError(p + "out_norm",
                       fmt::format("only a fast_weight layer normalises its heads' outputs, not '{}'", s.kind));
+  if (s.gate_init != 0.0 && s.kind != "fast_weight")
+    throw ConfigError(p + "gate_init",
+                      fmt::format("only a fast_weight layer's gated and decay rules have gates, not '{}'", s.kind));
   if (s.beta_init != 0.0 && s.kind != "fast_weight")
     throw ConfigError(p + "beta_init",
                       fmt::format("only a fast_weight layer's delta rule has a write strength, not '{}'", s.kind));
@@ -313,6 +329,7 @@ nlohmann::json to_json(const MixerSpec& s) {
     if (s.swa_window > 0) j["swa_window"] = s.swa_window;  // only when set: older configurations read back unchanged
     if (s.conv > 0) j["conv"] = s.conv;                    // likewise
     if (s.beta_init != 0.0) j["beta_init"] = s.beta_init;  // likewise
+    if (s.gate_init != 0.0) j["gate_init"] = s.gate_init;  // likewise
     if (s.out_norm != "none") j["out_norm"] = s.out_norm;  // likewise
   } else if (s.kind == "base_conv") {
     j["conv"] = s.conv;
@@ -354,7 +371,7 @@ void reject_unknown(const nlohmann::json& j, const std::set<std::string>& known,
 MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   reject_unknown(j,
                  {"kind", "rule", "feature_map", "norm", "key_norm", "m", "dpfp_nu", "window", "attention", "attn_dim",
-                  "chunk", "swa_window", "conv", "beta_init", "out_norm"},
+                  "chunk", "swa_window", "conv", "beta_init", "gate_init", "out_norm"},
                  p);
   MixerSpec s;
   auto opt = [&](const char* key, auto& out) {
@@ -374,6 +391,7 @@ MixerSpec mixer_spec_from_json(const nlohmann::json& j, const std::string& p) {
   opt("swa_window", s.swa_window);
   opt("conv", s.conv);
   opt("beta_init", s.beta_init);
+  opt("gate_init", s.gate_init);
   opt("out_norm", s.out_norm);
   return s;
 }

@@ -47,6 +47,9 @@ struct MixerSpec {
   // fast_weight, a rule whose β has a bias (the rule table's beta_bias: delta): the write strength β's initial
   // value σ(b_β) (0: the rule's own, Mao's 0.007 for delta).
   double beta_init = 0.0;
+  // fast_weight, a rule whose gate biases start by uniform gate initialisation (the rule table's ugi_gates: gated,
+  // decay): every such gate's initial value σ(b) (0: UGI, Gu et al. 2020, as Mao 2022 configures the decay rule).
+  double gate_init = 0.0;
   // fast_weight: a normalisation of each head's output before the output projection: none | rmsnorm (RMSNorm over
   // the head's value dimension with a learned weight shared by the heads: DeltaNet's and Gated DeltaNet's o_norm).
   std::string out_norm = "none";

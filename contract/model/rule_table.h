@@ -39,6 +39,9 @@ struct RuleRow {
   // The rule can read a whole source sentence as decoder cross attention: it sums the source once (add), with
   // nothing in it that depends on the order of the source tokens.
   bool reads_a_source = false;
+  // Its gates' biases start by uniform gate initialisation (Gu et al. 2020, Mao's choice), which `gate_init`
+  // replaces by one initial value.
+  bool ugi_gates = false;
 };
 
 const std::vector<RuleRow>& rule_table();

@@ -14,8 +14,8 @@ class DecayRule : public UpdateRule {
       : UpdateRule(spec), n_heads_(cfg.n_heads) {
     decay_z_ = layer.register_module("decay_z", torch::nn::Linear(cfg.d_model, cfg.n_heads * cfg.head_dim));
     decay_f_ = layer.register_module("decay_f", torch::nn::Linear(cfg.d_model, cfg.n_heads * spec.m));
-    uniform_gate_init(decay_z_->bias);
-    uniform_gate_init(decay_f_->bias);
+    uniform_gate_init(decay_z_->bias, spec.gate_init);
+    uniform_gate_init(decay_f_->bias, spec.gate_init);
   }
   std::vector<torch::nn::Linear> gate_projections() const override { return {decay_z_, decay_f_}; }
   void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {

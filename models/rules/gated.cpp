@@ -14,7 +14,7 @@ class GatedRule : public UpdateRule {
     gate_ = layer.register_module("gate", torch::nn::Linear(cfg.d_model, cfg.n_heads));
     // NOTES gives no initialisation for the gated rule's bias; we use the UGI of the decay rule's gates. The
     // weights keep torch.nn.Linear's default initialisation.
-    uniform_gate_init(gate_->bias);
+    uniform_gate_init(gate_->bias, spec.gate_init);
   }
   std::vector<torch::nn::Linear> gate_projections() const override { return {gate_}; }
   void prepare(RuleInputs& in, const std::vector<torch::Tensor>& gates) override {

@@ -74,7 +74,8 @@ std::vector<std::string> registered_rules();
 
 // [B, T, H*e] -> [B, H, T, e]
 torch::Tensor split_heads(const torch::Tensor& x, int64_t n_heads);
-// Uniform Gate Initialization (Gu et al. 2020): u ~ U[1/n, 1 - 1/n], b = logit(u), n = the gate's width.
-void uniform_gate_init(torch::Tensor& bias);
+// Uniform Gate Initialization (Gu et al. 2020): u ~ U[1/n, 1 - 1/n], b = logit(u), n = the gate's width; with
+// `gate_init` > 0 (the layer's `gate_init`) every bias is logit(gate_init) instead.
+void uniform_gate_init(torch::Tensor& bias, double gate_init);
 
 }  // namespace fwlab
