@@ -174,7 +174,7 @@ RecurrenceResult one_token_step(const StepInputs& in) {
   const auto w = widened(in);
 #if defined(FWLAB_HAVE_CUDA)
   if (w.q.is_cuda() && w.q.size(3) <= cuda::kStepMaxM &&
-      kernel_verdict(kCudaStepKernel, step_class(w), [&] { return compare_step(w); }))
+      kernel_verdict(kCudaStepKernel, step_class(w), w.q, [&] { return compare_step(w); }))
     return y_as(in, cuda_step(w));
 #endif
   return y_as(in, libtorch_step(w));

@@ -1,5 +1,6 @@
 #include "kernels/decay/kernel_guard.h"
 
+#include "kernels/cuda_capture.h"
 #include "kernels/decay/form_race.h"
 
 #include <map>
@@ -107,7 +108,7 @@ DecayKernel custom_kernel(CustomKernel kernel) {
                 wrong_kernel(kernel));
 }
 
-bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
+bool kernel_verdict(const std::string& kernel, const std::string& shape_class, const torch::Tensor& input,
                     const std::function<KernelComparison()>& check) {
   auto& g = guard();
   const auto key = kernel + " " + shape_class;
@@ -116,6 +117,7 @@ bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
     if (!g.self_check) return true;
     if (const auto it = g.trusted.find(key); it != g.trusted.end()) return it->second;
   }
+  if (cuda_graph_capturing(input)) return false;
   const auto comparison = check();  // unlocked: it runs the kernel through the guard
   std::function<void(const KernelFallback&)> listener;
   {
@@ -127,17 +129,9 @@ bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
   return comparison.passed();
 }
 
-std::optional<bool> known_kernel_verdict(const std::string& kernel, const std::string& shape_class) {
-  auto& g = guard();
-  const std::lock_guard<std::mutex> lock(g.mutex);
-  if (!g.self_check) return true;
-  if (const auto it = g.trusted.find(kernel + " " + shape_class); it != g.trusted.end()) return it->second;
-  return std::nullopt;
-}
-
 bool kernel_trusted(CustomKernel kernel, const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& log_a,
                     const torch::Tensor& log_b) {
-  return kernel_verdict(kernel_name(kernel), shape_class(q, v, log_a, log_b),
+  return kernel_verdict(kernel_name(kernel), shape_class(q, v, log_a, log_b), q,
                         [&] { return check_class(kernel, q, v, log_a, log_b); });
 }
 

@@ -9,7 +9,6 @@
 #include <torch/torch.h>
 
 #include <functional>
-#include <optional>
 #include <string>
 
 #include "kernels/decay/kernel_check.h"
@@ -36,12 +35,11 @@ void reset_kernel_verdicts();
 
 // The same verdicts for a kernel with a check of its own (the CUDA step kernel, kernels/common/recurrent_step.h):
 // the class's stored verdict, else `check()`'s, stored and, when false, reported to the listener. True without
-// checking where checks are off.
-bool kernel_verdict(const std::string& kernel, const std::string& shape_class,
+// checking where checks are off. While `input`'s stream captures a CUDA graph no check can run (its
+// synchronisations would break the capture): a class without a verdict yet gets false, not stored, so it runs
+// libtorch's form inside the graph and is checked at its first use outside one.
+bool kernel_verdict(const std::string& kernel, const std::string& shape_class, const torch::Tensor& input,
                     const std::function<KernelComparison()>& check);
-// The class's stored verdict without checking (none yet: nullopt; checks off: true), for callers that cannot run a
-// check now (a CUDA graph being captured: the check's synchronisations would break the capture).
-std::optional<bool> known_kernel_verdict(const std::string& kernel, const std::string& shape_class);
 // Whether the test hook (set_wrong_kernel) names `kernel`.
 bool kernel_made_wrong(const std::string& kernel);
 

@@ -10,25 +10,10 @@
 
 #include "kernels/decay/kernel_guard.h"
 #include "kernels/delta/delta.h"
-#if defined(FWLAB_HAVE_CUDA)
-#include "kernels/cuda_stream.h"
-#endif
 
 namespace fwlab::kernels {
 
 namespace {
-
-// Whether the tensors' current stream is capturing a CUDA graph: the check's synchronisations would break it.
-bool capturing(const torch::Tensor& q) {
-#if defined(FWLAB_HAVE_CUDA)
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(current_cuda_stream(q.get_device()), &status) == cudaSuccess &&
-         status != cudaStreamCaptureStatusNone;
-#else
-  (void)q;
-  return false;
-#endif
-}
 
 std::string delta_class(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha) {
   std::ostringstream out;
@@ -120,8 +105,7 @@ KernelComparison compare_delta_with_libtorch(const DeltaKernel& kernel, const De
 
 bool delta_cuda_kernel_trusted(const torch::Tensor& q, const torch::Tensor& v, const torch::Tensor& alpha) {
   if (!q.is_cuda() || !delta_cuda_chunks_fit(q, v)) return false;
-  if (capturing(q)) return known_kernel_verdict(kDeltaChunksKernel, delta_class(q, v, alpha)).value_or(false);
-  return kernel_verdict(kDeltaChunksKernel, delta_class(q, v, alpha), [&] {
+  return kernel_verdict(kDeltaChunksKernel, delta_class(q, v, alpha), q, [&] {
     return compare_delta_with_libtorch(delta_cuda_kernel, class_case(q, v, alpha.defined()));
   });
 }

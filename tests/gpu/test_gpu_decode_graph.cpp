@@ -41,3 +41,38 @@ TEST_CASE("GPU: decoding in a CUDA graph gives the usual step's tokens and logit
   }
   CHECK(fallbacks.heard.empty());
 }
+
+#if defined(FWLAB_TORCH_CUDA)
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+
+// A kernel's first-use check synchronises, which a capture forbids: a class first met while a graph is captured
+// gets libtorch's form without a check, and no verdict is stored, so its first use outside a graph checks it (here
+// a kernel made wrong, whose check fails and is heard only then).
+TEST_CASE("GPU: no kernel check runs inside a CUDA graph capture; the class is checked at its next use", "[gpu]") {
+  test::HeardFallbacks fallbacks;
+  kernels::set_wrong_kernel(kernels::kernel_name(kernels::CustomKernel::cuda_chunked));
+  const auto on = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+  const auto q = torch::randn({1, 2, 64, 16}, on), v = torch::randn({1, 2, 64, 32}, on);
+  const auto log_a = -torch::rand({1, 2, 64, 32}, on), log_b = -torch::rand({1, 2, 64, 16}, on);
+  auto x = torch::zeros({4}, on);
+  auto side = c10::cuda::getStreamFromPool(false, q.get_device());
+  torch::cuda::synchronize(q.get_device());
+  bool trusted_in_capture = true;
+  {
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    at::cuda::CUDAGraph graph;
+    graph.capture_begin();
+    trusted_in_capture = kernels::kernel_trusted(kernels::CustomKernel::cuda_chunked, q, v, log_a, log_b);
+    x.add_(1.0);  // something to capture
+    graph.capture_end();
+    graph.replay();
+  }
+  torch::cuda::synchronize(q.get_device());
+  CHECK_FALSE(trusted_in_capture);
+  CHECK(fallbacks.heard.empty());
+  CHECK(x.sum().item<double>() == 4.0);
+  CHECK_FALSE(kernels::kernel_trusted(kernels::CustomKernel::cuda_chunked, q, v, log_a, log_b));
+  CHECK(fallbacks.heard.size() == 1);
+}
+#endif
