@@ -84,10 +84,14 @@ struct DecodeGraph::Graph {
   std::optional<at::cuda::CUDAGraph> graph;   // made at the capture: making one touches the device
   std::optional<c10::cuda::CUDAStream> side;  // the capture's stream, which the uncaptured step runs on too
 #endif
-  torch::Tensor tokens, logits;                         // the captured step's input and output
-  std::vector<torch::Tensor> slots, pins;               // what a replay reads and writes, held while it replays
-  std::vector<std::pair<const void*, int64_t>> params;  // each parameter's address and version at the capture
-  bool captured = false, refused = false;               // refused: a capture failed
+  torch::Tensor tokens, logits;            // the captured step's input and output
+  std::vector<torch::Tensor> slots, pins;  // what a replay reads and writes, held while it replays
+  // The parameters at the capture, and each one's address and version then: a replay reads them where they were, so
+  // an update in place (a version) or new storage (set_data, a move) means capturing again. The list itself is
+  // kept so that a token costs a comparison, not a walk over the module tree.
+  std::vector<torch::Tensor> param_tensors;
+  std::vector<std::pair<const void*, int64_t>> params;
+  bool captured = false, refused = false;  // refused: a capture failed
 };
 
 DecodeGraph::DecodeGraph(GPT model, GenerationState& state, int64_t capacity)
@@ -110,9 +114,10 @@ void DecodeGraph::check_room(const torch::Tensor& tokens) const {  // the step's
 
 namespace {
 
-std::vector<std::pair<const void*, int64_t>> parameter_stamps(GPT& model) {
+std::vector<std::pair<const void*, int64_t>> parameter_stamps(const std::vector<torch::Tensor>& params) {
   std::vector<std::pair<const void*, int64_t>> out;
-  for (const auto& p : model->parameters()) out.emplace_back(p.data_ptr(), static_cast<int64_t>(p._version()));
+  out.reserve(params.size());
+  for (const auto& p : params) out.emplace_back(p.data_ptr(), static_cast<int64_t>(p._version()));
   return out;
 }
 
@@ -124,7 +129,7 @@ bool DecodeGraph::graph_current() {
   if (slots.size() != graph_->slots.size()) return false;
   for (size_t i = 0; i < slots.size(); ++i)
     if (!slots[i]->is_same(graph_->slots[i])) return false;
-  return parameter_stamps(model_) == graph_->params;
+  return parameter_stamps(graph_->param_tensors) == graph_->params;
 }
 
 torch::Tensor DecodeGraph::uncaptured(const torch::Tensor& tokens) {
@@ -193,7 +198,8 @@ torch::Tensor DecodeGraph::step(const torch::Tensor& tokens) {
       g.captured = capture_step(model_, state_, g, tokens), g.refused = !g.captured;
       g.slots.clear();
       for (auto* slot : state_slots(state_)) g.slots.push_back(*slot);
-      g.slots.push_back(state_.position_tensor), g.params = parameter_stamps(model_);
+      g.slots.push_back(state_.position_tensor);
+      g.param_tensors = model_->parameters(), g.params = parameter_stamps(g.param_tensors);
     }
     if (g.captured) {
       g.tokens.copy_(tokens);

@@ -42,6 +42,30 @@ TEST_CASE("GPU: decoding in a CUDA graph gives the usual step's tokens and logit
   CHECK(fallbacks.heard.empty());
 }
 
+// A replay reads the parameters where the capture found them: an update in place between tokens (an optimizer's,
+// a load's) must capture again, or the graph would decode with the old weights.
+TEST_CASE("GPU: a parameter updated in place between tokens is read by the next graphed step", "[gpu]") {
+  torch::manual_seed(72);
+  test::HeardFallbacks fallbacks;
+  GPT model(test::every_rule_config());
+  model->to(torch::kCUDA, torch::kFloat64);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto tok = torch::randint(0, 50, {2}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+  GenerationState usual, graphed;
+  model->step(tok, usual), model->step(tok, graphed);
+  DecodeGraph graph(model, graphed, 16);
+  for (int step = 0; step < 6; ++step) {
+    INFO("decode step " << step);
+    if (step == 3)
+      for (auto& p : model->parameters()) p.mul_(1.25);  // every weight, in place: same addresses, new versions
+    const auto a = model->step(tok, usual), b = graph.step(tok);
+    CHECK(test::max_abs_diff(a.cpu(), b.cpu()) <= 1e-10);
+    tok = a.argmax(-1);
+  }
+  CHECK(fallbacks.heard.empty());
+}
+
 #if defined(FWLAB_TORCH_CUDA)
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
