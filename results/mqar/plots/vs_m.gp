@@ -17,15 +17,18 @@ $p0s3 << EOD
 16 0.5251464844 -0.05524731405 1.105540283
 EOD
 $p0s4 << EOD
-16 0.9987792969 0.9977434959 0.9998150978
+16 0.9484863281 0.9046374213 0.992335235
 EOD
 $p0s5 << EOD
-16 0.998046875 0.9959752731 1.000118477
+16 0.9987792969 0.9977434959 0.9998150978
 EOD
 $p0s6 << EOD
-16 0.9975585938 0.9954869919 0.9996301956
+16 0.998046875 0.9959752731 1.000118477
 EOD
 $p0s7 << EOD
+16 0.9975585938 0.9954869919 0.9996301956
+EOD
+$p0s8 << EOD
 0 0.9519042969 0.9519042969 0.9519042969
 EOD
 set terminal pngcairo size 1100,600 enhanced font 'DejaVu Sans,10'
@@ -44,10 +47,11 @@ plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', 
      $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
-     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'deltanet, pairs=4', \
-     $p0s6 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'gated\_deltanet, pairs=4', \
-     0.9519042969 w l dt 3 lw 2 lc 8 t 'softmax (reference level)'
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'decay\_g96, pairs=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated\_delta, pairs=4', \
+     $p0s6 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'deltanet, pairs=4', \
+     $p0s7 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'gated\_deltanet, pairs=4', \
+     0.9519042969 w l dt 3 lw 2 lc 9 t 'softmax (reference level)'
 unset output
 set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'vs_m.svg'
@@ -65,8 +69,9 @@ plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', 
      $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'gated, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, pairs=4', \
-     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'gated\_delta, pairs=4', \
-     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'deltanet, pairs=4', \
-     $p0s6 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'gated\_deltanet, pairs=4', \
-     0.9519042969 w l dt 3 lw 2 lc 8 t 'softmax (reference level)'
+     $p0s4 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'decay\_g96, pairs=4', \
+     $p0s5 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'gated\_delta, pairs=4', \
+     $p0s6 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'deltanet, pairs=4', \
+     $p0s7 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'gated\_deltanet, pairs=4', \
+     0.9519042969 w l dt 3 lw 2 lc 9 t 'softmax (reference level)'
 unset output
