@@ -211,6 +211,17 @@ std::string panel_plot(const Panel& p, const std::string& prefix) {
   return s.str();
 }
 
+// Tall enough for every legend entry in one column: where they do not fit, gnuplot adds key columns to the right
+// until they squeeze the plot itself to a sliver (a 48-run MQAR figure did). 600 px holds about 30 entries.
+namespace {
+constexpr int kLegendEntryPixels = 16;  // a key line at DejaVu Sans 10 with its spacing
+int figure_height(const std::vector<Panel>& panels) {
+  size_t entries = 0;
+  for (const auto& p : panels) entries = std::max(entries, p.series.size());
+  return std::max(600, 120 + kLegendEntryPixels * static_cast<int>(entries));
+}
+}  // namespace
+
 // Writes NAME.gp and renders it to NAME.png and NAME.svg.
 Figure render(const std::vector<Panel>& panels, const std::string& name, const std::string& out_dir,
               const std::string& gnuplot) {
@@ -221,6 +232,7 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
     body += panel_plot(panels[k], prefix);
   }
   const int width = panels.size() > 1 ? 1600 : 1100;  // the legend beside each panel, right of it
+  const int height = figure_height(panels);
   const auto frame = [&](const std::string& terminal, const std::string& file) {
     std::string s = fmt::format("set terminal {}\nset output {}\n", terminal, gp_quote(file, false));
     if (panels.size() > 1) s += fmt::format("set multiplot layout 1,{}\n", panels.size());
@@ -233,8 +245,8 @@ Figure render(const std::vector<Panel>& panels, const std::string& name, const s
       "set encoding utf8\nset grid\nset key outside right top vertical Left reverse box\nset xlabel offset 0, 0.3\nset "
       "border lw 1.2\n" +
       data;
-  script += frame(fmt::format("pngcairo size {},600 enhanced font 'DejaVu Sans,10'", width), name + ".png");
-  script += frame(fmt::format("svg size {},600 enhanced font 'DejaVu Sans,10' dynamic", width), name + ".svg");
+  script += frame(fmt::format("pngcairo size {},{} enhanced font 'DejaVu Sans,10'", width, height), name + ".png");
+  script += frame(fmt::format("svg size {},{} enhanced font 'DejaVu Sans,10' dynamic", width, height), name + ".svg");
   write_and_run(script, name, out_dir, gnuplot);
   Figure fig{name, {}};
   for (const auto& p : panels)

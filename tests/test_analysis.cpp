@@ -9,6 +9,7 @@
 
 #include "analysis/compare.h"
 #include "analysis/markdown.h"
+#include "analysis/plot_panels.h"
 #include "analysis/report.h"
 #include "analysis/site.h"
 #include "analysis/table.h"
@@ -407,6 +408,22 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
       fwlab_cmd(fmt::format("plot {} --db {} --out {} --gnuplot /nonexistent/gnuplot", fx.file, fx.db_path, out)));
   CHECK(no_gnuplot.exit_code == 1);
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
+}
+
+TEST_CASE("plot: a figure of many runs grows tall enough for its legend in one column", "[analysis]") {
+  // 48 runs (MQAR's 8 rules x 3 learning rates x 2 seeds): at 600 px gnuplot set the key in columns that squeezed
+  // the plot to a sliver. Each legend line takes 16 px, plus 120 for the title, labels and border.
+  test::TempDir dir("tall_legend");
+  auto figure = [&](int runs, const std::string& name) {
+    plotting::Panel panel{"many runs", "training step", "validation accuracy"};
+    for (int n = 0; n < runs; ++n)
+      panel.series.push_back({fmt::format("run {}", n), {{0, 0.25, 0.25, 0.25}, {100, 0.5 + n / 200.0, 0, 0}}});
+    plotting::render({panel}, name, dir.path().string(), "gnuplot");
+    return test::slurp(dir.file(name + ".gp"));
+  };
+  CHECK_THAT(figure(48, "tall"), Catch::Contains("pngcairo size 1100,888 ") && Catch::Contains("svg size 1100,888 "));
+  CHECK_THAT(figure(16, "usual"), Catch::Contains("pngcairo size 1100,600 "));
+  CHECK(fs::file_size(dir.file("tall.png")) > 1000);
 }
 
 namespace {
