@@ -1049,7 +1049,7 @@ $p0s47 << EOD
 4750 0.9990234375 0.9990234375 0.9990234375
 5000 0.998046875 0.998046875 0.998046875
 EOD
-set terminal pngcairo size 1100,600 enhanced font 'DejaVu Sans,10'
+set terminal pngcairo size 1100,888 enhanced font 'DejaVu Sans,10'
 set output 'curves_column_4_16.png'
 unset arrow
 unset label
@@ -1112,7 +1112,7 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, lr=0.001, seed
      $p0s46 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 47 t 'gated\_deltanet, lr=0.01, seed=0', \
      $p0s47 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 48 t 'gated\_deltanet, lr=0.01, seed=1'
 unset output
-set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
+set terminal svg size 1100,888 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_column_4_16.svg'
 unset arrow
 unset label
