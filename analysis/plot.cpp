@@ -260,9 +260,7 @@ std::string series_label(const TableSpec& spec, const JobRecord& j, const std::v
     auto v = job_value(j, n);
     if (v.is_null() && n == "rule") v = job_value(j, "mixer");  // softmax / local / sru have no rule
     const auto text = value_text(v);
-    parts.push_back(v.is_null()                                ? "(none)"
-                    : spec.labels.count(text) || v.is_string() ? spec.label(text)
-                                                               : fmt::format("{}={}", spec.label(n), text));
+    parts.push_back(v.is_null() ? "(none)" : spec.axis_value(n, text, v.is_string()));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -2,6 +2,7 @@
 // `fwlab plot`), checked against the grid. Errors are ExperimentErrors naming file:line:column and the key.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,14 @@ struct TableSpec {
   const std::string& label(const std::string& text) const {
     auto it = labels.find(text);
     return it == labels.end() ? text : it->second;
+  }
+  // A setting's value as the table names it: a string by its label; a number by its label only on the table's own
+  // axes (layer selection's "1" = "1/8 softmax" is a value of k, not of seed), elsewhere with its axis ("seed=1").
+  std::string axis_value(const std::string& axis, const std::string& text, bool is_string) const {
+    const bool own_axis = std::find(rows.begin(), rows.end(), axis) != rows.end() ||
+                          std::find(columns.begin(), columns.end(), axis) != columns.end();
+    if (is_string || (own_axis && labels.count(text))) return label(text);
+    return label(axis) + "=" + text;
   }
 };
 

@@ -72,8 +72,7 @@ std::string column_header(const TableSpec& spec, const std::vector<std::string>&
   for (size_t i = 0; i < axes.size(); ++i) {
     const auto text = value_text(key[i]);
     // A labelled or named value speaks for itself; a bare number needs its axis ("m=16").
-    parts.push_back(spec.labels.count(text) || key[i].is_string() ? spec.label(text)
-                                                                  : fmt::format("{}={}", spec.label(axes[i]), text));
+    parts.push_back(spec.axis_value(axes[i], text, key[i].is_string()));
   }
   if (metric) parts.push_back(spec.label(metric->name));
   return fmt::format("{}", fmt::join(parts, ", "));

@@ -410,6 +410,19 @@ TEST_CASE("plot: learning curves per row and metric vs m, diverged runs drawn an
   CHECK_THAT(no_gnuplot.output, Catch::Contains("not found: install gnuplot"));
 }
 
+TEST_CASE("labels: a number's label names that number on the table's own axes only", "[analysis]") {
+  // layer_selection labels k's values ("1" = "1/8 softmax"); its figures once called seed 1 "1/8 softmax" too.
+  TableSpec spec;
+  spec.rows = {"rule"}, spec.columns = {"k"};
+  spec.labels = {{"1", "1/8 softmax"}, {"pairs", "S"}, {"decay", "Decay"}};
+  CHECK(spec.axis_value("k", "1", false) == "1/8 softmax");
+  CHECK(spec.axis_value("seed", "1", false) == "seed=1");
+  CHECK(spec.axis_value("k", "3", false) == "k=3");
+  CHECK(spec.axis_value("pairs", "8", false) == "S=8");
+  CHECK(spec.axis_value("rule", "decay", true) == "Decay");
+  CHECK(spec.axis_value("selector", "first", true) == "first");
+}
+
 TEST_CASE("plot: a figure of many runs grows tall enough for its legend in one column", "[analysis]") {
   // 48 runs (MQAR's 8 rules x 3 learning rates x 2 seeds): at 600 px gnuplot set the key in columns that squeezed
   // the plot to a sliver. Each legend line takes 16 px, plus 120 for the title, labels and border.
