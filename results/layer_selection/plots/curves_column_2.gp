@@ -129,33 +129,33 @@ set xtics autofreq
 set xrange [-2:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'decay, uniform, seed=0', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'decay, uniform, 1/8 softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'decay, uniform, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'decay, first, seed=0', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, first, 1/8 softmax', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, first, seed=1', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'decay, last, seed=0', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'decay, last, 1/8 softmax', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'decay, last, seed=1', \
      $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, random, seed=0', \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, random, 1/8 softmax', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, random, seed=1', \
      $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'decay, transfer\_error, seed=0', \
-     $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'decay, transfer\_error, 1/8 softmax', \
+     $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'decay, transfer\_error, seed=1', \
      $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'decay, kl\_guided, seed=0', \
-     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'decay, kl\_guided, 1/8 softmax', \
+     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'decay, kl\_guided, seed=1', \
      $p0s12 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 13 t 'decay, perplexity, seed=0', \
-     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'decay, perplexity, 1/8 softmax', \
+     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'decay, perplexity, seed=1', \
      $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'gated\_delta, uniform, seed=0', \
-     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'gated\_delta, uniform, 1/8 softmax', \
+     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'gated\_delta, uniform, seed=1', \
      $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'gated\_delta, first, seed=0', \
-     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'gated\_delta, first, 1/8 softmax', \
+     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'gated\_delta, first, seed=1', \
      $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'gated\_delta, last, seed=0', \
-     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'gated\_delta, last, 1/8 softmax', \
+     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'gated\_delta, last, seed=1', \
      $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'gated\_delta, random, seed=0', \
-     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_delta, random, 1/8 softmax', \
+     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_delta, random, seed=1', \
      $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'gated\_delta, transfer\_error, seed=0', \
-     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_delta, transfer\_error, 1/8 softmax', \
+     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_delta, transfer\_error, seed=1', \
      $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_delta, kl\_guided, seed=0', \
-     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_delta, kl\_guided, 1/8 softmax', \
+     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_delta, kl\_guided, seed=1', \
      $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_delta, perplexity, seed=0', \
-     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_delta, perplexity, 1/8 softmax'
+     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_delta, perplexity, seed=1'
 unset output
 set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_column_2.svg'
@@ -170,31 +170,31 @@ set xtics autofreq
 set xrange [-2:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'decay, uniform, seed=0', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'decay, uniform, 1/8 softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'decay, uniform, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'decay, first, seed=0', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, first, 1/8 softmax', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'decay, first, seed=1', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t 'decay, last, seed=0', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'decay, last, 1/8 softmax', \
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t 'decay, last, seed=1', \
      $p0s6 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 7 t 'decay, random, seed=0', \
-     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, random, 1/8 softmax', \
+     $p0s7 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 8 t 'decay, random, seed=1', \
      $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'decay, transfer\_error, seed=0', \
-     $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'decay, transfer\_error, 1/8 softmax', \
+     $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'decay, transfer\_error, seed=1', \
      $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'decay, kl\_guided, seed=0', \
-     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'decay, kl\_guided, 1/8 softmax', \
+     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'decay, kl\_guided, seed=1', \
      $p0s12 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 13 t 'decay, perplexity, seed=0', \
-     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'decay, perplexity, 1/8 softmax', \
+     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'decay, perplexity, seed=1', \
      $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'gated\_delta, uniform, seed=0', \
-     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'gated\_delta, uniform, 1/8 softmax', \
+     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'gated\_delta, uniform, seed=1', \
      $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'gated\_delta, first, seed=0', \
-     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'gated\_delta, first, 1/8 softmax', \
+     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'gated\_delta, first, seed=1', \
      $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'gated\_delta, last, seed=0', \
-     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'gated\_delta, last, 1/8 softmax', \
+     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'gated\_delta, last, seed=1', \
      $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'gated\_delta, random, seed=0', \
-     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_delta, random, 1/8 softmax', \
+     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_delta, random, seed=1', \
      $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'gated\_delta, transfer\_error, seed=0', \
-     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_delta, transfer\_error, 1/8 softmax', \
+     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_delta, transfer\_error, seed=1', \
      $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_delta, kl\_guided, seed=0', \
-     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_delta, kl\_guided, 1/8 softmax', \
+     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_delta, kl\_guided, seed=1', \
      $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_delta, perplexity, seed=0', \
-     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_delta, perplexity, 1/8 softmax'
+     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_delta, perplexity, seed=1'
 unset output

@@ -41,11 +41,11 @@ set xtics autofreq
 set xrange [-2:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t '1/8 softmax, seed=0', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t '1/8 softmax, 1/8 softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t '1/8 softmax, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t '1/4 softmax, seed=0', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t '1/4 softmax, 1/8 softmax', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t '1/4 softmax, seed=1', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t '1/2 softmax, seed=0', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t '1/2 softmax, 1/8 softmax'
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t '1/2 softmax, seed=1'
 unset output
 set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_gated_delta_kl_guided.svg'
@@ -60,9 +60,9 @@ set xtics autofreq
 set xrange [-2:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t '1/8 softmax, seed=0', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t '1/8 softmax, 1/8 softmax', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t '1/8 softmax, seed=1', \
      $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t '1/4 softmax, seed=0', \
-     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t '1/4 softmax, 1/8 softmax', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t '1/4 softmax, seed=1', \
      $p0s4 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 5 t '1/2 softmax, seed=0', \
-     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t '1/2 softmax, 1/8 softmax'
+     $p0s5 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 6 t '1/2 softmax, seed=1'
 unset output
