@@ -280,6 +280,35 @@ TEST_CASE("layer plans: Zoology's base_conv_layers put a BaseConv under the mixe
   CHECK(error_of(explicit_layers) == "base_conv_layers: applies to a 'mixer' plan, not to an explicit 'layers' list");
 }
 
+TEST_CASE("initial values (beta_init, gate_init) only for rules whose biases they set, strictly in (0, 1)", "[model]") {
+  auto beta_of_add = test::small_config(fw("add", "relu", "none", 4));
+  beta_of_add.layers[0].beta_init = 0.5;
+  CHECK(config_error(beta_of_add) ==
+        "layers[0].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'add' has none");
+  // The rule table decides, not the rule's name: the gated delta rule has a β without a bias (fla's b_proj).
+  auto beta_of_gated_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
+  beta_of_gated_delta.layers[1].beta_init = 0.5;
+  CHECK(config_error(beta_of_gated_delta) ==
+        "layers[1].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'gated_delta' has "
+        "none");
+  auto beta_one = test::small_config(fw("delta", "relu", "none", 4));
+  beta_one.layers[1].beta_init = 1.0;
+  CHECK(config_error(beta_one) == "layers[1].beta_init: must lie strictly between 0 and 1 (it is σ(b_β)), got 1");
+  auto gate_of_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
+  gate_of_delta.layers[0].gate_init = 0.9;
+  CHECK(config_error(gate_of_delta) ==
+        "layers[0].gate_init: only the gates of rule 'gated' or 'decay' have biases to initialise; rule "
+        "'gated_delta' has none");
+  auto gate_zero_one = test::small_config(fw("decay", "identity", "none", 4));
+  gate_zero_one.layers[0].gate_init = -0.5;
+  CHECK(config_error(gate_zero_one) ==
+        "layers[0].gate_init: must lie strictly between 0 and 1 (it is σ(b_g)), got -0.5");
+  auto gate_of_softmax = test::small_config(MixerSpec{});
+  gate_of_softmax.layers[0].gate_init = 0.9;
+  CHECK(config_error(gate_of_softmax) ==
+        "layers[0].gate_init: only a fast_weight layer's gated and decay rules have gates, not 'softmax'");
+}
+
 TEST_CASE("combinations that make no sense are rejected with the field named", "[model]") {
   CHECK(config_error(test::small_config(fw("decay", "relu", "attn", 4))) ==
         "layers[0].norm: 'attn' normalization is not defined for rule 'decay' (Mao 2022, Table 1: N/A); use 'none'");
@@ -330,16 +359,6 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   softmax_conv.layers[0].conv = 4;
   CHECK(config_error(softmax_conv) ==
         "layers[0].conv: only fast_weight and base_conv layers have a short convolution, not 'softmax'");
-  auto beta_of_add = test::small_config(fw("add", "relu", "none", 4));
-  beta_of_add.layers[0].beta_init = 0.5;
-  CHECK(config_error(beta_of_add) ==
-        "layers[0].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'add' has none");
-  // The rule table decides, not the rule's name: the gated delta rule has a β without a bias (fla's b_proj).
-  auto beta_of_gated_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
-  beta_of_gated_delta.layers[1].beta_init = 0.5;
-  CHECK(config_error(beta_of_gated_delta) ==
-        "layers[1].beta_init: only the write strength of rule 'delta' has a bias to initialise; rule 'gated_delta' has "
-        "none");
   auto norm_of_softmax = test::small_config(MixerSpec{});
   norm_of_softmax.layers[0].out_norm = "rmsnorm";
   CHECK(config_error(norm_of_softmax) ==
@@ -349,22 +368,6 @@ TEST_CASE("combinations that make no sense are rejected with the field named", "
   CHECK(config_error(layer_norm_out) == "layers[0].out_norm: 'layernorm' is not one of none, rmsnorm");
   auto tapless = test::small_config(kind("base_conv"));
   CHECK(config_error(tapless) == "layers[0].conv: a base_conv layer is its convolution: give its taps (Zoology: 3)");
-  auto beta_one = test::small_config(fw("delta", "relu", "none", 4));
-  beta_one.layers[1].beta_init = 1.0;
-  CHECK(config_error(beta_one) == "layers[1].beta_init: must lie strictly between 0 and 1 (it is σ(b_β)), got 1");
-  auto gate_of_delta = test::small_config(fw("gated_delta", "identity", "none", 4));
-  gate_of_delta.layers[0].gate_init = 0.9;
-  CHECK(config_error(gate_of_delta) ==
-        "layers[0].gate_init: only the gates of rule 'gated' or 'decay' have biases to initialise; rule "
-        "'gated_delta' has none");
-  auto gate_zero_one = test::small_config(fw("decay", "identity", "none", 4));
-  gate_zero_one.layers[0].gate_init = -0.5;
-  CHECK(config_error(gate_zero_one) ==
-        "layers[0].gate_init: must lie strictly between 0 and 1 (it is σ(b_g)), got -0.5");
-  auto gate_of_softmax = test::small_config(MixerSpec{});
-  gate_of_softmax.layers[0].gate_init = 0.9;
-  CHECK(config_error(gate_of_softmax) ==
-        "layers[0].gate_init: only a fast_weight layer's gated and decay rules have gates, not 'softmax'");
   CHECK(config_error(test::small_config(fw("add", "relu", "none", 0))) == "layers[0].m: must be positive, got 0");
   CHECK_THROWS_WITH(GPT(test::small_config(fw("decay", "identity", "attn", 4))),
                     Catch::Contains("layers[0].norm") && Catch::Contains("decay"));
