@@ -111,9 +111,10 @@ void print_varying_settings(const std::vector<PlannedJob>& planned) {
 void print_summary(const std::string& name, const SweepSummary& s) {
   fmt::print(
       "{}: {} finished, {} diverged, {} failed, {} crashed, {} timed out, {} blocked, {} cancelled, {} interrupted, "
-      "{} already done, {} n/a{}{}\n",
+      "{} already done, {} n/a{}{}{}\n",
       name, s.finished, s.diverged, s.failed, s.crashed, s.timeout, s.blocked, s.cancelled, s.interrupted, s.skipped,
-      s.na, s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "",
+      s.na, s.adopted ? fmt::format(", {} taken from the records in their folders", s.adopted) : "",
+      s.in_flight ? fmt::format(", {} in flight", s.in_flight) : "",
       s.resumed ? fmt::format(" ({} of the finished and diverged resumed from an earlier attempt)", s.resumed) : "");
 }
 
@@ -232,7 +233,7 @@ class SweepRounds {
   static void add(SweepSummary& t, const SweepSummary& s, bool first) {
     t.finished += s.finished, t.diverged += s.diverged, t.failed += s.failed, t.crashed += s.crashed;
     t.timeout += s.timeout, t.blocked += s.blocked, t.cancelled += s.cancelled, t.interrupted += s.interrupted;
-    t.na = s.na, t.in_flight = s.in_flight, t.resumed += s.resumed;
+    t.na = s.na, t.in_flight = s.in_flight, t.resumed += s.resumed, t.adopted += s.adopted;
     if (first) t.skipped = s.skipped;
     t.interrupted_by_signal = t.interrupted_by_signal || s.interrupted_by_signal;
   }

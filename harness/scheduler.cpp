@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "contract/job/events.h"
+#include "harness/adopt.h"
 #include "harness/ingest.h"
 #include "harness/sweep_log.h"
 
@@ -146,6 +147,9 @@ Scheduler::Scheduler(Store& store, Launcher& launcher, int64_t sweep_id, std::ve
 // watched, not started again; the rest are queued.
 void Scheduler::take_jobs() {
   std::vector<std::string> fresh_budget;
+  std::set<std::string> started_from;  // jobs another job starts from: adopted only with their checkpoint
+  for (const auto& j : jobs_)
+    if (!j.depends_on.empty()) started_from.insert(j.depends_on);
   for (const auto& j : jobs_) {
     if (!j.applicable) {
       ++summary_.na;
@@ -168,6 +172,12 @@ void Scheduler::take_jobs() {
       } else {
         ++summary_.skipped;
       }
+      continue;
+    }
+    if (s == JobStatus::pending && row->attempts == 0 &&
+        adopt_record(store_, j.id, (fs::path(opt_.runs_dir) / j.id).string(), started_from.count(j.id) > 0,
+                     opt_.retry_diverged)) {
+      ++summary_.adopted;
       continue;
     }
     if (s == JobStatus::finished || (s == JobStatus::diverged && !opt_.retry_diverged) ||

@@ -33,6 +33,7 @@ struct SweepSummary {
   int finished = 0, diverged = 0, failed = 0, crashed = 0, timeout = 0, blocked = 0, cancelled = 0, skipped = 0,
       interrupted = 0, na = 0, in_flight = 0;
   int resumed = 0;  // of those that ended with a result: resumed from an earlier attempt's step
+  int adopted = 0;  // results taken from records already in their directories (harness/adopt.h), not run
   bool interrupted_by_signal = false;
   int unsuccessful() const { return failed + crashed + timeout + blocked + cancelled; }
 };

@@ -137,6 +137,15 @@ void Store::set_outcome(const std::string& id, const Outcome& o) {
   u.run();
 }
 
+void Store::set_adopted(const std::string& id, const Outcome& o, double started, double finished) {
+  auto u = db_.prepare(
+      "UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, started = ?, finished = ?, attempts = 1, "
+      "owner_pid = NULL WHERE id = ?");
+  u.bind(1, name_of(o.status)).bind(2, o.cause).bind(3, o.reason).bind(4, o.exit_code).bind(5, started);
+  u.bind(6, finished).bind(7, id);
+  u.run();
+}
+
 void Store::retry(const std::string& id, const Outcome& why) {
   auto u = db_.prepare(
       "UPDATE jobs SET status = ?, cause = ?, reason = ?, exit_code = ?, owner_pid = NULL, "

@@ -57,6 +57,9 @@ class Store {
 
   // Moves a job to an end state (or back to pending) and ends its ownership.
   void set_outcome(const std::string& id, const Outcome& o);
+  // A result adopted from the record in its directory (harness/adopt.h): the outcome, with the record's own start
+  // and end times, as one attempt.
+  void set_adopted(const std::string& id, const Outcome& o, double started, double finished);
   // pending again for a retry after an infrastructure failure (counts one retry).
   void retry(const std::string& id, const Outcome& why);
   // A result that is run again (--retry-failed/--retry-diverged) starts over: its directory is kept beside the

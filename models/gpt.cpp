@@ -83,16 +83,22 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, std::vector<torch::Tens
   return head(features(idx, layer_outputs));
 }
 
-torch::Tensor GPTImpl::head(const torch::Tensor& features) {
-  return kernels::few_rows_linear(features, lm_head ? lm_head->weight : wte->weight);
+torch::Tensor GPTImpl::head(const torch::Tensor& features) { return kernels::few_rows_linear(features, head_weight()); }
+
+const torch::Tensor& GPTImpl::head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
+
+std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_features(const torch::Tensor& idx,
+                                                                   const torch::Tensor& targets) {
+  const auto h = features(idx);
+  const auto flat = targets.reshape({-1});
+  const auto at = (flat >= 0).nonzero().squeeze(1);
+  return {h.reshape({-1, h.size(-1)}).index_select(0, at), flat.index_select(0, at)};
 }
 
 std::pair<torch::Tensor, torch::Tensor> GPTImpl::labelled_logits(const torch::Tensor& idx,
                                                                  const torch::Tensor& targets) {
-  const auto h = features(idx);
-  const auto flat = targets.reshape({-1});
-  const auto at = (flat >= 0).nonzero().squeeze(1);
-  return {head(h.reshape({-1, h.size(-1)}).index_select(0, at)), flat.index_select(0, at)};
+  auto [rows, scored] = labelled_features(idx, targets);
+  return {head(rows), scored};
 }
 
 torch::Tensor GPTImpl::features(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs) {

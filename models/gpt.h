@@ -51,10 +51,14 @@ class GPTImpl : public torch::nn::Module {
   // any rows of it (a task scored at a few positions computes logits there only).
   torch::Tensor features(const torch::Tensor& idx, std::vector<torch::Tensor>* layer_outputs = nullptr);
   torch::Tensor head(const torch::Tensor& features);
+  // The output layer's weight [vocab, d_model] (the embedding's where tied): head(f) = f weight^T.
+  const torch::Tensor& head_weight() const;
   // Logits [N, vocab] at the N positions whose target is >= 0 (ignored labels are -1), and those targets [N]. The
   // output layer costs d_model x vocab per position: MQAR at vocabulary 8192 scores n of L positions and spent most
   // of its step on the others (607 ms a step against 87 ms for a re-implementation that did not).
   std::pair<torch::Tensor, torch::Tensor> labelled_logits(const torch::Tensor& idx, const torch::Tensor& targets);
+  // The same positions' features [N, d_model] before the output layer (the training loss fuses the two).
+  std::pair<torch::Tensor, torch::Tensor> labelled_features(const torch::Tensor& idx, const torch::Tensor& targets);
   // tokens: [B] -> logits [B, vocab] for the next position; `state` starts empty.
   torch::Tensor step(const torch::Tensor& tokens, GenerationState& state);
 

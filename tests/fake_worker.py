@@ -38,6 +38,7 @@ def write(e):
 
 
 def status(s):
+    s["time"] = time.time()  # as the real worker: when it last wrote the file
     with open(status_path + ".tmp", "w") as f:
         json.dump(s, f)
     os.replace(status_path + ".tmp", status_path)

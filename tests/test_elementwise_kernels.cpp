@@ -1,6 +1,7 @@
 // The small-model kernels against their twins, libtorch's own ops: exp_approx against std::exp; gelu_tanh against
 // torch::gelu(x, "tanh"); causal_conv_cpu against the grouped conv1d and the sum of shifted copies of
-// models/short_conv.h; cross_entropy_mean against torch's cross_entropy. Values and gradients, float64 (tight) and
+// models/short_conv.h; cross_entropy_mean, and the output layer fused with it (linear_cross_entropy_mean), against
+// torch's cross_entropy (of torch::linear). Values and gradients, float64 (tight) and
 // float32 (a few ulp), one and two threads.
 #include <ATen/Parallel.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cross_entropy/cross_entropy_cpu.h"
+#include "kernels/cross_entropy/linear_cross_entropy_cpu.h"
 #include "kernels/elementwise/exp_approx.h"
 #include "kernels/elementwise/gelu_tanh.h"
 #include "kernels/optim/adamw_cpu.h"
@@ -159,6 +161,44 @@ TEST_CASE("cross_entropy_mean == torch's cross_entropy: loss and gradient; NaN f
   bad.index_put_({2, 3}, NAN);
   CHECK(std::isnan(K::cross_entropy_mean(bad, torch::zeros({4}, torch::kLong)).item<double>()));
   CHECK_THROWS_WITH(K::cross_entropy_mean(torch::randn({2, 5}), torch::tensor({1, 5})),
+                    Catch::Contains("target 5 of row 1 is no class of 5"));
+}
+
+TEST_CASE("linear_cross_entropy_mean == torch's cross_entropy of torch::linear: loss and both gradients", "[kernels]") {
+  torch::manual_seed(10);
+  const int threads = at::get_num_threads();
+  // One block (rows of at most 256), three (the last short) of 256 rows, and three of 8 at a vocabulary so wide
+  // that a block holds 8 rows; one and two threads (each adds into its own dL/dW).
+  for (int t : {1, 2})
+    for (auto [N, D, V] :
+         {std::tuple<int64_t, int64_t, int64_t>{1, 8, 5}, {77, 64, 1000}, {600, 16, 1000}, {20, 4, 300000}}) {
+      at::set_num_threads(t);
+      INFO("N " << N << " D " << D << " V " << V << " threads " << t);
+      const auto x = torch::randn({N, D}, torch::kFloat64), w = torch::randn({V, D}, torch::kFloat64) * 0.5;
+      const auto targets = torch::randint(0, V, {N});
+      REQUIRE(K::linear_cross_entropy_loop_applies(x, w));
+      const auto f = [&](const std::vector<torch::Tensor>& v) {
+        return K::linear_cross_entropy_mean(v[0], v[1], targets);
+      };
+      const auto g = [&](const std::vector<torch::Tensor>& v) {
+        return torch::nn::functional::cross_entropy(torch::linear(v[0], v[1]), targets);
+      };
+      CHECK(max_rel_diff(f({x, w}), g({x, w})) < 1e-13);
+      CHECK(max_rel_diff(f({x.to(torch::kFloat), w.to(torch::kFloat)}), g({x, w})) < 1e-5);
+      const auto both = grads_of(f, g, {x, w});  // an upstream gradient other than 1 (grads_of draws it)
+      REQUIRE(both.size() == 2);
+      for (const auto& [mine, twin] : both) CHECK(max_rel_diff(mine, twin) < 1e-12);
+      for (const auto& [mine, twin] : grads_of(f, g, {x.to(torch::kFloat), w.to(torch::kFloat)}))
+        CHECK(max_rel_diff(mine, twin) < 2e-5);
+      // A loss taken as it is (the trainer's backward of the bare loss) gets the kept gradients unscaled.
+      const auto xa = x.clone().requires_grad_(true), xb = x.clone().requires_grad_(true);
+      f({xa, w}).backward();
+      g({xb, w}).backward();
+      CHECK(max_rel_diff(xa.grad(), xb.grad()) < 1e-12);
+    }
+  at::set_num_threads(threads);
+  CHECK_FALSE(K::linear_cross_entropy_loop_applies(torch::randn({2, 4}), torch::randn({5, 4}, torch::kFloat64)));
+  CHECK_THROWS_WITH(K::linear_cross_entropy_mean(torch::randn({2, 4}), torch::randn({5, 4}), torch::tensor({1, 5})),
                     Catch::Contains("target 5 of row 1 is no class of 5"));
 }
 

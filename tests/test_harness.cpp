@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -73,6 +74,15 @@ std::string slow_lr_grid(const std::string& name, int steps, int n) {
       name, steps, values);
 }
 
+// A softmax pretraining and a fast-weight finetune from it, 4 steps each, over the seeds listed (the fake worker's
+// behaviour by seed: 0 ok, 1 crash, 2 hang, 3 diverge, 4 killed once then ok).
+std::string pretrain_finetune_grid(const std::string& name, const std::string& seeds) {
+  return fmt::format(
+      "[experiment]\nname = \"{}\"\n[defaults]\nsteps = 4\n[stage.pretrain]\nmixer = \"softmax\"\n"
+      "[stage.finetune]\nfrom = \"pretrain\"\nmixer = \"fast_weight\"\nm = 4\nnorm = \"none\"\n[grid]\nseed = [{}]\n",
+      name, seeds);
+}
+
 // `fwlab sweep` of FILE into DB with the fake worker.
 std::string fake_sweep(const std::string& file, const std::string& db, const std::string& extra = "") {
   return fwlab_cmd(
@@ -83,6 +93,21 @@ int64_t count(Db& db, const std::string& sql) {
   auto q = db.prepare(sql);
   q.step();
   return q.integer(0);
+}
+
+std::string query_text(Db& db, const std::string& sql) {
+  auto q = db.prepare(sql);
+  return q.step() ? q.text(0) : "";
+}
+
+// How many times the fake worker started, over every job folder under RUNS (each start appends a line).
+size_t count_starts(const std::string& runs) {
+  size_t n = 0;
+  for (const auto& d : fs::directory_iterator(runs)) {
+    const auto text = test::slurp((d.path() / "starts").string());
+    n += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  }
+  return n;
 }
 
 struct MalformedCase {
@@ -210,20 +235,7 @@ TEST_CASE("fwlab: outcomes are recorded with the right status and cause; dependa
   test::TempDir dir("outcomes");
   const auto file = dir.file("o.toml");
   // seed decides the fake worker's behaviour: 0 ok, 1 crash, 2 hang, 3 diverge, 4 killed once then ok.
-  test::spit(file, R"([experiment]
-name = "outcomes"
-[defaults]
-steps = 4
-[stage.pretrain]
-mixer = "softmax"
-[stage.finetune]
-from = "pretrain"
-mixer = "fast_weight"
-m = 4
-norm = "none"
-[grid]
-seed = [0, 1, 2, 3, 4]
-)");
+  test::spit(file, pretrain_finetune_grid("outcomes", "0, 1, 2, 3, 4"));
   const auto db_path = dir.file("fwlab.db");
   auto r = test::run_command(fake_sweep(file, db_path, " --timeout 2 --retries 1 --jobs 2"));
   INFO(r.output);
@@ -288,6 +300,45 @@ TEST_CASE("fwlab: kill -9 of the orchestrator at any point, then a re-run: every
   CHECK(ok.text(0) == "ok");
   auto again = test::run_command(cmd);
   CHECK_THAT(again.output, Catch::Contains("0 finished") && Catch::Contains("6 already done"));
+}
+
+TEST_CASE("fwlab: a database lost, the records kept: a new sweep takes the results from the records, runs nothing",
+          "[harness]") {
+  test::TempDir dir("adopt");
+  const auto file = dir.file("a.toml");
+  // seed 0 finishes, seed 3 diverges (fake worker): the finetune of seed 3 is blocked.
+  test::spit(file, pretrain_finetune_grid("adopt", "0, 3"));
+  const auto runs = dir.file("runs");
+  auto first = test::run_command(fake_sweep(file, dir.file("first.db"), " --runs " + runs));
+  INFO(first.output);
+  REQUIRE(count_starts(runs) == 3);
+  Db a(dir.file("first.db"), true);
+  // The fake worker writes no checkpoint: without one, the job the finetune starts from is run again.
+  const auto copy = dir.file("runs_copy");
+  fs::copy(runs, copy, fs::copy_options::recursive);
+  auto without = test::run_command(fake_sweep(file, dir.file("without.db"), " --runs " + copy));
+  CHECK_THAT(without.output,
+             Catch::Contains("1 finished, 0 diverged") && Catch::Contains("2 taken from the records in their folders"));
+  // With it, nothing runs; the database holds what the first one did.
+  for (auto q = a.prepare("SELECT id FROM jobs WHERE stage = 'pretrain'"); q.step();)
+    test::spit((fs::path(runs) / q.text(0) / "best.safetensors").string(), "");
+  auto second = test::run_command(fake_sweep(file, dir.file("second.db"), " --runs " + runs));
+  INFO(second.output);
+  CHECK_THAT(second.output,
+             Catch::Contains("0 finished, 0 diverged") && Catch::Contains("3 taken from the records in their folders"));
+  CHECK(count_starts(runs) == 3);
+  Db b(dir.file("second.db"), true);
+  const std::string jobs =
+      "SELECT group_concat(stage || coords || status || COALESCE(cause, '') || attempts, ';') "
+      "FROM (SELECT * FROM jobs ORDER BY stage, coords)";
+  CHECK(query_text(a, jobs) == query_text(b, jobs));
+  for (const char* table : {"metrics", "evals", "divergences"})
+    CHECK(count(b, fmt::format("SELECT COUNT(*) FROM {}", table)) ==
+          count(a, fmt::format("SELECT COUNT(*) FROM {}", table)));
+  CHECK(count(b, "SELECT COUNT(*) FROM runs WHERE seconds > 0 AND status IN ('finished', 'diverged')") == 3);
+  // A third sweep on that database: the results stand as any others do.
+  auto third = test::run_command(fake_sweep(file, dir.file("second.db"), " --runs " + runs));
+  CHECK_THAT(third.output, Catch::Contains("3 already done") && !Catch::Contains("taken from the records"));
 }
 
 TEST_CASE("fwlab: two sweeps on one database at once: no lock errors, every job run once", "[harness]") {

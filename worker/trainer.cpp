@@ -22,6 +22,7 @@
 
 #include "kernels/blas_core.h"
 #include "kernels/cross_entropy/cross_entropy_cpu.h"
+#include "kernels/cross_entropy/linear_cross_entropy_cpu.h"
 #include "kernels/common/recurrence.h"
 #include "models/checkpoint.h"
 #include "models/convert.h"
@@ -128,11 +129,13 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
 }
 
 // The training loss: language modelling scores every position (the plain path, unchanged); a task with ignored
-// labels (-1) computes the output layer where a label exists.
+// labels (-1) computes the output layer where a label exists, fused with the loss where the CPU loop applies.
 torch::Tensor model_loss(GPT& model, const torch::Tensor& x, const torch::Tensor& y, bool every_position) {
   if (every_position) return lm_loss(model->forward(x), y);
-  auto [logits, targets] = model->labelled_logits(x, y);
-  return kernels::cross_entropy_mean(kernels::widened_to_fp32(logits), targets);
+  auto [rows, targets] = model->labelled_features(x, y);
+  if (kernels::linear_cross_entropy_loop_applies(rows, model->head_weight()))
+    return kernels::linear_cross_entropy_mean(rows, model->head_weight(), targets);
+  return kernels::cross_entropy_mean(kernels::widened_to_fp32(model->head(rows)), targets);
 }
 
 // Name of the first place in the network whose output is not finite, by re-running the batch without gradients.

@@ -88,6 +88,13 @@ struct CrossEntropyMean : public torch::autograd::Function<CrossEntropyMean> {
 
 }  // namespace
 
+float cross_entropy_row(const float* l, float* g, int64_t V, int64_t target, float inv_n) {
+  return row_loss(l, g, V, target, inv_n);
+}
+double cross_entropy_row(const double* l, double* g, int64_t V, int64_t target, double inv_n) {
+  return row_loss(l, g, V, target, inv_n);
+}
+
 bool cross_entropy_loop_applies(const torch::Tensor& logits) {
   const auto dtype = logits.scalar_type();
   return logits.device().is_cpu() && logits.dim() == 2 && logits.size(0) > 0 &&

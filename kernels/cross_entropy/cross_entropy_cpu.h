@@ -15,4 +15,9 @@ torch::Tensor cross_entropy_mean(const torch::Tensor& logits, const torch::Tenso
 
 bool cross_entropy_loop_applies(const torch::Tensor& logits);
 
+// One row of that loop, for the fused output layer (linear_cross_entropy_cpu.h): returns log sum_j e^{l_j} - l_target
+// and writes (softmax - one-hot) * inv_n to g (NaN, and a NaN loss, where a logit is not finite); l and g disjoint.
+float cross_entropy_row(const float* l, float* g, int64_t V, int64_t target, float inv_n);
+double cross_entropy_row(const double* l, double* g, int64_t V, int64_t target, double inv_n);
+
 }  // namespace fwlab::kernels
