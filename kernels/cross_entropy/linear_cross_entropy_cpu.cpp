@@ -19,13 +19,14 @@ using torch::autograd::variable_list;
 
 // Rows a block: as many as keep its logits and their gradient (two buffers of rows x V) within 16 MB, at most 256.
 // Its products go to the BLAS, which packs its operands once a call: measured on the two-core AVX2 EPYC (Zoology's
-// MQAR model, a thousand labelled rows a step on average, V = 8,192), blocks of 32 rows were slower than libtorch's
-// unfused form, 128 rows 10-20 % faster, 256 rows 18-27 % faster (whole steps, deltanet and softmax); small_gemm's
-// register tiles (read in place, no packing) lost at every size, their operands here being far from the L1 cache.
+// MQAR model, a thousand labelled rows a step on average, V = 8,192), blocks of 32 rows were no faster than libtorch's
+// unfused form, 128 rows took 14-20 % less time, 256 rows 18-27 % less (whole steps, deltanet and softmax);
+// small_gemm's register tiles (read in place, no packing) lost at every size, their operands here being far from the L1
+// cache.
 constexpr int64_t kBlockFloats = int64_t{1} << 21, kMaxRowBlock = 256, kMinRowBlock = 8;
 int64_t row_block(int64_t V) { return std::clamp(kBlockFloats / V, kMinRowBlock, kMaxRowBlock); }
 
-// C = alpha op(A) op(B) + beta C, row-major: the BLAS libtorch loaded, or the tiles (or their twin) without one.
+// C = op(A) op(B) + beta C, row-major: the BLAS libtorch loaded, or the tiles (or their twin) without one.
 template <typename T>
 void product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
              T beta, T* c, int64_t ldc) {

@@ -4,7 +4,7 @@
 // libtorch's form (a product, cross_entropy, and the product's backward) has the BLAS write those logits into a
 // fresh buffer, read them back, write their gradient and read it twice more: perf of Zoology's MQAR model on a
 // two-core AVX2 EPYC found OpenBLAS at 61 % of the worker's time, a third of that its packing and beta passes, the
-// loss loop 7 % and page faults on the fresh buffers 4 % more. Fused, whole steps were 18-27 % faster there.
+// loss loop 7 % and page faults on the fresh buffers 4 % more. Fused, whole steps took 18-27 % less time there.
 // Taken on the CPU for float32 / float64 outside autocast, x [N, D] and W [V, D] of one dtype; anything else is
 // torch::linear followed by libtorch's cross_entropy, its twin (tests/test_elementwise_kernels.cpp binds them, the loss
 // and both gradients, in float64). Every target must be a class: ignored labels are removed before.
