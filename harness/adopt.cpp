@@ -5,6 +5,7 @@
 
 #include "contract/job/events.h"
 #include "harness/ingest.h"
+#include "harness/scheduler.h"
 
 namespace fwlab {
 
@@ -37,11 +38,11 @@ bool adopt_record(Store& store, const std::string& id, const std::string& job_di
   const auto started = first_event_time(dir / "events.jsonl");
   const auto ended = sf->details.value("time", 0.0);
   if (!started || ended <= 0) return false;  // not a worker's record
-  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); };
-  const nlohmann::json code = sf->exit_code ? nlohmann::json(*sf->exit_code) : nlohmann::json(nullptr);
+  // What the record says, as the scheduler reads any ending whose worker recorded a result.
+  const auto outcome = judge({id, Ended::How::exited, sf->exit_code.value_or(0)}, sf, false, true).outcome;
   // The record first (idempotent: an interruption between the two leaves the job pending, to be adopted again).
   ingest_events(store.db(), id, job_dir);
-  store.set_adopted(id, {sf->status, text(sf->cause), text(sf->reason), code}, *started, ended);
+  store.set_adopted(id, outcome, *started, ended);
   return true;
 }
 
