@@ -680,3 +680,30 @@ TEST_CASE(
           .string()));
   CHECK(spec["train"]["steps"] == 7);
 }
+
+TEST_CASE("fwlab: local workers wait passively for their OpenMP threads unless the user chose a policy", "[harness]") {
+  test::TempDir dir("omp-policy");
+  const auto file = dir.file("o.toml");
+  test::spit(file, slow_lr_grid("omp", 2, 2));
+  // A worker that notes the policy it was given, then is the fake worker.
+  const auto worker = dir.file("noting_worker.sh");
+  test::spit(worker, fmt::format("#!/bin/sh\nprintf '%s\\n' \"${{OMP_WAIT_POLICY-unset}}\" >> \"$2/omp_wait_policy\"\n"
+                                 "exec {}/tests/fake_worker.py \"$@\"\n",
+                                 FWLAB_SOURCE_DIR));
+  fs::permissions(worker, fs::perms::owner_exec, fs::perm_options::add);
+  for (const std::string policy : {"", "ACTIVE"}) {
+    const auto db = dir.file(fmt::format("db{}/fwlab.db", policy));
+    fs::create_directories(fs::path(db).parent_path());
+    const auto env = policy.empty() ? std::string("env -u OMP_WAIT_POLICY ") : "env OMP_WAIT_POLICY=" + policy + " ";
+    const auto r =
+        test::run_command(env + fwlab_cmd(fmt::format("sweep {} --db {} --jobs 2 --worker {}", file, db, worker)));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    size_t jobs = 0;
+    for (const auto& d : fs::directory_iterator(fs::path(db).parent_path() / "runs")) {
+      CHECK(test::slurp((d.path() / "omp_wait_policy").string()) == (policy.empty() ? "PASSIVE\n" : policy + "\n"));
+      ++jobs;
+    }
+    CHECK(jobs == 2);
+  }
+}
