@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "tests/test_support.h"
@@ -933,4 +934,24 @@ TEST_CASE("divergence check: a loss wobbling near zero is no spike, a blow-up is
   CHECK(first_divergence(blow_up, d) == 124);
   blow_up[122] = 2.4;  // an interruption restarts the count
   CHECK(first_divergence(blow_up, d) == 127);
+}
+
+TEST_CASE("divergence check: batches of unequal difficulty are each compared with their own kind", "[worker]") {
+  // Zoology's MQAR mix: 5 batches in 9 at (64, 4), learned early (0.3 nats), the others at (256, 64) still at 3
+  // nats; runs of five hard batches happen by chance there and are no blow-up.
+  std::mt19937 rng(7);
+  std::bernoulli_distribution hard(4.0 / 9.0);
+  std::vector<std::string> kinds;
+  for (int step = 0; step < 3000; ++step) kinds.push_back(hard(rng) ? "(256,64)" : "(64,4)");
+  const auto first_divergence = [&](bool with_kinds, int blow_up_from) {
+    SpikeWatch watch;
+    for (int step = 0; step < 3000; ++step) {
+      const double loss = step >= blow_up_from ? 12.0 : kinds[static_cast<size_t>(step)] == "(64,4)" ? 0.3 : 3.0;
+      if (watch.diverged_after(loss, DivergenceSpec{}, with_kinds ? kinds[static_cast<size_t>(step)] : "")) return step;
+    }
+    return -1;
+  };
+  CHECK(first_divergence(true, 3000) == -1);
+  CHECK(first_divergence(false, 3000) >= 0);    // one minimum for all: the run was stopped as diverged
+  CHECK(first_divergence(true, 2000) == 2004);  // a real blow-up still is one, kinds and all
 }

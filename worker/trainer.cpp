@@ -49,6 +49,12 @@ std::atomic<bool> g_stop{false};
 namespace fs = std::filesystem;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+nlohmann::json minima_json(const std::map<std::string, double>& minima) {
+  auto j = nlohmann::json::object();
+  for (const auto& [kind, v] : minima) j[kind] = json_number(v);
+  return j;
+}
+
 struct TrainState {
   int64_t step = 0;  // next step to run
   double best_valid = std::numeric_limits<double>::infinity();
@@ -65,7 +71,7 @@ struct TrainState {
     return {{"step", step},
             {"best_valid", json_number(best_valid)},
             {"best_step", best_step},
-            {"running_min", json_number(spikes.running_min)},
+            {"running_minima", minima_json(spikes.minima)},
             {"spike_run", spikes.run},
             {"last_finite_loss", json_number(last_finite_loss)},
             {"interval_loss", interval_loss},
@@ -80,7 +86,10 @@ struct TrainState {
     s.step = j.at("step").get<int64_t>();
     s.best_valid = number_from_json(j.at("best_valid"));
     s.best_step = j.at("best_step").get<int64_t>();
-    s.spikes.running_min = number_from_json(j.at("running_min"));
+    if (j.contains("running_minima"))
+      for (const auto& [kind, v] : j.at("running_minima").items()) s.spikes.minima[kind] = number_from_json(v);
+    else  // a checkpoint of a worker before the minima per kind of batch
+      s.spikes.minima[""] = number_from_json(j.at("running_min"));
     s.spikes.run = j.at("spike_run").get<int64_t>();
     s.last_finite_loss = number_from_json(j.at("last_finite_loss"));
     s.interval_loss = j.value("interval_loss", 0.0);  // absent in checkpoints of older workers
@@ -412,6 +421,7 @@ class TrainingRun {
   struct StepResult {         // the micro-batches of one step
     std::optional<int> exit;  // set where the job ended in them (a divergence)
     double loss = 0.0, state_max = 0.0;
+    std::string kind;  // the kind of batch its loss is compared with (worker/loss_spike.h): MQAR mix points
   };
   void load_data();
   StartEvent start() const;
@@ -565,9 +575,11 @@ TrainingRun::StepResult TrainingRun::forward_backward(double lr) {
   StepResult r;
   for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
     const uint64_t seed = mix_seed(spec_.seed, static_cast<uint64_t>(st_.step) + 1, static_cast<uint64_t>(micro));
-    auto [x, y] = generated_
-                      ? task_batch(spec_.data, spec_.data.mqar.train_point(seed), spec_.train.batch_size, seed, device_)
-                      : lm_batch(corpus_.train, spec_.train.batch_size, T_, seed, device_);
+    const auto point = spec_.data.mqar.train_point(seed);
+    auto [x, y] = generated_ ? task_batch(spec_.data, point, spec_.train.batch_size, seed, device_)
+                             : lm_batch(corpus_.train, spec_.train.batch_size, T_, seed, device_);
+    if (generated_ && spec_.data.source == "mqar" && !spec_.data.mqar.mix.empty())
+      r.kind += fmt::format("{}({},{})", r.kind.empty() ? "" : "+", point.seq_len, point.pairs);
     torch::Tensor loss;
     {
       const AutocastScope amp(spec_.train.precision, device_);  // the forward only, as torch.autocast is used
@@ -722,7 +734,7 @@ std::optional<int> TrainingRun::one_step() {
   if (micro.exit) return micro.exit;
   double grad_norm = 0.0;
   if (const auto code = optimizer_step(lr, grad_norm)) return code;
-  if (st_.spikes.diverged_after(micro.loss, spec_.divergence))
+  if (st_.spikes.diverged_after(micro.loss, spec_.divergence, micro.kind))
     return diverge("loss_spike", micro.loss, lr, nlohmann::json::object());
   st_.last_finite_loss = micro.loss;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
