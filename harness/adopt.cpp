@@ -39,7 +39,7 @@ bool adopt_record(Store& store, const std::string& id, const std::string& job_di
   const auto ended = sf->details.value("time", 0.0);
   if (!started || ended <= 0) return false;  // not a worker's record
   // What the record says, as the scheduler reads any ending whose worker recorded a result.
-  const auto outcome = judge({id, Ended::How::exited, sf->exit_code.value_or(0)}, sf, false, true).outcome;
+  const auto outcome = judge({id, Ended::How::exited, sf->exit_code.value_or(0), "", ""}, sf, false, true).outcome;
   // The record first (idempotent: an interruption between the two leaves the job pending, to be adopted again).
   ingest_events(store.db(), id, job_dir);
   store.set_adopted(id, outcome, *started, ended);

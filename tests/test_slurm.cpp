@@ -79,23 +79,6 @@ void sync_until_done(const std::string& db, double limit_s = 120) {
   FAIL("the cluster sweep did not end in time");
 }
 
-// Slurm holds a requeued job for about two minutes (reason BeginTime) before it may start again. That hold is
-// Slurm's, not fwlab's: once the job is pending on it, it is released at once, as an operator's
-// `scontrol update StartTime=now` would, so that the test waits for the resume and not for the clock.
-void release_requeued(const std::string& batch_id) {
-  for (int i = 0; i < 1200; ++i) {
-    const auto r = test::run_command(fmt::format("squeue -h -j {} -o '%i %r'", batch_id));
-    const auto held = r.output.find(" BeginTime");
-    if (held != std::string::npos) {
-      const auto task = r.output.substr(0, held);  // the array task's own id ("7_0"), which the requeue split off
-      REQUIRE(test::run_command(fmt::format("scontrol update JobId={} StartTime=now", task)).exit_code == 0);
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  FAIL("the requeued job " << batch_id << " was never pending on its begin time");
-}
-
 // Waits until the job's worker has started (the fake worker's `starts` file).
 void wait_started(const fs::path& job_dir) {
   for (int i = 0; i < 300; ++i) {
@@ -278,7 +261,6 @@ TEST_CASE("slurm: the pre-timeout signal checkpoints, the job requeues and resum
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // What Slurm sends --signal=B:USR1@N seconds before the time limit, now.
   REQUIRE(test::run_command(fmt::format("scancel --signal=USR1 --batch {}", batch_id)).exit_code == 0);
-  release_requeued(batch_id);
   sync_until_done(db, 180);
   CHECK(text(db, "SELECT status FROM jobs") == "finished");
   CHECK(scalar(db, "SELECT retries_used FROM jobs") == 0);  // Slurm requeued it; fwlab did not resubmit
