@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env -S python3 -S
 """A stand-in for fwlab-worker in the orchestrator's reliability tests (the model is not the point there).
 
 Behaviour by the job's seed: 0 finish, 1 crash (exit 1), 2 hang, 3 diverge (exit 3), 4 killed on the first
@@ -8,7 +8,12 @@ signal it takes 12 s more to exit (a slow teardown, past the sweep's 10 s wait).
 status.json as the real one. As the real worker, SIGINT or SIGTERM stops it at the next step boundary (status
 interrupted, exit 4), and a later attempt resumes from the steps it recorded (its start event says from which).
 """
-import ctypes, fcntl, json, os, signal, sys, time
+# A signal before the handler below kills it, as it does the real worker: Python's own handler (KeyboardInterrupt)
+# would make a Ctrl-C during start-up an exit 1, i.e. a crash. -S (no site import) shortens that window too.
+import signal
+
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+import ctypes, fcntl, json, os, sys, time
 
 job_dir = sys.argv[2]
 spec = json.load(open(os.path.join(job_dir, "job.json")))
