@@ -88,15 +88,32 @@ const std::vector<std::pair<std::string, std::string>> kLegend = {
     {"…", "…: still running, or after a value: some runs of the cell are not done yet"},
     {"!", "!: failed, crashed, timed out or blocked (see fwlab status); after a value: some runs did"},
     {"?", "?: finished without this metric"},
-    {"≈ chance", "≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall: not learnt"},
+    {"≈ chance",
+     "≈ chance: within a tenth of the way from chance (1 / pairs; over several MQAR points, points / their pairs "
+     "summed) "
+     "to perfect recall: not learnt"},
 };
 
 // The accuracy of a model that has learnt a generated task's format but not recall: it names one of the n values in
 // context at random (the plateau MQAR models sit on before recall is learnt, as in Zoology; the same for the
 // retrieval task). None for other data.
+// An MQAR evaluation over several points (test_points, else the training mix's) takes a batch from each in turn and
+// pools their queries, n per sequence at a point of n pairs: one query in n right at each, so chance is the number of
+// points over their pairs summed (7 / 508 over Zoology's test points, not the first point's 1/4).
+std::optional<double> mqar_points_chance(const JobRecord& j) {
+  auto points = job_value(j, "data.mqar.test_points");
+  if (!points.is_array() || points.empty()) points = job_value(j, "data.mqar.mix");
+  if (!points.is_array() || points.empty()) return std::nullopt;
+  double pairs = 0;
+  for (const auto& p : points) pairs += p.at(1).get<double>();
+  return static_cast<double>(points.size()) / pairs;
+}
+
 std::optional<double> chance_accuracy(const JobRecord& j) {
   const auto source = job_value(j, "data.source");
   if (source != "mqar" && source != "retrieval") return std::nullopt;
+  if (source == "mqar")
+    if (const auto pooled = mqar_points_chance(j)) return pooled;
   const auto pairs = job_value(j, fmt::format("data.{}.pairs", source.get<std::string>()));
   const auto fallback = source == "mqar" ? MqarSpec{}.pairs : RetrievalSpec{}.pairs;
   return 1.0 / (pairs.is_number() ? pairs.get<double>() : static_cast<double>(fallback));

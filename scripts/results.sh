@@ -4,6 +4,7 @@
 # machine and with which command. Jobs that already finished are not run again, so a second call only
 # regenerates the outputs. Usage: scripts/results.sh [--no-run] [profile] [experiment names...]; --no-run starts
 # no job and writes the outputs from what the database holds (a grid still running shows its cells as such).
+# A name NAME@PROFILE is an experiment at a profile of its own beside the catalog's (results/NAME/PROFILE/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_jobs=1
@@ -13,22 +14,29 @@ shift || true
 names=("$@")
 catalog=(table1 table2 fig1_generation t2r_table1 t2r_feature_size t2r_attention transfer llama_conversion conversion_eval sru_attention mqar capacity
          t2r_table2 t2r_mt_speed sru_iwslt layer_selection)
+# Grids at a profile of their own, each longer than a sitting here (results/records/ keeps their jobs between
+# sittings): run only when named, listed in README as their own rows.
+own_profile=(mqar@zoology)
 [ ${#names[@]} -gt 0 ] || names=("${catalog[@]}")
 db=${FWLAB_DB:-results/fwlab.db}
 # FWLAB_BIN: a copy of the build to run from (its fwlab-worker in ../worker/), so that rebuilding the tree meanwhile
 # does not change the binaries of a long run.
 fwlab() { env -u OPENBLAS_CORETYPE "${FWLAB_BIN:-build/cli/fwlab}" "$@"; }
 # At "quick", MQAR is shown at its "learns" profile: its quick profile cannot leave chance (experiments/mqar.toml).
-profile_for() { if [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi; }
+profile_for() {
+  if [[ "$1" == *@* ]]; then echo "${1#*@}"; elif [ "$profile" = quick ] && [ "$1" = mqar ]; then echo learns; else echo "$profile"; fi
+}
+# results/NAME, or results/NAME/PROFILE for NAME@PROFILE.
+out_of() { if [[ "$1" == *@* ]]; then echo "results/${1%@*}/${1#*@}"; else echo "results/$1"; fi; }
 # The jobs of a file's current grid, quoted for SQL (its dry run lists their ids, derived cells included once their
 # inputs have ended), not every job the cells table ever held for it (an earlier grid's jobs stay there).
 plan_ids() {
-  fwlab sweep "experiments/$1.toml" --profile "$(profile_for "$1")" --dry-run --db "$db" 2>/dev/null |
+  fwlab sweep "experiments/${1%@*}.toml" --profile "$(profile_for "$1")" --dry-run --db "$db" 2>/dev/null |
     grep -oE '\b[0-9a-f]{16}\b' | sort -u | sed "s/.*/'&'/" | paste -sd, -
 }
 
 for name in "${names[@]}"; do
-  file=experiments/$name.toml
+  file=experiments/${name%@*}.toml
   profile_of_name=$(profile_for "$name")
   status=0
   # Jobs one thread each, as many at once as there are cores; the experiments whose tables time something
@@ -39,7 +47,7 @@ for name in "${names[@]}"; do
   esac
   [ "$run_jobs" -eq 0 ] || fwlab sweep "$file" --profile "$profile_of_name" --db "$db" "${pool[@]}" || status=$?
   [ "$status" -eq 130 ] && exit 130
-  out=results/$name
+  out=$(out_of "$name")
   mkdir -p "$out"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --out "$out/table.md"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --format tex --out "$out/table.tex"
@@ -63,7 +71,7 @@ for name in "${names[@]}"; do
   fwlab query --db "$db" --format json "SELECT r.job_id, r.stage, r.coords, r.status, r.best_valid_ppl,
       r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy FROM runs r WHERE r.job_id IN
       (${ids:-''}) ORDER BY r.stage, r.job_id" |
-    /usr/bin/python3 scripts/results_manifest.py "$name" "$profile_of_name" "$(git rev-parse --short HEAD)" \
+    /usr/bin/python3 scripts/results_manifest.py "${name%@*}" "$profile_of_name" "$(git rev-parse --short HEAD)" \
       "$(tr ',' '\n' <<<"$ids" | grep -c .)" "$out"
   cat "$out/table.md"
   echo
@@ -89,24 +97,30 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   previous_machine=$(sed -n 's/^- machine: //p' <<<"$previous" | head -1)
   [ -n "$previous_machine" ] && [ "$previous_machine" != "$machine" ] && echo "- rows made at earlier commits: $previous_machine"
   echo "- fwlab commit: $commit$(git diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
-  echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them)"
+  echo "- the job records and the database (results/runs/, results/fwlab.db) stay on the machine (git ignores them),"
+  echo "  but for a grid longer than one sitting: \`results/records/EXPERIMENT.PROFILE/\` holds the small records of its"
+  echo "  jobs run so far (\`bash scripts/records.sh save\`), which \`bash scripts/records.sh restore\` puts back into"
+  echo "  results/runs/ for the next \`fwlab sweep\` to take as their results and run the rest (harness/README.md, \"Job"
+  echo "  identity and resume\"); kept now: $(cd results/records 2>/dev/null && ls | sed 's/.*/`&`/' | paste -sd, - | sed 's/,/, /g' || echo none)"
   echo
   echo "| experiment | table | against the paper | report | plots | agrees with the code | jobs | worker time | made at commit |"
   echo "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- |"
-  for name in "${catalog[@]}"; do
-    [ -f "results/$name/table.md" ] || continue
+  for name in "${catalog[@]}" "${own_profile[@]}"; do
+    dir=$(out_of "$name")
+    rel=${dir#results/}
+    [ -f "$dir/table.md" ] || continue
     # The jobs of the file's current grid (its dry run lists their ids), not every job it ever planned.
     ids=$(plan_ids "$name")
     read -r jobs secs < <(fwlab query --db "$db" --format csv "SELECT COUNT(*), CAST(ROUND(COALESCE(SUM(finished - started), 0)) AS INTEGER)
       FROM jobs WHERE id IN (${ids:-''}) AND finished IS NOT NULL" | tail -1 | tr ',' ' ')
     old_row=$(grep "^| $name |" <<<"$previous" || true)
     compare=–
-    [ -f "results/$name/compare.md" ] && compare="[compare]($name/compare.md)"
+    [ -f "$dir/compare.md" ] && compare="[compare]($rel/compare.md)"
     # ctest committed_results checks a folder with a manifest against the current plan; one without is older.
     checked="not checked: made before manifests, regenerate it"
-    [ -f "results/$name/incomplete.txt" ] && checked="not checked: $(cat "results/$name/incomplete.txt")"
-    [ -f "results/$name/manifest.json" ] && checked="[checked]($name/manifest.json)"
-    links="| $name | [table]($name/table.md) | $compare | [report]($name/report.md) | [plots]($name/plots/) | $checked |"
+    [ -f "$dir/incomplete.txt" ] && checked="not checked: $(cat "$dir/incomplete.txt")"
+    [ -f "$dir/manifest.json" ] && checked="[checked]($rel/manifest.json)"
+    links="| $name | [table]($rel/table.md) | $compare | [report]($rel/report.md) | [plots]($rel/plots/) | $checked |"
     # Experiments not run by this call keep their row: the commit that made them, not this one.
     ran_now=no
     for n in "${names[@]}"; do [ "$n" = "$name" ] && ran_now=yes; done

@@ -189,7 +189,8 @@ TEST_CASE("table: accuracy cells that have not left chance are marked, at the th
   CHECK(t.cells[0][0].text == "0.324 ± 0.000 ≈ chance");  // add, m = 4: just under the threshold
   CHECK(t.cells[0][1].text == "0.326 ± 0.000");           // add, m = 16: just over
   CHECK_THAT(render_markdown(t),
-             Catch::Contains("≈ chance: within a tenth of the way from chance (1 / pairs) to perfect recall"));
+             Catch::Contains("≈ chance: within a tenth of the way from chance (1 / pairs; over several MQAR points, "
+                             "points / their pairs summed) to perfect recall"));
   CHECK_THAT(render_latex(t), Catch::Contains("0.324 $\\pm$ 0.000 $\\approx$ chance"));
 
   // With 2 pairs chance is 1/2: the same 0.326 is now at chance too.
@@ -203,6 +204,23 @@ TEST_CASE("table: accuracy cells that have not left chance are marked, at the th
   const auto ex2 = load_experiment(two.file, "");
   const auto t2 = build_table(ResultSet(ex2, "", db2, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex2));
   CHECK(t2.cells[0][1].text == "0.326 ± 0.000 ≈ chance");
+
+  // Tested at two points, (16, 2) and (32, 8), a batch each: 2 + 8 queries a pair of sequences, one of 2 and one of 8
+  // right by a guess, so chance is 2 / 10 and the mark below 0.2 + 0.1 * 0.8 = 0.28 (1/2 from the first point alone).
+  Fixture points(grid_with(grid_with(kGrid, "metric = \"test_ppl\"", "metric = \"test_accuracy\"\ndigits = 3"),
+                           "source = \"mqar\"",
+                           "source = \"mqar\"\nmqar = { pairs = 2, seq_len = 16, test_points = [[16, 2], [32, 8]] }"));
+  {
+    Db w(points.db_path);
+    w.exec(
+        "UPDATE evals SET accuracy = CASE WHEN (SELECT json_extract(coords, '$.m') FROM jobs WHERE jobs.id = "
+        "evals.job_id) = 4 THEN 0.279 ELSE 0.281 END WHERE split = 'test'");
+  }
+  Db db3(points.db_path, true);
+  const auto ex3 = load_experiment(points.file, "");
+  const auto t3 = build_table(ResultSet(ex3, "", db3, FWLAB_SOURCE_DIR, kFwlabVersion), table_spec(ex3));
+  CHECK(t3.cells[0][0].text == "0.279 ± 0.000 ≈ chance");
+  CHECK(t3.cells[0][1].text == "0.281 ± 0.000");
 }
 
 TEST_CASE("table: values, best-over and mean-over selection, every marker, three formats", "[analysis]") {
