@@ -50,8 +50,10 @@ std::string gp_quote(const std::string& s, bool text) {
 
 std::string safe_name(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) out += std::isalnum(c) || c == '-' ? static_cast<char>(c) : '_';
-  while (out.find("__") != std::string::npos) out.replace(out.find("__"), 2, "_");
+  for (unsigned char c : s) {
+    const char kept = std::isalnum(c) || c == '-' ? static_cast<char>(c) : '_';
+    if (kept != '_' || out.empty() || out.back() != '_') out += kept;  // a run of replaced characters: one '_'
+  }
   return out;
 }
 

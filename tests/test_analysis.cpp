@@ -446,9 +446,14 @@ TEST_CASE("plot: a figure of many runs grows tall enough for its legend in one c
   // the plot to a sliver. Each legend line takes 16 px, plus 120 for the title, labels and border.
   test::TempDir dir("tall_legend");
   auto figure = [&](int runs, const std::string& name) {
-    plotting::Panel panel{"many runs", "training step", "validation accuracy"};
-    for (int n = 0; n < runs; ++n)
-      panel.series.push_back({fmt::format("run {}", n), {{0, 0.25, 0.25, 0.25}, {100, 0.5 + n / 200.0, 0, 0}}});
+    plotting::Panel panel;
+    panel.title = "many runs", panel.xlabel = "training step", panel.ylabel = "validation accuracy";
+    for (int n = 0; n < runs; ++n) {
+      plotting::Series run;
+      run.title = fmt::format("run {}", n);
+      run.points = {{0, 0.25, 0.25, 0.25}, {100, 0.5 + n / 200.0, 0, 0}};
+      panel.series.push_back(run);
+    }
     plotting::render({panel}, name, dir.path().string(), "gnuplot");
     return test::slurp(dir.file(name + ".gp"));
   };
