@@ -144,7 +144,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
       (SELECT job_id FROM cells WHERE (experiment, profile) IN (VALUES ${pairs%,}))" | tail -1 | tr ',' ' ')
   echo
   # The rows' own sum, kept rows included (a shared teacher counts in each row): what README quotes.
-  row_mins=$(grep -oE '\| [0-9]+ min [0-9]+ s \|' results/README.md.new | awk '{m += $2 + $4 / 60} END {printf "%d", m}')
+  # (The catalog's rows only: a profile of its own, NAME@PROFILE, is not part of `results.sh quick`.)
+  row_mins=$(grep -v '^| [^ |]*@' results/README.md.new | grep -oE '\| [0-9]+ min [0-9]+ s \|' | awk '{m += $2 + $4 / 60} END {printf "%d", m}')
   echo "The rows' worker times add to $((row_mins / 60)) h $((row_mins % 60)) min (\`bash scripts/results.sh quick\` runs"
   echo "the jobs one per core: about half that on 2 cores). The jobs of the catalog this database holds, each counted"
   echo "once: $all_jobs, $((all_secs / 3600)) h $((all_secs % 3600 / 60)) min (rows kept from earlier runs may come from another database)."
