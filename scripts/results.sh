@@ -148,6 +148,10 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   row_mins=$(grep -v '^| [^ |]*@' results/README.md.new | grep -oE '\| [0-9]+ min [0-9]+ s \|' | awk '{m += $2 + $4 / 60} END {printf "%d", m}')
   echo "The rows' worker times add to $((row_mins / 60)) h $((row_mins % 60)) min (\`bash scripts/results.sh quick\` runs"
   echo "the jobs one per core: about half that on 2 cores). The jobs of the catalog this database holds, each counted"
-  echo "once: $all_jobs, $((all_secs / 3600)) h $((all_secs % 3600 / 60)) min (rows kept from earlier runs may come from another database)."
+  counted="$all_jobs, $((all_secs / 3600)) h $((all_secs % 3600 / 60)) min"
+  # A database holding none of them (a machine that ran only a grid of its own) keeps the previous count.
+  previous_count=$(sed -n 's/^once: \([0-9]*, [0-9]* h [0-9]* min\) (rows kept.*/\1/p' <<<"$previous")
+  [ "$all_jobs" = 0 ] && [ -n "$previous_count" ] && counted="$previous_count (an earlier database's)"
+  echo "once: $counted (rows kept from earlier runs may come from another database)."
 } > results/README.md.new
 mv results/README.md.new results/README.md
