@@ -90,13 +90,9 @@ const std::vector<std::pair<std::string, std::string>> kLegend = {
     {"?", "?: finished without this metric"},
     {"≈ chance",
      "≈ chance: within a tenth of the way from chance (1 / pairs; over several MQAR points, points / their pairs "
-     "summed) "
-     "to perfect recall: not learnt"},
+     "summed) to perfect recall: not learnt"},
 };
 
-// The accuracy of a model that has learnt a generated task's format but not recall: it names one of the n values in
-// context at random (the plateau MQAR models sit on before recall is learnt, as in Zoology; the same for the
-// retrieval task). None for other data.
 // An MQAR evaluation over several points (test_points, else the training mix's) takes a batch from each in turn and
 // pools their queries, n per sequence at a point of n pairs: one query in n right at each, so chance is the number of
 // points over their pairs summed (7 / 508 over Zoology's test points, not the first point's 1/4).
@@ -109,6 +105,9 @@ std::optional<double> mqar_points_chance(const JobRecord& j) {
   return static_cast<double>(points.size()) / pairs;
 }
 
+// The accuracy of a model that has learnt a generated task's format but not recall: it names one of the n values in
+// context at random (the plateau MQAR models sit on before recall is learnt, as in Zoology; the same for the
+// retrieval task). None for other data.
 std::optional<double> chance_accuracy(const JobRecord& j) {
   const auto source = job_value(j, "data.source");
   if (source != "mqar" && source != "retrieval") return std::nullopt;
