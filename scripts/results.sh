@@ -34,6 +34,12 @@ plan_ids() {
   fwlab sweep "experiments/${1%@*}.toml" --profile "$(profile_for "$1")" --dry-run --db "$db" 2>/dev/null |
     grep -oE '\b[0-9a-f]{16}\b' | sort -u | sed "s/.*/'&'/" | paste -sd, -
 }
+# The further tables of FILE at PROFILE: its [tables.NAME] sections and the tables its [profile.PROFILE] adds.
+further_tables() {
+  { sed -n 's/^\[tables\.\([A-Za-z0-9_-]*\)\]$/\1/p' "$1"
+    awk -v p="[profile.$2]" '/^\[/ { in_p = ($0 == p) }
+      in_p && match($0, /^"tables\.[A-Za-z0-9_-]+\./) { print substr($0, 9, RLENGTH - 9) }' "$1"; } | sort -u
+}
 
 for name in "${names[@]}"; do
   file=experiments/${name%@*}.toml
@@ -52,8 +58,8 @@ for name in "${names[@]}"; do
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --out "$out/table.md"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --format tex --out "$out/table.tex"
   fwlab table "$file" --profile "$profile_of_name" --db "$db" --format csv --out "$out/table.csv"
-  # The file's further tables ([tables.NAME]): table_NAME.md beside table.md.
-  for extra in $(sed -n 's/^\[tables\.\([A-Za-z0-9_-]*\)\]$/\1/p' "$file"); do
+  # The file's further tables ([tables.NAME], and "tables.NAME.KEY" keys of the profile): table_NAME.md beside table.md.
+  for extra in $(further_tables "$file" "$profile_of_name"); do
     fwlab table "$file" --profile "$profile_of_name" --db "$db" --table "$extra" --out "$out/table_$extra.md"
   done
   rm -f "$out/compare.md"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "contract/evaluation/tasks/tasks.h"
 #include "tests/test_support.h"
@@ -335,4 +336,97 @@ TEST_CASE("eval: HellaSwag's capitalize is Python's str.capitalize on non-ASCII 
     CHECK(tasks::capitalize(samples[i]) == expected[i]);
   }
   CHECK(tasks::capitalize("über alles") == "Über alles");
+}
+
+namespace {
+
+// An MQAR job tested at two points taken in turn, (16, 2) and (32, 8), two batches of 6 each.
+nlohmann::json mqar_job() {
+  return nlohmann::json::parse(R"({
+    "seed": 3, "threads": 1,
+    "data": {"source": "mqar", "mqar": {"vocab": 64, "seq_len": 32, "pairs": 4, "test_points": [[16, 2], [32, 8]]}},
+    "model": {"vocab": 64, "d_model": 32, "n_layers": 2, "n_heads": 2, "head_dim": 16, "context": 32, "dropout": 0.0},
+    "optim": {"lr": 3e-3, "warmup_steps": 3},
+    "train": {"steps": 40, "batch_size": 6, "log_every": 10},
+    "eval": {"every": 20, "mqar_batches": 4}
+  })");
+}
+
+double test_accuracy(const fs::path& events) {
+  std::ifstream in(events);
+  for (std::string line; std::getline(in, line);)
+    if (const auto j = nlohmann::json::parse(line); j["type"] == "eval" && j["split"] == "test")
+      return j["accuracy"].get<double>();
+  FAIL("no test evaluation in " << events);
+  return 0;
+}
+
+}  // namespace
+
+// The mqar task re-scores a finished MQAR model on its test batches: its pooled accuracy must be the training job's
+// recorded test accuracy (the same seeds, sizes and order), and its per-point and per-sequence figures what its
+// per-sequence records add up to.
+TEST_CASE("eval: the mqar task breaks a training job's test accuracy down by point and by sequence", "[eval]") {
+  test::TempDir tmp("eval-mqar");
+  auto train = mqar_job();
+  REQUIRE(run_worker(tmp.path() / "train", train).exit_code == 0);
+  auto job = train;
+  job["kind"] = "eval";
+  job.erase("optim"), job.erase("model");
+  job["train"] = {{"batch_size", 6}};
+  job["eval"] = {{"mqar_batches", 4}};
+  job["init_checkpoint"] = (tmp.path() / "train" / "best.safetensors").string();
+  job["tasks"] = {{"mqar", nlohmann::json::object()}};
+  const auto r = run_worker(tmp.path() / "eval", job);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto metrics = task_metrics(tmp.path() / "eval" / "events.jsonl").at("mqar");
+  CHECK(metrics["acc"].get<double>() == test_accuracy(tmp.path() / "train" / "events.jsonl"));
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> points;  // (L, n) -> (right, queries)
+  double per_sequence = 0;
+  int64_t sequences = 0, right = 0, queries = 0;
+  std::ifstream in(tmp.path() / "eval" / "tasks" / "mqar.jsonl");
+  for (std::string line; std::getline(in, line); ++sequences) {
+    const auto rec = nlohmann::json::parse(line);
+    const auto batch = rec["batch"].get<int64_t>(), L = rec["length"].get<int64_t>(), n = rec["pairs"].get<int64_t>();
+    CHECK(sequences / 6 == batch);
+    CHECK(L == (batch % 2 == 0 ? 16 : 32));  // the points in turn
+    CHECK(rec["queries"] == n);              // every key is asked once
+    auto& p = points[{L, n}];
+    p.first += rec["correct"].get<int64_t>(), p.second += n;
+    right += rec["correct"].get<int64_t>(), queries += n;
+    per_sequence += rec["correct"].get<double>() / static_cast<double>(n);
+  }
+  CHECK(sequences == 4 * 6);
+  CHECK(queries == 2 * 6 * (2 + 8));
+  CHECK(metrics["acc"].get<double>() == Approx(static_cast<double>(right) / static_cast<double>(queries)));
+  CHECK(metrics["seq_acc"].get<double>() == Approx(per_sequence / 24.0));
+  for (const auto& [point, n] : points)
+    CHECK(metrics[fmt::format("acc.L{}.n{}", point.first, point.second)].get<double>() ==
+          Approx(static_cast<double>(n.first) / static_cast<double>(n.second)));
+  CHECK(points.size() == 2);
+}
+
+TEST_CASE("eval: the mqar task and text tasks are refused on the other kind of data, exit 2", "[eval]") {
+  test::TempDir tmp("eval-mqar-bad");
+  auto job = mqar_job();
+  job["kind"] = "eval";
+  job["init_checkpoint"] = tmp.file("none.safetensors");
+  const struct {
+    nlohmann::json data, tasks;
+    std::string expected;
+  } cases[] = {
+      {{{"source", "brown"}},
+       {{"mqar", nlohmann::json::object()}},
+       "tasks.mqar: the mqar adapter scores the job's own"},
+      {job["data"], {{"mqar", {{"path", "x.jsonl"}}}}, "tasks.mqar.path: the mqar adapter does not read it"},
+      {job["data"], {{"lambada", {{"path", "x.jsonl"}}}}, "tasks.lambada: the lambada adapter scores text"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.expected);
+    job["data"] = c.data, job["tasks"] = c.tasks;
+    const auto r = run_worker(tmp.path() / "job", job, "validate");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find(c.expected) != std::string::npos);
+  }
 }

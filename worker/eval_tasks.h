@@ -16,6 +16,7 @@ namespace fwlab {
 
 struct TaskRun {
   std::vector<std::pair<std::string, double>> metrics;  // "acc", "acc_stderr", ...; passkey also "acc.L1024.d50"
+                                                        // mqar "seq_acc", "acc.L64.n4"
   std::vector<nlohmann::json> records;
 };
 
@@ -28,6 +29,9 @@ TaskRun run_recall_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, 
 // Passkey: `filler_text` "" for landmark's repeated sentences; keys drawn from `seed`.
 TaskRun run_passkey_task(GPT& model, const Tokenizer& tok, const TaskSpec& task, const std::string& filler_text,
                          int64_t batch, uint64_t seed);
+
+// MQAR: the job's test batches (data.mqar.test_points, as its training job's test draws them), per point.
+TaskRun run_mqar_task(GPT& model, const JobSpec& spec);
 
 // The recall prompt of a document: its text's tokens cut to context_length - 50 around the first occurrence of the
 // key or the value (the --cutting_context of Arora et al.'s harness), decoded, then ". " + key + ":".

@@ -1,8 +1,6 @@
 #include "worker/trainer.h"
 
 #include "contract/version.h"
-#include "text/batches/mqar.h"
-#include "text/batches/retrieval.h"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -32,6 +30,7 @@
 #include "models/transfer.h"
 #include "text/corpora/corpus.h"
 #include "text/corpora/dataset.h"
+#include "worker/generated_eval.h"
 #include "worker/loss_spike.h"
 #include "worker/op_profile.h"
 #include "worker/optimizer.h"
@@ -108,23 +107,11 @@ bool is_recurrent(const ModelConfig& cfg) {
   return std::any_of(cfg.layers.begin(), cfg.layers.end(), [](const MixerSpec& m) { return m.is_recurrent(); });
 }
 
-torch::Tensor to_tensor(const std::vector<int32_t>& ids, int64_t rows, int64_t cols, torch::Device device) {
-  return torch::from_blob(const_cast<int32_t*>(ids.data()), {rows, cols}, torch::kInt32).to(device, torch::kLong);
-}
-
 // Language-model batch: windows of T + 1 tokens split into inputs and next-token targets.
 std::pair<torch::Tensor, torch::Tensor> lm_batch(const TokenStream& tokens, int64_t B, int64_t T, uint64_t seed,
                                                  torch::Device device) {
-  auto w = to_tensor(sample_windows(tokens, B, T + 1, seed), B, T + 1, device);
+  auto w = token_tensor(sample_windows(tokens, B, T + 1, seed), B, T + 1, device);
   return {w.narrow(1, 0, T), w.narrow(1, 1, T)};
-}
-
-// A generated task's batch: inputs, and targets that are -1 where nothing is asked. MQAR's batch is at `point`
-// (a training batch's drawn from the mix, an evaluation batch's from the test points).
-std::pair<torch::Tensor, torch::Tensor> task_batch(const DataSpec& d, const MqarPoint& point, int64_t B, uint64_t seed,
-                                                   torch::Device device) {
-  auto b = d.source == "mqar" ? make_mqar_batch(d.mqar.at(point), B, seed) : make_retrieval_batch(d.retrieval, B, seed);
-  return {to_tensor(b.inputs, B, b.len, device), to_tensor(b.targets, B, b.len, device)};
 }
 
 // The loss in fp32 whatever the precision of the logits' product. Language-model batches have a target at every
@@ -182,7 +169,7 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
       tokens.copy(w.start, T + 1, ids.data() + r * static_cast<size_t>(T + 1));
       mask[static_cast<int64_t>(r)].narrow(0, w.score_from, T - w.score_from).fill_(true);
     }
-    auto all = to_tensor(ids, static_cast<int64_t>(n), T + 1, device);
+    auto all = token_tensor(ids, static_cast<int64_t>(n), T + 1, device);
     // The output layer only where a position is scored (eval.last_half leaves the first half unscored).
     const auto scored = all.narrow(1, 1, T).masked_fill(mask.logical_not().to(device), -1);
     torch::Tensor logits, targets;
@@ -200,28 +187,15 @@ EvalResult evaluate_lm(GPT& model, const TokenStream& tokens, const JobSpec& spe
   return {nll / static_cast<double>(count), count};
 }
 
+// A generated task's evaluation: every query of the batches pooled, each point weighing by its queries.
 EvalResult evaluate_task(GPT& model, const JobSpec& spec, torch::Device device, uint64_t stream) {
-  torch::NoGradGuard guard;
-  model->eval();
   double nll = 0.0;
   int64_t count = 0, correct = 0;
-  const auto points = spec.data.mqar.eval_points();  // taken in turn
-  for (int64_t i = 0; i < spec.eval.mqar_batches; ++i) {
-    auto [x, y] = task_batch(spec.data, points[static_cast<size_t>(i) % points.size()], spec.train.batch_size,
-                             mix_seed(spec.seed, stream, static_cast<uint64_t>(i)), device);
-    torch::Tensor logits, t;
-    {
-      const AutocastScope amp(spec.train.precision, device);
-      std::tie(logits, t) = model->labelled_logits(x, y);
-    }
-    logits = kernels::widened_to_fp32(logits);
-    auto losses = torch::nn::functional::cross_entropy(
-        logits, t, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    nll += losses.to(torch::kFloat64).sum().item<double>();
-    correct += (logits.argmax(-1) == t).sum().item<int64_t>();
-    count += t.numel();
+  for (const auto& s : score_generated_batches(model, spec, device, stream)) {
+    nll += s.nll;
+    count += s.queries;
+    correct += s.correct;
   }
-  model->train();
   return {nll / static_cast<double>(count), count, static_cast<double>(correct) / static_cast<double>(count)};
 }
 
@@ -558,7 +532,7 @@ int TrainingRun::diverge(const char* cause, double value, double lr, nlohmann::j
 }
 
 EvalResult TrainingRun::evaluate(const char* split) {
-  if (generated_) return evaluate_task(model_, spec_, device_, split[0] == 'v' ? 0xE7A1 : 0x7E57);
+  if (generated_) return evaluate_task(model_, spec_, device_, split[0] == 'v' ? kValidStream : kTestStream);
   return evaluate_lm(model_, split[0] == 'v' ? corpus_.valid : corpus_.test, spec_, device_);
 }
 
@@ -698,7 +672,8 @@ void TrainingRun::final_test() {
   if (!spec_.eval.test || st_.best_step < 0 || (!generated_ && corpus_.test.empty())) return;
   auto best = load_model(best_path(job_dir_));
   best->to(device_);
-  auto r = generated_ ? evaluate_task(best, spec_, device_, 0x7E57) : evaluate_lm(best, corpus_.test, spec_, device_);
+  auto r =
+      generated_ ? evaluate_task(best, spec_, device_, kTestStream) : evaluate_lm(best, corpus_.test, spec_, device_);
   auto e = eval_event("test", st_.best_step, r, corpus_.byte_level);
   e.checkpoint = "best";
   log_.write(e);

@@ -63,6 +63,7 @@ enum class TaskKind {
   loglikelihood,    // LAMBADA: last-word accuracy (greedy) and perplexity
   recall,           // SWDE / FDA: greedy generation scored by `contains`
   passkey,          // generated: no task file
+  mqar,             // the job's own MQAR test points (data.mqar), accuracy per point: no task file
 };
 
 // One row per adapter; contract/evaluation/task_table.cpp registers them, contract/evaluation/tasks/ holds each one's
@@ -75,7 +76,7 @@ struct TaskAdapter {
   std::vector<std::string> metrics;  // what it reports ("acc", "acc_norm"; lambada: "acc", "ppl"; recall: "contains")
   std::string headline;              // the metric a table shows for it, as papers report the task
   bool first_n_shots = false;        // MMLU: the first k same-subject dev documents, not a seeded draw
-  EvalDoc (*read)(const DocFields&) = nullptr;  // nullptr: passkey
+  EvalDoc (*read)(const DocFields&) = nullptr;  // nullptr: passkey, mqar
 };
 
 const std::vector<TaskAdapter>& task_table();

@@ -81,6 +81,7 @@ const std::vector<TaskAdapter>& task_table() {
        false,
        tasks::read_recall},
       {"passkey", "landmark-attention run_test.py (generated)", K::passkey, {}, {"acc"}, "acc", false, nullptr},
+      {"mqar", "Zoology's MQAR test points (generated)", K::mqar, {}, {"acc", "seq_acc"}, "acc", false, nullptr},
   };
   return rows;
 }

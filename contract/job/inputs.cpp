@@ -199,7 +199,7 @@ std::string task_file_problem(const std::string& path, const TaskAdapter& adapte
 void task_problems(const JobSpec& spec, std::vector<SpecError>& out) {
   for (const auto& [name, task] : spec.tasks) {
     const auto* adapter = find_task_adapter(task.adapter);
-    if (!adapter || adapter->kind == TaskKind::passkey) continue;
+    if (!adapter || !adapter->read) continue;  // generated: no file
     if (auto p = task_file_problem(task.path, *adapter); !p.empty()) out.emplace_back("tasks." + name + ".path", p);
     if (task.num_fewshot > 0)
       if (auto p = task_file_problem(task.fewshot_path, *adapter); !p.empty())

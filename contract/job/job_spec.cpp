@@ -157,6 +157,7 @@ void read_eval(Reader& r, JobSpec& s, const std::string& repo_root) {
   require(s.eval.batch_size > 0, "eval.batch_size", fmt::format("must be positive, got {}", s.eval.batch_size));
   at_most(s.eval.batch_size, int64_t{1} << 16, "eval.batch_size");
   s.tasks = parse_task_specs(r.raw("tasks"), s.kind, repo_root);
+  check_task_sources(s);
   if (s.kind == "eval")
     require(
         !s.init_checkpoint.empty(), "init_checkpoint",

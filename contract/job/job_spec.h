@@ -216,6 +216,8 @@ JobSpec read_job_spec(const std::string& job_dir, const std::string& repo_root);
 // Relative paths are resolved against `repo_root` (the committed task files under data/tasks/).
 std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind,
                                                  const std::string& repo_root);
+// Each task against data.source (SpecError "tasks.NAME"): the mqar adapter draws from data.mqar, the others need text.
+void check_task_sources(const JobSpec& s);
 // The parallel corpus's data keys and the `translate` object (contract/job/translate_keys.cpp): read by
 // parse_job_spec, checked against the job's kind and data source.
 namespace spec_reader {

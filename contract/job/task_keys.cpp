@@ -21,6 +21,8 @@ std::vector<std::string> keys_read(TaskKind kind) {
       return {"adapter", "path", "limit", "context_length", "max_new_tokens"};
     case TaskKind::passkey:
       return {"adapter", "lengths", "depths", "trials", "filler", "max_new_tokens"};
+    case TaskKind::mqar:  // its points, batches and seeds are the job's data.mqar and eval keys
+      return {"adapter"};
   }
   return {};
 }
@@ -47,7 +49,7 @@ void check_task(const TaskSpec& t, const TaskAdapter& adapter, const std::string
       require(d >= 0 && d <= 100, f + ".depths", fmt::format("{} is not a percentage in [0, 100]", d));
     require(t.trials > 0 && t.trials <= 100000, f + ".trials", fmt::format("must be in [1, 100000], got {}", t.trials));
     one_of(t.filler, {"corpus", "repeat"}, f + ".filler");
-  } else {
+  } else if (adapter.kind != TaskKind::mqar) {
     require(!t.path.empty(), f + ".path",
             fmt::format("the {} adapter reads a JSONL task file: set its path", adapter.name));
   }
@@ -98,6 +100,21 @@ TaskSpec parse_task(Reader r, const std::string& name, const std::string& field,
 }
 
 }  // namespace
+
+void check_task_sources(const JobSpec& s) {
+  for (const auto& [name, task] : s.tasks) {
+    const bool mqar = find_task_adapter(task.adapter)->kind == TaskKind::mqar;
+    if (mqar)
+      require(s.data.source == "mqar", "tasks." + name,
+              fmt::format("the mqar adapter scores the job's own MQAR test points: it needs data.source = \"mqar\" "
+                          "(data.source is '{}')",
+                          s.data.source));
+    else
+      require(!s.data.generated(), "tasks." + name,
+              fmt::format("the {} adapter scores text, and data.source '{}' generates token ids without a tokenizer",
+                          task.adapter, s.data.source));
+  }
+}
 
 std::map<std::string, TaskSpec> parse_task_specs(const nlohmann::json* tasks, const std::string& kind,
                                                  const std::string& repo_root) {
