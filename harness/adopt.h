@@ -11,7 +11,8 @@ namespace fwlab {
 
 // Ingests JOB_DIR's record and gives job `id` the outcome its status file records, with the record's own start and
 // end times, when that status is a result that stands (finished; diverged unless `retry_diverged`) and, where
-// another job starts from this one (`needs_checkpoint`) and it finished, its best.safetensors is there. False: nothing
+// another job will start from this one (`needs_checkpoint`: one without a result of its own) and it finished, its
+// best.safetensors is there. False: nothing
 // done.
 bool adopt_record(Store& store, const std::string& id, const std::string& job_dir, bool needs_checkpoint,
                   bool retry_diverged);

@@ -124,6 +124,24 @@ Verdict judge(const Ended& e, const std::optional<StatusFile>& sf, bool stopping
   }
 }
 
+// The jobs another job will start from, which are adopted from their records only with their checkpoint. A dependant
+// whose result is at hand (finished in the database, or a finished record in its folder that take_jobs adopts, as
+// scripts/records.sh restores them) starts from nothing.
+std::set<std::string> checkpoints_needed(const std::vector<PlannedJob>& jobs, Store& store, const std::string& runs) {
+  std::set<std::string> out;
+  for (const auto& j : jobs) {
+    if (j.depends_on.empty()) continue;
+    const auto row = store.job(j.id);
+    if (row && row->status == JobStatus::finished) continue;
+    const auto record = read_status((fs::path(runs) / j.id).string());
+    if (row && row->status == JobStatus::pending && row->attempts == 0 && record &&
+        record->status == JobStatus::finished)
+      continue;
+    out.insert(j.depends_on);
+  }
+  return out;
+}
+
 nlohmann::json job_file(const PlannedJob& j, const SweepOptions& opt) {
   auto spec = j.spec;
   spec["threads"] = opt.threads_per_job;
@@ -147,9 +165,7 @@ Scheduler::Scheduler(Store& store, Launcher& launcher, int64_t sweep_id, std::ve
 // watched, not started again; the rest are queued.
 void Scheduler::take_jobs() {
   std::vector<std::string> fresh_budget;
-  std::set<std::string> started_from;  // jobs another job starts from: adopted only with their checkpoint
-  for (const auto& j : jobs_)
-    if (!j.depends_on.empty()) started_from.insert(j.depends_on);
+  const auto started_from = checkpoints_needed(jobs_, store_, opt_.runs_dir);
   for (const auto& j : jobs_) {
     if (!j.applicable) {
       ++summary_.na;

@@ -3,8 +3,9 @@
 # carried in the repository: `save` copies the records of a profile's jobs that have a result (job.json,
 # events.jsonl, status.json; no checkpoints) into results/records/EXPERIMENT.PROFILE/; `restore` copies them into the
 # runs folder beside the database, where the next `fwlab sweep` of that profile takes each one as its result
-# instead of running it again (harness/adopt.h), and runs the rest. Jobs that another stage starts from need their
-# checkpoint and are run again.
+# instead of running it again (harness/adopt.h), and runs the rest. A job that another stage starts from needs its
+# checkpoint, and is run again, only where a job starting from it has no record saved (the zoology profile's eval
+# jobs are saved with the training jobs they score).
 #
 #   bash scripts/records.sh save|restore EXPERIMENT PROFILE [--db results/fwlab.db]
 set -euo pipefail

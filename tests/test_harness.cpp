@@ -313,12 +313,21 @@ TEST_CASE("fwlab: a database lost, the records kept: a new sweep takes the resul
   INFO(first.output);
   REQUIRE(count_starts(runs) == 3);
   Db a(dir.file("first.db"), true);
-  // The fake worker writes no checkpoint: without one, the job the finetune starts from is run again.
+  // The fake worker writes no checkpoint. The finetune's own record kept, none is needed: nothing runs.
+  const auto kept = dir.file("runs_kept");
+  fs::copy(runs, kept, fs::copy_options::recursive);
+  auto all_kept = test::run_command(fake_sweep(file, dir.file("kept.db"), " --runs " + kept));
+  CHECK_THAT(all_kept.output,
+             Catch::Contains("0 finished, 0 diverged") && Catch::Contains("3 taken from the records in their folders"));
+  CHECK(count_starts(kept) == 3);
+  // Its record lost, the finetune runs again, and so does the job it starts from, which has no checkpoint.
   const auto copy = dir.file("runs_copy");
   fs::copy(runs, copy, fs::copy_options::recursive);
+  const auto finetune = query_text(a, "SELECT id FROM jobs WHERE stage = 'finetune' AND status = 'finished'");
+  REQUIRE(fs::remove_all(fs::path(copy) / finetune) > 0);
   auto without = test::run_command(fake_sweep(file, dir.file("without.db"), " --runs " + copy));
   CHECK_THAT(without.output,
-             Catch::Contains("1 finished, 0 diverged") && Catch::Contains("2 taken from the records in their folders"));
+             Catch::Contains("2 finished, 0 diverged") && Catch::Contains("1 taken from the records in their folders"));
   // With it, nothing runs; the database holds what the first one did.
   for (auto q = a.prepare("SELECT id FROM jobs WHERE stage = 'pretrain'"); q.step();)
     test::spit((fs::path(runs) / q.text(0) / "best.safetensors").string(), "");
