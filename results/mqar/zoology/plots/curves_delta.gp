@@ -35,8 +35,18 @@ $p0s2 << EOD
 2000 0.005198080709 0.005198080709 0.005198080709
 2500 0.004582923228 0.004582923228 0.004582923228
 3000 0.002614419291 0.002614419291 0.002614419291
+3500 0.00765871063 0.00765871063 0.00765871063
+4000 0.008458415354 0.008458415354 0.008458415354
+4500 0.008919783465 0.008919783465 0.008919783465
+5000 0.009042814961 0.009042814961 0.009042814961
 EOD
 $p0s3 << EOD
+500 0.002183809055 0.002183809055 0.002183809055
+1000 0.002306840551 0.002306840551 0.002306840551
+1500 0.0004613681102 0.0004613681102 0.0004613681102
+2000 0.0001845472441 0.0001845472441 0.0001845472441
+EOD
+$p0s4 << EOD
 EOD
 set terminal pngcairo size 1100,600 enhanced font 'DejaVu Sans,10'
 set output 'curves_delta.png'
@@ -52,8 +62,9 @@ set xrange [-100:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=32, lr=0.001, seed=0', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=32, lr=0.001, seed=1', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=32, lr=0.0032, seed=0 (interrupted)', \
-     keyentry w l dt 1 lw 2 lc 4 t 'm=32, lr=0.0032, seed=1 (interrupted)'
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=32, lr=0.0032, seed=0', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32, lr=0.0032, seed=1 (interrupted)', \
+     keyentry w l dt 1 lw 2 lc 5 t 'm=32, lr=0.01, seed=0 (interrupted)'
 unset output
 set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_delta.svg'
@@ -69,6 +80,7 @@ set xrange [-100:*]
 set autoscale y
 plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'm=32, lr=0.001, seed=0', \
      $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'm=32, lr=0.001, seed=1', \
-     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=32, lr=0.0032, seed=0 (interrupted)', \
-     keyentry w l dt 1 lw 2 lc 4 t 'm=32, lr=0.0032, seed=1 (interrupted)'
+     $p0s2 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'm=32, lr=0.0032, seed=0', \
+     $p0s3 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'm=32, lr=0.0032, seed=1 (interrupted)', \
+     keyentry w l dt 1 lw 2 lc 5 t 'm=32, lr=0.01, seed=0 (interrupted)'
 unset output

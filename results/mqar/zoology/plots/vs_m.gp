@@ -8,10 +8,10 @@ $p0s0 << EOD
 32 0.3206969734 0.2797434157 0.3616505312
 EOD
 $p0s1 << EOD
-32 0.003075787402 0.002858296389 0.003293278414
+32 0.008796751969 0.008796751969 0.008796751969
 EOD
 $p0s2 << EOD
-32 0.3426580955 0.3404614362 0.3448547547
+32 0.3680025837 0.3527999619 0.3832052055
 EOD
 $p0s3 << EOD
 32 0.3063176673 0.2858735121 0.3267618225
@@ -32,7 +32,7 @@ set xtics (32)
 set xrange [22.85714286:44.8]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'deltanet, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'gated\_deltanet, pairs=4', \
      0.9998923474 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
@@ -50,7 +50,7 @@ set xtics (32)
 set xrange [22.85714286:44.8]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'deltanet, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'gated\_deltanet, pairs=4', \
      0.9998923474 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
