@@ -133,13 +133,20 @@ std::map<int64_t, nlohmann::json> records_by_line(const fs::path& file) {
   return out;
 }
 
-std::map<std::string, nlohmann::json> task_metrics(const fs::path& events) {
+// Each task's `task` event, by task name.
+std::map<std::string, nlohmann::json> task_events(const fs::path& events) {
   std::map<std::string, nlohmann::json> out;
   std::ifstream in(events);
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "task") out[j["name"].get<std::string>()] = j["metrics"];
+    if (j["type"] == "task") out[j["name"].get<std::string>()] = j;
   }
+  return out;
+}
+
+std::map<std::string, nlohmann::json> task_metrics(const fs::path& events) {
+  std::map<std::string, nlohmann::json> out;
+  for (const auto& [name, event] : task_events(events)) out[name] = event["metrics"];
   return out;
 }
 
@@ -297,6 +304,10 @@ TEST_CASE("eval: recall extraction and passkey run through the step forms and re
   const auto metrics = task_metrics(job / "events.jsonl");
   CHECK(metrics.at("passkey").contains("acc.L200.d100"));
   CHECK(metrics.at("swde")["docs"] == 2.0);
+  // Each event says whose scoring it repeats: the adapter's own, not lm-eval's for every task.
+  const auto events = task_events(job / "events.jsonl");
+  CHECK_THAT(events.at("passkey")["semantics"].get<std::string>(), Catch::StartsWith("landmark-attention"));
+  CHECK_THAT(events.at("swde")["semantics"].get<std::string>(), Catch::Contains("Arora et al. 2024"));
 }
 
 // lm-eval's HellaSwag capitalises ctx_b with Python's str.capitalize: the first character in titlecase and the rest
@@ -380,7 +391,9 @@ TEST_CASE("eval: the mqar task breaks a training job's test accuracy down by poi
   const auto r = run_worker(tmp.path() / "eval", job);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const auto metrics = task_metrics(tmp.path() / "eval" / "events.jsonl").at("mqar");
+  const auto event = task_events(tmp.path() / "eval" / "events.jsonl").at("mqar");
+  const auto& metrics = event["metrics"];
+  CHECK_THAT(event["semantics"].get<std::string>(), Catch::StartsWith("fwlab's MQAR test batches"));
   CHECK(metrics["acc"].get<double>() == test_accuracy(tmp.path() / "train" / "events.jsonl"));
   std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> points;  // (L, n) -> (right, queries)
   double per_sequence = 0;

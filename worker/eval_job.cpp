@@ -82,7 +82,7 @@ int run_eval(const JobSpec& spec, const std::string& job_dir, EventLog& log) {
                {"documents", run.records.size()},
                {"metrics", metrics},
                {"seconds", seconds},
-               {"semantics", task.adapter == "mqar" ? "fwlab's MQAR test batches" : "lm-evaluation-harness 0.4.10"}});
+               {"semantics", find_task_adapter(task.adapter)->semantics}});
     fmt::print(stderr, "fwlab-worker: {}: {} documents in {:.1f}s\n", name, run.records.size(), seconds);
   }
   log.write(EndEvent{JobStatus::finished, kExitFinished, "", "", nlohmann::json::object()});

@@ -77,6 +77,8 @@ struct TaskAdapter {
   std::string headline;              // the metric a table shows for it, as papers report the task
   bool first_n_shots = false;        // MMLU: the first k same-subject dev documents, not a seeded draw
   EvalDoc (*read)(const DocFields&) = nullptr;  // nullptr: passkey, mqar
+  // Whose scoring the task repeats, written into each job's `task` event so that a figure says what it measures.
+  std::string semantics = "lm-evaluation-harness 0.4.10";
 };
 
 const std::vector<TaskAdapter>& task_table();
