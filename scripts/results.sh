@@ -75,7 +75,8 @@ for name in "${names[@]}"; do
   # jobs not run yet gets incomplete.txt instead (scripts/results_manifest.py).
   ids=$(plan_ids "$name")
   fwlab query --db "$db" --format json "SELECT r.job_id, r.stage, r.coords, r.status, r.best_valid_ppl,
-      r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy FROM runs r WHERE r.job_id IN
+      r.best_valid_accuracy, r.test_ppl, r.test_bpc, r.test_accuracy, p.status AS parent_status FROM runs r
+      JOIN jobs j ON j.id = r.job_id LEFT JOIN jobs p ON p.id = j.depends_on WHERE r.job_id IN
       (${ids:-''}) ORDER BY r.stage, r.job_id" |
     /usr/bin/python3 scripts/results_manifest.py "${name%@*}" "$profile_of_name" "$(git rev-parse --short HEAD)" \
       "$(tr ',' '\n' <<<"$ids" | grep -c .)" "$out"

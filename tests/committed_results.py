@@ -7,7 +7,7 @@ were made from, with their status and values; a folder made before manifests, or
 its row in results/README.md says "not checked"):
   1. every job the current plan of experiments/NAME.toml makes at that profile is in the manifest (the tables are of
      this catalog file and this version, not an older plan), and every manifest job has a result (finished or
-     diverged: no table holds a job still running);
+     diverged: no table holds a job still running) or is blocked behind a diverged job (it never will);
   2. a job shared by several experiments (a teacher) has the same record in every manifest: their tables were made
      from one state of the results;
   3. plots/ holds exactly the figures `fwlab plot --list` names for the file now, each as .png, .svg and .gp.
@@ -50,7 +50,8 @@ for folder in folders:
         problems.append(f"{where}: {len(missing)} job(s) of the current plan ({profile}) are not in the tables "
                         f"it holds, e.g. {missing[0]}: regenerate it (scripts/results.sh {profile} {name})")
     for job_id, j in jobs.items():
-        if j["status"] not in ("finished", "diverged"):
+        blocked_for_good = j["status"] == "blocked" and j.get("parent_status") == "diverged"
+        if j["status"] not in ("finished", "diverged") and not blocked_for_good:
             problems.append(f"{where}: job {job_id} is {j['status']} in its manifest")
         if job_id in records and records[job_id][1] != j:
             problems.append(f"{where} and {records[job_id][0]} disagree on job {job_id}: "
