@@ -113,10 +113,62 @@ $p0s11 << EOD
 1000 0.002306840551 0.002306840551 0.002306840551
 1500 0.0004613681102 0.0004613681102 0.0004613681102
 2000 0.0001845472441 0.0001845472441 0.0001845472441
+2500 0.0003383366142 0.0003383366142 0.0003383366142
+3000 0.0002153051181 0.0002153051181 0.0002153051181
+3500 0.0002460629921 0.0002460629921 0.0002460629921
+4000 0.0002153051181 0.0002153051181 0.0002153051181
+4500 0.0006459153543 0.0006459153543 0.0006459153543
+5000 0.0006459153543 0.0006459153543 0.0006459153543
 EOD
 $p0s12 << EOD
+500 0.1117433563 0.1117433563 0.1117433563
+1000 0.1936208169 0.1936208169 0.1936208169
+1500 0.2227485236 0.2227485236 0.2227485236
+2000 0.2162278543 0.2162278543 0.2162278543
+2500 0.2176427165 0.2176427165 0.2176427165
+3000 0.2483698327 0.2483698327 0.2483698327
+3500 0.2674397146 0.2674397146 0.2674397146
+4000 0.2843565453 0.2843565453 0.2843565453
+4500 0.2915538878 0.2915538878 0.2915538878
+5000 0.2949372539 0.2949372539 0.2949372539
 EOD
 $p0s13 << EOD
+500 0.02146899606 0.02146899606 0.02146899606
+1000 0.07397268701 0.07397268701 0.07397268701
+1500 0.1536663386 0.1536663386 0.1536663386
+2000 0.1570189469 0.1570189469 0.1570189469
+2500 0.1940206693 0.1940206693 0.1940206693
+3000 0.2124753937 0.2124753937 0.2124753937
+3500 0.2451402559 0.2451402559 0.2451402559
+4000 0.2657480315 0.2657480315 0.2657480315
+4500 0.274913878 0.274913878 0.274913878
+5000 0.2770669291 0.2770669291 0.2770669291
+EOD
+$p0s14 << EOD
+500 0.04635211614 0.04635211614 0.04635211614
+1000 0.1072834646 0.1072834646 0.1072834646
+1500 0.1433932087 0.1433932087 0.1433932087
+2000 0.129398376 0.129398376 0.129398376
+2500 0.1389333169 0.1389333169 0.1389333169
+3000 0.1703063484 0.1703063484 0.1703063484
+3500 0.1977731299 0.1977731299 0.1977731299
+4000 0.2257627953 0.2257627953 0.2257627953
+4500 0.2420337106 0.2420337106 0.2420337106
+5000 0.2455708661 0.2455708661 0.2455708661
+EOD
+$p0s15 << EOD
+500 0.06382258858 0.06382258858 0.06382258858
+1000 0.08483021654 0.08483021654 0.08483021654
+1500 0.1273991142 0.1273991142 0.1273991142
+2000 0.107898622 0.107898622 0.107898622
+2500 0.1227546752 0.1227546752 0.1227546752
+3000 0.1573265256 0.1573265256 0.1573265256
+3500 0.1998031496 0.1998031496 0.1998031496
+4000 0.2161355807 0.2161355807 0.2161355807
+4500 0.229238435 0.229238435 0.229238435
+5000 0.2354207677 0.2354207677 0.2354207677
+EOD
+$p0s16 << EOD
 500 0.02595964567 0.02595964567 0.02595964567
 1000 0.1634781004 0.1634781004 0.1634781004
 1500 0.2101685531 0.2101685531 0.2101685531
@@ -128,7 +180,7 @@ $p0s13 << EOD
 4500 0.2774360236 0.2774360236 0.2774360236
 5000 0.2782972441 0.2782972441 0.2782972441
 EOD
-$p0s14 << EOD
+$p0s17 << EOD
 500 0.09707185039 0.09707185039 0.09707185039
 1000 0.2552903543 0.2552903543 0.2552903543
 1500 0.2949064961 0.2949064961 0.2949064961
@@ -140,7 +192,7 @@ $p0s14 << EOD
 4500 0.3385519193 0.3385519193 0.3385519193
 5000 0.3382135827 0.3382135827 0.3382135827
 EOD
-$p0s15 << EOD
+$p0s18 << EOD
 500 0.1369955709 0.1369955709 0.1369955709
 1000 0.2257320374 0.2257320374 0.2257320374
 1500 0.2645177165 0.2645177165 0.2645177165
@@ -152,7 +204,7 @@ $p0s15 << EOD
 4500 0.3392901083 0.3392901083 0.3392901083
 5000 0.339597687 0.339597687 0.339597687
 EOD
-$p0s16 << EOD
+$p0s19 << EOD
 500 0.2224717028 0.2224717028 0.2224717028
 1000 0.2692236713 0.2692236713 0.2692236713
 1500 0.2975516732 0.2975516732 0.2975516732
@@ -164,7 +216,7 @@ $p0s16 << EOD
 4500 0.3448572835 0.3448572835 0.3448572835
 5000 0.3453801673 0.3453801673 0.3453801673
 EOD
-$p0s17 << EOD
+$p0s20 << EOD
 500 0.1839013287 0.1839013287 0.1839013287
 1000 0.2345287894 0.2345287894 0.2345287894
 1500 0.2641793799 0.2641793799 0.2641793799
@@ -176,7 +228,7 @@ $p0s17 << EOD
 4500 0.3767531988 0.3767531988 0.3767531988
 5000 0.3803211122 0.3803211122 0.3803211122
 EOD
-$p0s18 << EOD
+$p0s21 << EOD
 500 0.1792261319 0.1792261319 0.1792261319
 1000 0.223640502 0.223640502 0.223640502
 1500 0.2730991634 0.2730991634 0.2730991634
@@ -188,7 +240,7 @@ $p0s18 << EOD
 4500 0.3535617618 0.3535617618 0.3535617618
 5000 0.3569758858 0.3569758858 0.3569758858
 EOD
-$p0s19 << EOD
+$p0s22 << EOD
 500 0.001906988189 0.001906988189 0.001906988189
 1000 0.01171875 0.01171875 0.01171875
 1500 0.0443836122 0.0443836122 0.0443836122
@@ -200,7 +252,7 @@ $p0s19 << EOD
 4500 0.109867126 0.109867126 0.109867126
 5000 0.1126045768 0.1126045768 0.1126045768
 EOD
-$p0s20 << EOD
+$p0s23 << EOD
 500 0.01660925197 0.01660925197 0.01660925197
 1000 0.06932824803 0.06932824803 0.06932824803
 1500 0.1359498031 0.1359498031 0.1359498031
@@ -212,7 +264,7 @@ $p0s20 << EOD
 4500 0.2313914862 0.2313914862 0.2313914862
 5000 0.235359252 0.235359252 0.235359252
 EOD
-$p0s21 << EOD
+$p0s24 << EOD
 500 0.0005843996063 0.0005843996063 0.0005843996063
 1000 0.1236158957 0.1236158957 0.1236158957
 1500 0.1858698327 0.1858698327 0.1858698327
@@ -224,7 +276,7 @@ $p0s21 << EOD
 4500 0.2609190453 0.2609190453 0.2609190453
 5000 0.2618417815 0.2618417815 0.2618417815
 EOD
-$p0s22 << EOD
+$p0s25 << EOD
 500 0.001291830709 0.001291830709 0.001291830709
 1000 0.1335814469 0.1335814469 0.1335814469
 1500 0.1846395177 0.1846395177 0.1846395177
@@ -236,7 +288,7 @@ $p0s22 << EOD
 4500 0.2235789862 0.2235789862 0.2235789862
 5000 0.2238558071 0.2238558071 0.2238558071
 EOD
-$p0s23 << EOD
+$p0s26 << EOD
 500 0.08030880906 0.08030880906 0.08030880906
 1000 0.1933747539 0.1933747539 0.1933747539
 1500 0.223148376 0.223148376 0.223148376
@@ -248,7 +300,7 @@ $p0s23 << EOD
 4500 0.3185900591 0.3185900591 0.3185900591
 5000 0.3191744587 0.3191744587 0.3191744587
 EOD
-$p0s24 << EOD
+$p0s27 << EOD
 500 0.1498216043 0.1498216043 0.1498216043
 1000 0.2226254921 0.2226254921 0.2226254921
 1500 0.2464320866 0.2464320866 0.2464320866
@@ -260,7 +312,7 @@ $p0s24 << EOD
 4500 0.2935839075 0.2935839075 0.2935839075
 5000 0.2934916339 0.2934916339 0.2934916339
 EOD
-$p0s25 << EOD
+$p0s28 << EOD
 500 0.1153112697 0.1153112697 0.1153112697
 1000 0.1822404035 0.1822404035 0.1822404035
 1500 0.2112143209 0.2112143209 0.2112143209
@@ -272,7 +324,7 @@ $p0s25 << EOD
 4500 0.2922920768 0.2922920768 0.2922920768
 5000 0.2925688976 0.2925688976 0.2925688976
 EOD
-$p0s26 << EOD
+$p0s29 << EOD
 500 0.04835137795 0.04835137795 0.04835137795
 1000 0.09805610236 0.09805610236 0.09805610236
 1500 0.1745816929 0.1745816929 0.1745816929
@@ -284,7 +336,7 @@ $p0s26 << EOD
 4500 0.265132874 0.265132874 0.265132874
 5000 0.2678703248 0.2678703248 0.2678703248
 EOD
-$p0s27 << EOD
+$p0s30 << EOD
 500 0.0007074311024 0.0007074311024 0.0007074311024
 1000 0.001107283465 0.001107283465 0.001107283465
 1500 0.001537893701 0.001537893701 0.001537893701
@@ -296,7 +348,7 @@ $p0s27 << EOD
 4500 0.1347810039 0.1347810039 0.1347810039
 5000 0.1380720965 0.1380720965 0.1380720965
 EOD
-$p0s28 << EOD
+$p0s31 << EOD
 500 0.001076525591 0.001076525591 0.001076525591
 1000 0.001630167323 0.001630167323 0.001630167323
 1500 0.001660925197 0.001660925197 0.001660925197
@@ -308,7 +360,7 @@ $p0s28 << EOD
 4500 0.03949311024 0.03949311024 0.03949311024
 5000 0.03961614173 0.03961614173 0.03961614173
 EOD
-set terminal pngcairo size 1100,600 enhanced font 'DejaVu Sans,10'
+set terminal pngcairo size 1100,632 enhanced font 'DejaVu Sans,10'
 set output 'curves_column_32.png'
 unset arrow
 unset label
@@ -337,26 +389,29 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, lr=0.001, seed
      $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'delta, lr=0.001, seed=0', \
      $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'delta, lr=0.001, seed=1', \
      $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'delta, lr=0.0032, seed=0', \
-     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'delta, lr=0.0032, seed=1 (interrupted)', \
-     keyentry w l dt 2 lw 2 lc 13 t 'delta, lr=0.01, seed=0 (interrupted)', \
-     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'deltanet, lr=0.001, seed=0', \
-     $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'deltanet, lr=0.001, seed=1', \
-     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'deltanet, lr=0.0032, seed=0', \
-     $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'deltanet, lr=0.0032, seed=1', \
-     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'deltanet, lr=0.01, seed=0', \
-     $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'deltanet, lr=0.01, seed=1', \
-     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'deltanet, lr=0.032, seed=0', \
-     $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'deltanet, lr=0.032, seed=1', \
-     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_deltanet, lr=0.001, seed=0', \
-     $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'gated\_deltanet, lr=0.001, seed=1', \
-     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_deltanet, lr=0.0032, seed=0', \
-     $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_deltanet, lr=0.0032, seed=1', \
-     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_deltanet, lr=0.01, seed=0', \
-     $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_deltanet, lr=0.01, seed=1', \
-     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_deltanet, lr=0.032, seed=0', \
-     $p0s28 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 29 t 'gated\_deltanet, lr=0.032, seed=1'
+     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'delta, lr=0.0032, seed=1', \
+     $p0s12 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 13 t 'delta, lr=0.01, seed=0', \
+     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'delta, lr=0.01, seed=1', \
+     $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'delta, lr=0.032, seed=0', \
+     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'delta, lr=0.032, seed=1', \
+     $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'deltanet, lr=0.001, seed=0', \
+     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'deltanet, lr=0.001, seed=1', \
+     $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'deltanet, lr=0.0032, seed=0', \
+     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'deltanet, lr=0.0032, seed=1', \
+     $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'deltanet, lr=0.01, seed=0', \
+     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'deltanet, lr=0.01, seed=1', \
+     $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'deltanet, lr=0.032, seed=0', \
+     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'deltanet, lr=0.032, seed=1', \
+     $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_deltanet, lr=0.001, seed=0', \
+     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_deltanet, lr=0.001, seed=1', \
+     $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_deltanet, lr=0.0032, seed=0', \
+     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_deltanet, lr=0.0032, seed=1', \
+     $p0s28 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 29 t 'gated\_deltanet, lr=0.01, seed=0', \
+     $p0s29 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 30 t 'gated\_deltanet, lr=0.01, seed=1', \
+     $p0s30 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 31 t 'gated\_deltanet, lr=0.032, seed=0', \
+     $p0s31 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 32 t 'gated\_deltanet, lr=0.032, seed=1'
 unset output
-set terminal svg size 1100,600 enhanced font 'DejaVu Sans,10' dynamic
+set terminal svg size 1100,632 enhanced font 'DejaVu Sans,10' dynamic
 set output 'curves_column_32.svg'
 unset arrow
 unset label
@@ -385,22 +440,25 @@ plot $p0s0 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, lr=0.001, seed
      $p0s8 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 9 t 'delta, lr=0.001, seed=0', \
      $p0s9 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 10 t 'delta, lr=0.001, seed=1', \
      $p0s10 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 11 t 'delta, lr=0.0032, seed=0', \
-     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'delta, lr=0.0032, seed=1 (interrupted)', \
-     keyentry w l dt 2 lw 2 lc 13 t 'delta, lr=0.01, seed=0 (interrupted)', \
-     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'deltanet, lr=0.001, seed=0', \
-     $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'deltanet, lr=0.001, seed=1', \
-     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'deltanet, lr=0.0032, seed=0', \
-     $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'deltanet, lr=0.0032, seed=1', \
-     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'deltanet, lr=0.01, seed=0', \
-     $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'deltanet, lr=0.01, seed=1', \
-     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'deltanet, lr=0.032, seed=0', \
-     $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'deltanet, lr=0.032, seed=1', \
-     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'gated\_deltanet, lr=0.001, seed=0', \
-     $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'gated\_deltanet, lr=0.001, seed=1', \
-     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'gated\_deltanet, lr=0.0032, seed=0', \
-     $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_deltanet, lr=0.0032, seed=1', \
-     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_deltanet, lr=0.01, seed=0', \
-     $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_deltanet, lr=0.01, seed=1', \
-     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_deltanet, lr=0.032, seed=0', \
-     $p0s28 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 29 t 'gated\_deltanet, lr=0.032, seed=1'
+     $p0s11 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 12 t 'delta, lr=0.0032, seed=1', \
+     $p0s12 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 13 t 'delta, lr=0.01, seed=0', \
+     $p0s13 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 14 t 'delta, lr=0.01, seed=1', \
+     $p0s14 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 15 t 'delta, lr=0.032, seed=0', \
+     $p0s15 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 16 t 'delta, lr=0.032, seed=1', \
+     $p0s16 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 17 t 'deltanet, lr=0.001, seed=0', \
+     $p0s17 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 18 t 'deltanet, lr=0.001, seed=1', \
+     $p0s18 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 19 t 'deltanet, lr=0.0032, seed=0', \
+     $p0s19 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 20 t 'deltanet, lr=0.0032, seed=1', \
+     $p0s20 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 21 t 'deltanet, lr=0.01, seed=0', \
+     $p0s21 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 22 t 'deltanet, lr=0.01, seed=1', \
+     $p0s22 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 23 t 'deltanet, lr=0.032, seed=0', \
+     $p0s23 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 24 t 'deltanet, lr=0.032, seed=1', \
+     $p0s24 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 25 t 'gated\_deltanet, lr=0.001, seed=0', \
+     $p0s25 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 26 t 'gated\_deltanet, lr=0.001, seed=1', \
+     $p0s26 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 27 t 'gated\_deltanet, lr=0.0032, seed=0', \
+     $p0s27 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 28 t 'gated\_deltanet, lr=0.0032, seed=1', \
+     $p0s28 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 29 t 'gated\_deltanet, lr=0.01, seed=0', \
+     $p0s29 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 30 t 'gated\_deltanet, lr=0.01, seed=1', \
+     $p0s30 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 31 t 'gated\_deltanet, lr=0.032, seed=0', \
+     $p0s31 u 1:2 w linespoints dt 2 lw 2 pt 7 ps 0.8 lc 32 t 'gated\_deltanet, lr=0.032, seed=1'
 unset output

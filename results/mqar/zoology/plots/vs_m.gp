@@ -8,7 +8,7 @@ $p0s0 << EOD
 32 0.3206969734 0.2797434157 0.3616505312
 EOD
 $p0s1 << EOD
-32 0.008796751969 0.008796751969 0.008796751969
+32 0.2833722933 0.2705403235 0.2962042631
 EOD
 $p0s2 << EOD
 32 0.3680025837 0.3527999619 0.3832052055
@@ -32,7 +32,7 @@ set xtics (32)
 set xrange [22.85714286:44.8]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'deltanet, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'gated\_deltanet, pairs=4', \
      0.9998923474 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
@@ -50,7 +50,7 @@ set xtics (32)
 set xrange [22.85714286:44.8]
 set autoscale y
 plot $p0s0 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 1 t 'add, pairs=4', \
-     $p0s1 u 1:2 w linespoints dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
+     $p0s1 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 2 t 'delta, pairs=4', \
      $p0s2 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 3 t 'deltanet, pairs=4', \
      $p0s3 u 1:2:3:4 w yerrorlines dt 1 lw 2 pt 7 ps 0.8 lc 4 t 'gated\_deltanet, pairs=4', \
      0.9998923474 w l dt 3 lw 2 lc 5 t 'softmax (reference level)'
