@@ -5,9 +5,13 @@
 
 namespace fwlab {
 
-const std::vector<TaskAdapter>& task_table() {
-  using K = TaskKind;
-  static const std::vector<TaskAdapter> rows = {
+namespace {
+
+using K = TaskKind;
+
+// The tasks read from a JSONL file of a public dataset and scored as lm-eval scores them.
+std::vector<TaskAdapter> lm_eval_rows() {
+  return {
       {"piqa",
        "lm-eval piqa",
        K::multiple_choice,
@@ -72,6 +76,12 @@ const std::vector<TaskAdapter>& task_table() {
        "acc",
        false,
        tasks::read_lambada},
+  };
+}
+
+// The tasks that follow another harness's scoring: recall extraction from files, passkey and MQAR generated.
+std::vector<TaskAdapter> other_rows() {
+  return {
       {"recall",
        "based_swde / based_fda (Arora et al. 2024)",
        K::recall,
@@ -100,6 +110,16 @@ const std::vector<TaskAdapter>& task_table() {
        nullptr,
        "fwlab's MQAR test batches (Zoology's points; pooled and per-sequence accuracy)"},
   };
+}
+
+}  // namespace
+
+const std::vector<TaskAdapter>& task_table() {
+  static const std::vector<TaskAdapter> rows = [] {
+    auto all = lm_eval_rows();
+    for (auto& row : other_rows()) all.push_back(std::move(row));
+    return all;
+  }();
   return rows;
 }
 
