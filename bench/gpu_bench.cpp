@@ -182,12 +182,16 @@ void op_level(const Options& o) {
                         [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
                         tokens_heads * 6.0 * D * m, 3.0, 1});
         // The delta family's chunked CUDA kernel (kernels/delta/cuda/chunks.h), bf16 q, k, v as the model feeds it
-        // under autocast; what a model runs on CUDA where its first-use check passes.
+        // under autocast; what a model runs on CUDA where its first-use check passes. bf16 runs the tensor-core
+        // programs (chunks_mma.h); fp32 the same kernel's plain-loop programs, for the ratio between them.
         if (o.device.is_cuda() && K::cuda_kernels_built()) {
           auto bf = [](const torch::Tensor& x) { return x.detach().to(torch::kBFloat16).requires_grad_(true); };
           const auto qb = bf(qu), kb = bf(ku), vb = bf(v32);
           rows.push_back({"gated delta chunked CUDA (bf16)",
                           [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, alpha, beta, {}).y; },
+                          tokens_heads * 6.0 * D * m, 3.0});
+          rows.push_back({"gated delta chunked CUDA plain products (fp32)",
+                          [=] { return K::gated_delta_recurrence_cuda_chunked(qu, ku, v32, alpha, beta, {}).y; },
                           tokens_heads * 6.0 * D * m, 3.0});
           rows.push_back({"delta chunked CUDA (bf16)",
                           [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, {}, beta, {}).y; },

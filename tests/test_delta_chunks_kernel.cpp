@@ -62,7 +62,7 @@ double gap(const torch::Tensor& a, const torch::Tensor& b) {
   return (x - y).abs().max().item<double>() / std::max(1e-6, y.abs().max().item<double>());
 }
 
-void check_against_naive(const Inputs& in, int threads, double tolerance) {
+void check_against_naive(const Inputs& in, int threads, double tolerance, bool tensor_cores = false) {
   const auto ref_in = widened(in);
   const auto ref =
       ref_in.alpha.defined()
@@ -71,7 +71,8 @@ void check_against_naive(const Inputs& in, int threads, double tolerance) {
   const auto gy = torch::randn_like(ref.y), gs = torch::randn_like(ref.state);
   const auto want = outcome(ref_in, ref, gy, gs);
   const auto got = outcome(
-      in, K::gated_delta_recurrence_chunks_host(in.q, in.k, in.v, in.alpha, in.beta, in.state0, threads), gy, gs);
+      in, K::gated_delta_recurrence_chunks_host(in.q, in.k, in.v, in.alpha, in.beta, in.state0, threads, tensor_cores),
+      gy, gs);
   REQUIRE(got.size() == want.size());
   const char* names[] = {"y", "state", "dq", "dk", "dv", "dalpha or dbeta", "dbeta or dstate0", "dstate0"};
   for (size_t n = 0; n < want.size(); ++n) {
@@ -110,6 +111,24 @@ TEST_CASE("delta chunks kernel (host run): float32 and bfloat16 inputs within th
   torch::manual_seed(9);
   check_against_naive(draw(100, 16, 16, "random", true, torch::kFloat32), 1, 1e-4);
   check_against_naive(draw(100, 16, 16, "random", true, torch::kBFloat16), 1, 2e-2);
+}
+
+TEST_CASE("delta chunks kernel (host run): the tensor-core programs give every gradient, float64 and bfloat16",
+          "[kernels]") {
+  // The programs bf16 and fp16 run on the GPU (kernels/delta/cuda/chunks_mma.h, chunk_gradients_mma.h), through the
+  // host's warp emulation: in float64 they must equal the recurrence as the plain programs do; in bfloat16 they
+  // round the state, u, the pair matrices and dR for their products, within bf16's tolerance.
+  torch::manual_seed(12);
+  for (const std::string alpha : {"random", "near0", "none"}) {
+    INFO("alpha " << alpha);
+    check_against_naive(draw(100, 20, 12, alpha, true, torch::kFloat64), 64, 1e-9, true);
+  }
+  check_against_naive(draw(70, 64, 64, "random", true, torch::kFloat64), 64, 1e-9, true);
+  check_against_naive(draw(64, 12, 20, "random", true, torch::kFloat64), 256, 1e-9, true);  // the GPU's 8 warps
+  check_against_naive(draw(100, 32, 32, "random", true, torch::kBFloat16), 64, 2e-2, true);
+  const auto q = torch::randn({1, 1, 4, 8}, torch::kFloat64), beta = torch::rand({1, 1, 4, 1}, torch::kFloat64);
+  CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, q, {}, beta, {}, 48, true),
+                    Catch::Contains("whole warps"));
 }
 
 TEST_CASE("delta chunks kernel (host run): refuses bad gate and state shapes", "[kernels]") {

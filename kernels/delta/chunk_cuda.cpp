@@ -91,22 +91,29 @@ Acc* ptr(const torch::Tensor& x) {
   return x.defined() ? static_cast<Acc*>(x.data_ptr()) : nullptr;
 }
 
-void host_forward(const Prepared& p, Outputs& out, int threads) {
+// The host runs the plain block programs, or the tensor-core ones the GPU runs for bf16 and fp16 (tests).
+struct HostRun {
+  int threads = 1;
+  bool tensor_cores = false;
+};
+
+void host_forward(const Prepared& p, Outputs& out, HostRun run) {
   dispatch_host(p.q.scalar_type(), "gated_delta_recurrence_chunks_host", [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
-    cuda::delta::forward_on_host(host_problem<In, Acc>(p, {}, {}), ptr<Acc>(out.y), ptr<Acc>(out.states), threads);
+    cuda::delta::forward_on_host(host_problem<In, Acc>(p, {}, {}), ptr<Acc>(out.y), ptr<Acc>(out.states), run.threads,
+                                 run.tensor_cores);
   });
 }
 
-void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, Outputs& out, int threads) {
+void host_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, Outputs& out, HostRun run) {
   dispatch_host(p.q.scalar_type(), "gated_delta_recurrence_chunks_host", [&](auto in, auto acc) {
     using In = decltype(in);
     using Acc = decltype(acc);
     const cuda::delta::Gradients<Acc> g{ptr<Acc>(out.dq), ptr<Acc>(out.dk), ptr<Acc>(out.dv), ptr<Acc>(out.dbeta),
                                         ptr<Acc>(out.dlog_alpha)};
     cuda::delta::backward_on_host(host_problem<In, Acc>(p, dy, dS), ptr<Acc>(out.states), ptr<Acc>(out.dstates), g,
-                                  threads);
+                                  run.threads, run.tensor_cores);
   });
 }
 
@@ -143,36 +150,37 @@ void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 #endif
 
-void run_forward(bool gpu, const Prepared& p, Outputs& out, int threads) {
+void run_forward(bool gpu, const Prepared& p, Outputs& out, HostRun host) {
 #if defined(FWLAB_HAVE_CUDA)
   if (gpu) return cuda_forward(p, out);
 #endif
   TORCH_CHECK(!gpu, "gated_delta_recurrence_cuda_chunked: fwlab was built without CUDA (see cmake/cuda.cmake)");
-  host_forward(p, out, threads);
+  host_forward(p, out, host);
 }
 
 void run_backward(bool gpu, const Prepared& p, const torch::Tensor& dy, const torch::Tensor& dS, Outputs& out,
-                  int threads) {
+                  HostRun host) {
 #if defined(FWLAB_HAVE_CUDA)
   if (gpu) return cuda_backward(p, dy, dS, out);
 #endif
-  host_backward(p, dy, dS, out, threads);
+  host_backward(p, dy, dS, out, host);
 }
 
 struct DeltaChunksFunction : public torch::autograd::Function<DeltaChunksFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
-                               torch::Tensor log_alpha, torch::Tensor beta, torch::Tensor S0, bool gpu,
-                               int64_t threads) {
+                               torch::Tensor log_alpha, torch::Tensor beta, torch::Tensor S0, bool gpu, int64_t threads,
+                               bool tensor_cores) {
     const auto p = prepare(q, k, v, log_alpha, beta, S0, !gpu);
     const auto opt = p.q.options().dtype(p.acc);
     Outputs out;
     out.y = torch::empty({p.heads(), p.Tp, p.D}, opt);
     out.states = torch::empty({p.heads(), p.chunks() + 1, p.D, p.M}, opt);
-    run_forward(gpu, p, out, static_cast<int>(threads));
+    run_forward(gpu, p, out, HostRun{static_cast<int>(threads), tensor_cores});
     // The final state copied out of every chunk-start state, so that holding it does not hold all of them.
     const auto S = out.states.select(1, p.chunks()).reshape({p.batch, p.H, p.D, p.M}).clone();
     ctx->saved_data["gpu"] = gpu;
     ctx->saved_data["threads"] = threads;
+    ctx->saved_data["tensor_cores"] = tensor_cores;
     ctx->save_for_backward({q, k, v, log_alpha, beta, S0});
     return {p.steps_out(out.y).to(q.scalar_type()), S};
   }
@@ -190,21 +198,21 @@ struct DeltaChunksFunction : public torch::autograd::Function<DeltaChunksFunctio
     out.dq = torch::empty({p.heads(), p.Tp, p.M}, opt), out.dk = torch::empty_like(out.dq);
     out.dv = torch::empty({p.heads(), p.Tp, p.D}, opt), out.dbeta = torch::empty({p.heads(), p.Tp, 1}, opt);
     if (p.log_alpha.defined()) out.dlog_alpha = torch::empty({p.heads(), p.Tp, 1}, opt);
-    run_backward(gpu, p, flat_padded(dy, p.Tp, p.q.scalar_type()), dS, out,
-                 static_cast<int>(ctx->saved_data["threads"].toInt()));
+    const HostRun host{static_cast<int>(ctx->saved_data["threads"].toInt()), ctx->saved_data["tensor_cores"].toBool()};
+    run_backward(gpu, p, flat_padded(dy, p.Tp, p.q.scalar_type()), dS, out, host);
     auto back = [&](const torch::Tensor& x, const torch::Tensor& like) {
       return x.defined() ? p.steps_out(x).to(like.scalar_type()) : torch::Tensor();
     };
     const auto dS0 = out.dstates.select(1, 0).reshape({p.batch, p.H, p.D, p.M}).to(S0.scalar_type());
     return {
         back(out.dq, q), back(out.dk, k), back(out.dv, v), back(out.dlog_alpha, log_alpha), back(out.dbeta, beta), dS0,
-        torch::Tensor(), torch::Tensor()};
+        torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 RecurrenceResult run_delta_chunks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const torch::Tensor& alpha, const torch::Tensor& beta, const torch::Tensor& state0,
-                                  bool gpu, int threads, const char* name) {
+                                  bool gpu, HostRun host, const char* name) {
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) &&
                   v.size(0) == q.size(0) && v.size(1) == q.size(1),
               name, ": q, k [B, H, T, M] and v [B, H, T, D] expected");
@@ -222,7 +230,8 @@ RecurrenceResult run_delta_chunks(const torch::Tensor& q, const torch::Tensor& k
   // log alpha under autograd (d alpha is libtorch's); alpha = 0 exactly as float's smallest normal number.
   const auto log_alpha = alpha.defined() ? alpha.clamp_min(std::numeric_limits<float>::min()).log()
                                          : torch::empty({0}, q.options().dtype(acc));
-  auto out = DeltaChunksFunction::apply(q, k, v, log_alpha, beta, S0, gpu, static_cast<int64_t>(threads));
+  auto out = DeltaChunksFunction::apply(q, k, v, log_alpha, beta, S0, gpu, static_cast<int64_t>(host.threads),
+                                        host.tensor_cores);
   return {out[0], out[1]};
 }
 
@@ -247,16 +256,20 @@ RecurrenceResult gated_delta_recurrence_cuda_chunked(const torch::Tensor& q, con
                                                      const torch::Tensor& v, const torch::Tensor& alpha,
                                                      const torch::Tensor& beta, const torch::Tensor& state0) {
   TORCH_CHECK(q.is_cuda(), "gated_delta_recurrence_cuda_chunked: CUDA tensors expected");
-  return run_delta_chunks(q, k, v, alpha, beta, state0, true, 1, "gated_delta_recurrence_cuda_chunked");
+  return run_delta_chunks(q, k, v, alpha, beta, state0, true, HostRun{}, "gated_delta_recurrence_cuda_chunked");
 }
 
 RecurrenceResult gated_delta_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& alpha,
                                                     const torch::Tensor& beta, const torch::Tensor& state0,
-                                                    int threads_per_block) {
+                                                    int threads_per_block, bool tensor_cores) {
   TORCH_CHECK(q.is_cpu(), "gated_delta_recurrence_chunks_host: CPU tensors expected");
   TORCH_CHECK(threads_per_block >= 1, "gated_delta_recurrence_chunks_host: threads_per_block must be >= 1");
-  return run_delta_chunks(q, k, v, alpha, beta, state0, false, threads_per_block, "gated_delta_recurrence_chunks_host");
+  TORCH_CHECK(!tensor_cores || threads_per_block % 32 == 0,
+              "gated_delta_recurrence_chunks_host: the tensor-core programs need whole warps (threads_per_block a "
+              "multiple of 32)");
+  return run_delta_chunks(q, k, v, alpha, beta, state0, false, HostRun{threads_per_block, tensor_cores},
+                          "gated_delta_recurrence_chunks_host");
 }
 
 }  // namespace fwlab::kernels

@@ -46,11 +46,13 @@ RecurrenceResult gated_delta_recurrence_cuda_chunked(const torch::Tensor& q, con
                                                      const torch::Tensor& v, const torch::Tensor& alpha,
                                                      const torch::Tensor& beta, const torch::Tensor& state0);
 bool delta_cuda_chunks_fit(const torch::Tensor& q, const torch::Tensor& v);
-// The same block programs run on the host (tests): `threads_per_block` threads emulate each block.
+// The same block programs run on the host (tests): `threads_per_block` threads emulate each block. tensor_cores:
+// the tensor-core programs the GPU runs for bf16 and fp16, in any dtype, through the host's warp emulation
+// (threads_per_block a multiple of 32).
 RecurrenceResult gated_delta_recurrence_chunks_host(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& alpha,
                                                     const torch::Tensor& beta, const torch::Tensor& state0,
-                                                    int threads_per_block);
+                                                    int threads_per_block, bool tensor_cores = false);
 
 // Gated delta rule (Yang, Kautz & Hatamizadeh 2024), k and q already normalised by the caller:
 //   S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   y_t = S_t q_t

@@ -1,8 +1,8 @@
 // The delta family's chunked CUDA kernel (kernels/delta/cuda/chunks.h) on a GPU: against the libtorch WY form on the
-// same device in fp64 and fp32 (outputs, final state, every gradient), bf16 inputs against the fp32 form, the first-use
-// check turning a wrong kernel into a reported fallback, and every rule's model training on CUDA as on the CPU. The
-// kernel must be the one that ran: a fallback would pass silently, so none may be reported. Part of fwlab_gpu_tests
-// (its main skips without a device).
+// same device in fp64 and fp32 (outputs, final state, every gradient), bf16 and fp16 inputs (the tensor-core
+// programs) against the fp32 form, the first-use check turning a wrong kernel into a reported fallback, and every
+// rule's model training on CUDA as on the CPU. The kernel must be the one that ran: a fallback would pass silently,
+// so none may be reported. Part of fwlab_gpu_tests (its main skips without a device).
 #include <catch2/catch.hpp>
 
 #include "kernels/delta/cuda_guard.h"
@@ -56,7 +56,10 @@ TEST_CASE("GPU: the delta chunks kernel == the libtorch WY form on the GPU (y, s
     check_kernel(200, 48, 32, gated, torch::kFloat64);
     check_kernel(200, 64, 64, gated, torch::kFloat32);
     check_kernel(1000, 128, 128, gated, torch::kFloat32);
+    // bf16 and fp16 run the tensor-core programs (kernels/delta/cuda/chunks_mma.h): partial tiles too.
     check_kernel(300, 64, 64, gated, torch::kBFloat16);
+    check_kernel(200, 48, 20, gated, torch::kBFloat16);
+    check_kernel(300, 128, 128, gated, torch::kHalf);
   }
   CHECK(listener.heard.empty());
 }

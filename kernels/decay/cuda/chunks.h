@@ -75,6 +75,12 @@ struct BlockCtx {
   int tid = 0, threads = 1;
   void (*host_wait)(void*) = nullptr;
   void* host_barrier = nullptr;
+  // Host only: the warps' exchange that stands in for the tensor-core instruction (kernels/cuda/warp_mma_host.h).
+  void (*host_mma)(void* warps, int tid, const double* a, const double* b, double* c) = nullptr;
+  void* host_warps = nullptr;
+  FWLAB_HD int lane() const { return tid & 31; }
+  FWLAB_HD int warp() const { return tid >> 5; }
+  FWLAB_HD int warps() const { return threads >> 5; }  // whole warps only: the tensor-core programs need them
   FWLAB_HD void sync() const {
 #if defined(__CUDA_ARCH__)
     __syncthreads();

@@ -4,39 +4,16 @@
 // missing one shows as wrong results with several threads). Tests only: slow.
 #pragma once
 
-#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/host_barrier.h"
+#include "kernels/cuda/warp_mma_host.h"
 #include "kernels/decay/cuda/chunks.h"
 
 namespace fwlab::cuda {
-
-// A reusable barrier of n threads (generation-counted, so that a fast thread cannot pass the next one early).
-class HostBarrier {
- public:
-  explicit HostBarrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const int64_t generation = generation_;
-    if (++arrived_ == n_) {
-      arrived_ = 0, ++generation_;
-      all_.notify_all();
-    } else {
-      all_.wait(lock, [&] { return generation_ != generation; });
-    }
-  }
-  static void wait_on(void* barrier) { static_cast<HostBarrier*>(barrier)->wait(); }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable all_;
-  int n_, arrived_ = 0;
-  int64_t generation_ = 0;
-};
 
 // A block's scratch as the GPU's shared memory starts: not zeros, and not what the previous block left either.
 // Every byte 0xFF reads as NaN in fp64, fp32, bf16 and fp16, so a read of an element this block never wrote
@@ -51,14 +28,16 @@ struct GarbageScratch {
   }
 };
 
-// Runs one block program on `threads` threads (the calling one included).
+// Runs one block program on `threads` threads (the calling one included); its whole warps can use the tensor-core
+// programs' products (kernels/cuda/warp_mma_host.h).
 inline void run_block(int threads, const std::function<void(const BlockCtx&)>& program) {
   if (threads <= 1) return program(BlockCtx{});
   HostBarrier barrier(threads);
+  HostWarps warps(threads);
+  auto ctx = [&](int t) { return BlockCtx{t, threads, &HostBarrier::wait_on, &barrier, &HostWarps::mma, &warps}; };
   std::vector<std::thread> others;
-  for (int t = 1; t < threads; ++t)
-    others.emplace_back([&, t] { program(BlockCtx{t, threads, &HostBarrier::wait_on, &barrier}); });
-  program(BlockCtx{0, threads, &HostBarrier::wait_on, &barrier});
+  for (int t = 1; t < threads; ++t) others.emplace_back([&, t] { program(ctx(t)); });
+  program(ctx(0));
   for (auto& t : others) t.join();
 }
 

@@ -107,9 +107,8 @@ FWLAB_HD void step_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, c
 }
 
 // d log alpha_r = sum_{t>=r} dg_t, g_end's own gradient added at the last step.
-template <typename In, typename Acc>
-FWLAB_HD void log_gate_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, const GradScratch<Acc>& s,
-                                 Acc* dlog_alpha) {
+template <typename In, typename Acc, typename Scratch>  // GradScratch or GradScratchMma: dg and part
+FWLAB_HD void log_gate_gradients(const BlockCtx& ctx, const ChunkView<In, Acc>& c, const Scratch& s, Acc* dlog_alpha) {
   if (ctx.tid == 0 && dlog_alpha) {
     Acc run = 0;
     for (int64_t t = 0; t < kChunk; ++t) run += s.part[t];

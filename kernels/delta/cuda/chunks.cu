@@ -4,7 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/launch.cuh"
+#include "kernels/delta/cuda/chunk_gradients_mma.h"
 #include "kernels/delta/cuda/chunks.h"
 #include "kernels/delta/cuda/chunks_api.h"
 
@@ -20,10 +23,23 @@ constexpr int kScanThreads = 128, kChunkThreads = 256;
 
 __device__ BlockCtx block() { return BlockCtx{int(threadIdx.x), int(blockDim.x)}; }
 
+// bf16 and fp16 take the tensor-core programs (kernels/delta/cuda/chunks_mma.h, chunk_gradients_mma.h) where the
+// instruction exists (sm_80 on); code built for an older GPU runs the plain programs in the same launches. The
+// plain programs' scratch covers the tensor-core ones' (PairsMma: In [64, 72] within Acc [64, 64]; GradScratchMma
+// within GradScratch).
+template <typename In, typename Acc>
+constexpr bool kTensorCores = std::is_same_v<Acc, float> &&
+                              (std::is_same_v<In, __nv_bfloat16> || std::is_same_v<In, __half>);
+static_assert(delta::PairsMma<__nv_bfloat16>::bytes() <= kChunk * kChunk * int64_t(sizeof(float)));
+
 template <typename In, typename Acc>
 __global__ void prepare_kernel(Problem<In, Acc> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  delta::prepare_chunk(block(), p, int64_t(blockIdx.y), int64_t(blockIdx.x), reinterpret_cast<Acc*>(smem));
+  const int64_t h = blockIdx.y, n = blockIdx.x;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kTensorCores<In, Acc>) return delta::prepare_chunk_mma(block(), p, h, n, reinterpret_cast<Acc*>(smem));
+#endif
+  delta::prepare_chunk(block(), p, h, n, reinterpret_cast<Acc*>(smem));
 }
 
 template <typename In, typename Acc>
@@ -41,20 +57,35 @@ __global__ void scan_kernel(Problem<In, Acc> p, bool reverse, Acc* out) {
 template <typename In, typename Acc>
 __global__ void outputs_kernel(Problem<In, Acc> p, const Acc* states, Acc* y) {
   extern __shared__ __align__(128) unsigned char smem[];
-  delta::chunk_outputs(block(), p, int64_t(blockIdx.y), int64_t(blockIdx.x), states, y, reinterpret_cast<Acc*>(smem));
+  const int64_t h = blockIdx.y, n = blockIdx.x;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kTensorCores<In, Acc>)
+    return delta::chunk_outputs_mma(block(), p, h, n, states, y, reinterpret_cast<In*>(smem));
+#endif
+  delta::chunk_outputs(block(), p, h, n, states, y, reinterpret_cast<Acc*>(smem));
 }
 
 template <typename In, typename Acc>
 __global__ void du_pairs_kernel(Problem<In, Acc> p) {
   extern __shared__ __align__(128) unsigned char smem[];
-  delta::chunk_du_pairs(block(), p, int64_t(blockIdx.y), int64_t(blockIdx.x), reinterpret_cast<Acc*>(smem));
+  const int64_t h = blockIdx.y, n = blockIdx.x;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kTensorCores<In, Acc>) return delta::chunk_du_pairs_mma(block(), p, h, n, reinterpret_cast<In*>(smem));
+#endif
+  delta::chunk_du_pairs(block(), p, h, n, reinterpret_cast<Acc*>(smem));
 }
 
 template <typename In, typename Acc>
 __global__ void gradients_kernel(Problem<In, Acc> p, const Acc* states, const Acc* dstates, Gradients<Acc> out) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const auto s = GradScratch<Acc>::carve(smem, p.D, p.M);
-  delta::chunk_gradients(block(), p, int64_t(blockIdx.y), int64_t(blockIdx.x), states, dstates, out, s);
+  const int64_t h = blockIdx.y, n = blockIdx.x;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kTensorCores<In, Acc>) {
+    const auto s = delta::GradScratchMma<Acc>::carve(smem, p.D, p.M);
+    return delta::chunk_gradients_mma(block(), p, h, n, states, dstates, out, s);
+  }
+#endif
+  delta::chunk_gradients(block(), p, h, n, states, dstates, out, GradScratch<Acc>::carve(smem, p.D, p.M));
 }
 
 template <typename In, typename Acc>

@@ -16,8 +16,9 @@
 // u and of S_{n+1} reads only row i of S_n), the outputs per chunk. Backward: prepare and the forward scan again (no
 // state kept between the passes), the state-independent part of du (P^T dy), a reverse scan for dS_n and du, and
 // one gradient program per chunk giving dq, dk, dv, d beta and d log alpha (chunk-local reverse sums).
-// The products are plain loops in the accumulation type (fp32, fp64 for fp64): tensor cores are issue 55's next
-// step, once a GPU run has profiled this form.
+// Here the products are plain loops in the accumulation type: the reference programs, and what fp32 and fp64 run on
+// the GPU. bf16 and fp16 run the tensor-core programs of kernels/delta/cuda/chunks_mma.h and
+// chunk_gradients_mma.h, which the tests bind to these.
 #pragma once
 
 #include "kernels/decay/cuda/chunks.h"  // BlockCtx, kChunk, kScanRows, convert, exp_acc, FWLAB_HD
@@ -89,9 +90,22 @@ struct ChunkView {
   FWLAB_HD Acc& X(int64_t t, int64_t c) const { return c < p.M ? W(t)[c] : U(t)[c - p.M]; }
 };
 
-// g (the chunk-local running sum of log alpha, zeros for the delta rule), then (I + A) [W | U] = [beta e^g k | beta v]
-// by forward substitution. Column c of the unknowns reads only column c of earlier rows, so each thread solves its
-// own columns alone: no barrier inside the substitution. Scratch: A [kChunk, kChunk].
+// (I + A) [W | U] = [beta e^g k | beta v] by forward substitution, A [kChunk, kChunk] and g ready. Column c of the
+// unknowns reads only column c of earlier rows, so each thread solves its own columns alone: no barrier inside.
+template <typename In, typename Acc>
+FWLAB_HD void solve_chunk(const BlockCtx& ctx, const ChunkView<In, Acc>& c, const Acc* A) {
+  const Problem<In, Acc>& p = c.p;
+  for (int64_t col = ctx.tid; col < p.M + p.D; col += ctx.threads)
+    for (int64_t t = 0; t < kChunk; ++t) {
+      Acc x = col < p.M ? c.beta(t) * exp_acc(c.g(t)) * c.k(t, col) : c.beta(t) * c.v(t, col - p.M);
+      for (int64_t s = 0; s < t; ++s) x -= A[t * kChunk + s] * c.X(s, col);
+      c.X(t, col) = x;
+    }
+  ctx.sync();
+}
+
+// g (the chunk-local running sum of log alpha, zeros for the delta rule), then A_ts and the solve. Scratch: A
+// [kChunk, kChunk].
 template <typename In, typename Acc>
 FWLAB_HD void prepare_chunk(const BlockCtx& ctx, const Problem<In, Acc>& p, int64_t h, int64_t n, Acc* A) {
   const ChunkView<In, Acc> c(p, h, n);
@@ -105,13 +119,7 @@ FWLAB_HD void prepare_chunk(const BlockCtx& ctx, const Problem<In, Acc>& p, int6
     A[e] = s < t ? c.beta(t) * c.kk(t, s) * c.decay(t, s) : Acc(0);
   }
   ctx.sync();
-  for (int64_t col = ctx.tid; col < p.M + p.D; col += ctx.threads)
-    for (int64_t t = 0; t < kChunk; ++t) {
-      Acc x = col < p.M ? c.beta(t) * exp_acc(c.g(t)) * c.k(t, col) : c.beta(t) * c.v(t, col - p.M);
-      for (int64_t s = 0; s < t; ++s) x -= A[t * kChunk + s] * c.X(s, col);
-      c.X(t, col) = x;
-    }
-  ctx.sync();
+  solve_chunk(ctx, c, A);
 }
 
 // A state scan's scratch: its rows of S (or of dS) [kScanRows, M], then each step's e^{g_end - g_t} and e^{g_t}
