@@ -5,10 +5,10 @@
 // against 1 thread bit for bit (each element is computed by one thread in one order, whichever thread it is).
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include "kernels/decay/cuda/chunks_host.h"
+#include "tests/tsan/support.h"
 
 namespace C = fwlab::cuda;
 
@@ -28,20 +28,14 @@ struct Problem {
 };
 
 Problem random_problem() {
-  std::mt19937 rng(3);
-  std::normal_distribution<double> normal;
-  auto fill = [&](int64_t n, double scale) {
-    std::vector<double> x(static_cast<size_t>(n));
-    for (auto& e : x) e = normal(rng) * scale;
-    return x;
-  };
+  fwlab::tsan::Normals fill(3);
   auto gates = [&](int64_t width) {  // log-gates summed from each chunk's start, as the binding prepares them
     std::vector<double> g(size_t(kHeads * kSteps * width));
     for (int64_t h = 0; h < kHeads; ++h)
       for (int64_t t = 0; t < kSteps; ++t)
         for (int64_t j = 0; j < width; ++j) {
           const size_t at = size_t((h * kSteps + t) * width + j);
-          const double log_gate = -std::log1p(std::exp(-(normal(rng) + 2.0)));
+          const double log_gate = -std::log1p(std::exp(-(fill.next() + 2.0)));
           g[at] = (t % C::kChunk == 0 ? 0.0 : g[at - size_t(width)]) + log_gate;
         }
     return g;
@@ -94,16 +88,10 @@ Run run(const Problem& problem, int threads) {
   return r;
 }
 
-int failures = 0;
-
-void expect(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  failures += ok ? 0 : 1;
-}
-
 }  // namespace
 
 int main() {
+  fwlab::tsan::Expectations checks;
   const auto problem = random_problem();
   const auto one = run(problem, 1), eight = run(problem, 8);
   const auto y = naive_outputs(problem);
@@ -111,10 +99,9 @@ int main() {
   for (size_t i = 0; i < y.size(); ++i)
     gap = std::fmax(gap, std::fabs(eight.y[i] - y[i])), scale = std::fmax(scale, std::fabs(y[i]));
   std::printf("forward, 8 threads per block, against the naive recurrence: relative gap %.3g\n", gap / scale);
-  expect(gap / scale < 1e-10, "y == naive recurrence (float64)");
-  expect(one.y == eight.y && one.states == eight.states, "forward: 8 threads == 1 thread, bit for bit");
-  expect(one.dq == eight.dq && one.dk == eight.dk && one.dv == eight.dv && one.dstates == eight.dstates,
-         "backward: 8 threads == 1 thread, bit for bit");
-  std::printf("%d passed, %d failed\n", 3 - failures, failures);
-  return failures ? 1 : 0;
+  checks.expect(gap / scale < 1e-10, "y == naive recurrence (float64)");
+  checks.expect(one.y == eight.y && one.states == eight.states, "forward: 8 threads == 1 thread, bit for bit");
+  checks.expect(one.dq == eight.dq && one.dk == eight.dk && one.dv == eight.dv && one.dstates == eight.dstates,
+                "backward: 8 threads == 1 thread, bit for bit");
+  return checks.finish();
 }

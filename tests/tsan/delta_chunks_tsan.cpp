@@ -5,10 +5,10 @@
 // against 1 thread bit for bit, and the tensor-core programs with two warps against them in float64.
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include "kernels/delta/cuda/chunks_host.h"
+#include "tests/tsan/support.h"
 
 namespace C = fwlab::cuda;
 
@@ -21,13 +21,7 @@ struct Inputs {
 };
 
 Inputs random_inputs() {
-  std::mt19937 rng(5);
-  std::normal_distribution<double> normal;
-  auto fill = [&](int64_t n, double scale) {
-    std::vector<double> x(static_cast<size_t>(n));
-    for (auto& e : x) e = normal(rng) * scale;
-    return x;
-  };
+  fwlab::tsan::Normals fill(5);
   Inputs in{fill(kHeads * kSteps * kM, 0.25),
             fill(kHeads * kSteps * kM, 0.25),
             fill(kHeads * kSteps * kD, 1.0),
@@ -37,8 +31,8 @@ Inputs random_inputs() {
             fill(kHeads * kD * kM, 1.0),
             fill(kHeads * kD * kM, 1.0)};
   for (int64_t t = 0; t < kHeads * kSteps; ++t) {
-    in.beta.push_back(1 / (1 + std::exp(-normal(rng))));
-    in.log_alpha.push_back(-std::log1p(std::exp(-(normal(rng) + 2.0))));
+    in.beta.push_back(1 / (1 + std::exp(-fill.next())));
+    in.log_alpha.push_back(-std::log1p(std::exp(-(fill.next() + 2.0))));
   }
   return in;
 }
@@ -72,28 +66,21 @@ double gap(const std::vector<double>& a, const std::vector<double>& b) {
   return worst / scale;
 }
 
-int failures = 0;
-
-void expect(bool ok, const char* what) {
-  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
-  failures += ok ? 0 : 1;
-}
-
 }  // namespace
 
 int main() {
+  fwlab::tsan::Expectations checks;
   const auto in = random_inputs();
   const auto one = run(in, 1, false), eight = run(in, 8, false), warps = run(in, 64, true);
-  expect(one.y == eight.y && one.states == eight.states, "forward: 8 threads == 1 thread, bit for bit");
-  expect(one.dq == eight.dq && one.dk == eight.dk && one.dv == eight.dv && one.dbeta == eight.dbeta &&
-             one.dlog_alpha == eight.dlog_alpha && one.dstates == eight.dstates,
-         "backward: 8 threads == 1 thread, bit for bit");
+  checks.expect(one.y == eight.y && one.states == eight.states, "forward: 8 threads == 1 thread, bit for bit");
+  checks.expect(one.dq == eight.dq && one.dk == eight.dk && one.dv == eight.dv && one.dbeta == eight.dbeta &&
+                    one.dlog_alpha == eight.dlog_alpha && one.dstates == eight.dstates,
+                "backward: 8 threads == 1 thread, bit for bit");
   double worst = 0;
   using Field = std::vector<double> Run::*;
   for (const Field field : {&Run::y, &Run::dq, &Run::dk, &Run::dv, &Run::dbeta, &Run::dlog_alpha, &Run::dstates})
     worst = std::fmax(worst, gap(warps.*field, one.*field));
   std::printf("tensor-core programs (two warps) against the plain ones: worst relative gap %.3g\n", worst);
-  expect(worst < 1e-10, "tensor-core programs == plain programs (float64)");
-  std::printf("%d passed, %d failed\n", 3 - failures, failures);
-  return failures ? 1 : 0;
+  checks.expect(worst < 1e-10, "tensor-core programs == plain programs (float64)");
+  return checks.finish();
 }
