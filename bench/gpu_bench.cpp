@@ -192,7 +192,7 @@ void op_level(const Options& o) {
                           tokens_heads * 6.0 * D * m, 3.0});
           rows.push_back({"gated delta chunked CUDA plain products (fp32)",
                           [=] { return K::gated_delta_recurrence_cuda_chunked(qu, ku, v32, alpha, beta, {}).y; },
-                          tokens_heads * 6.0 * D * m, 3.0});
+                          tokens_heads * 6.0 * D * m, 3.0, 2});  // 2 repeats: a ratio, within bench-ops' time
           rows.push_back({"delta chunked CUDA (bf16)",
                           [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, {}, beta, {}).y; },
                           tokens_heads * 6.0 * D * m, 3.0});

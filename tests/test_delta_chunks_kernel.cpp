@@ -113,11 +113,11 @@ TEST_CASE("delta chunks kernel (host run): float32 and bfloat16 inputs within th
   check_against_naive(draw(100, 16, 16, "random", true, torch::kBFloat16), 1, 2e-2);
 }
 
-TEST_CASE("delta chunks kernel (host run): the tensor-core programs give every gradient, float64 and bfloat16",
+TEST_CASE("delta chunks kernel (host run): the tensor-core programs give every gradient, float64, bf16 and fp16",
           "[kernels]") {
   // The programs bf16 and fp16 run on the GPU (kernels/delta/cuda/chunks_mma.h, chunk_gradients_mma.h), through the
-  // host's warp emulation: in float64 they must equal the recurrence as the plain programs do; in bfloat16 they
-  // round the state, u, the pair matrices and dR for their products, within bf16's tolerance.
+  // host's warp emulation: in float64 they must equal the recurrence as the plain programs do; in bf16 and fp16 they
+  // round the state, u, the pair matrices and dR for their products, within the 16-bit tolerance.
   torch::manual_seed(12);
   for (const std::string alpha : {"random", "near0", "none"}) {
     INFO("alpha " << alpha);
@@ -126,6 +126,7 @@ TEST_CASE("delta chunks kernel (host run): the tensor-core programs give every g
   check_against_naive(draw(70, 64, 64, "random", true, torch::kFloat64), 64, 1e-9, true);
   check_against_naive(draw(64, 12, 20, "random", true, torch::kFloat64), 256, 1e-9, true);  // the GPU's 8 warps
   check_against_naive(draw(100, 32, 32, "random", true, torch::kBFloat16), 64, 2e-2, true);
+  check_against_naive(draw(100, 32, 32, "none", true, torch::kHalf), 64, 2e-2, true);
   const auto q = torch::randn({1, 1, 4, 8}, torch::kFloat64), beta = torch::rand({1, 1, 4, 1}, torch::kFloat64);
   CHECK_THROWS_WITH(K::gated_delta_recurrence_chunks_host(q, q, q, {}, beta, {}, 48, true),
                     Catch::Contains("whole warps"));

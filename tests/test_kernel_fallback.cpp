@@ -140,20 +140,21 @@ TEST_CASE("fwlab doctor: without a GPU it says so, checks the host paths and pas
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.output, Catch::Contains("no CUDA device usable"));
   CHECK_THAT(ok.output, Catch::Contains("libtorch"));
-  CHECK_THAT(ok.output, Catch::Contains("20 passed, 0 failed"));
+  CHECK_THAT(ok.output, Catch::Contains("22 passed, 0 failed"));
   for (const char* row :
        {"chunked (host run)   fp32    64   64    72 strong", "chunked (host run)   bf16   128  128    72 none",
         "chunked (host run)   fp16    64   64    72 strong", "fused (CPU)          fp32   128  128    72 strong",
-        "delta (host run)     fp32    64   64    72 alpha", "delta (host run)     bf16    64   64    72 none"})
+        "delta (host run)     fp32    64   64    72 alpha", "delta (host run)     bf16    64   64    72 none",
+        "delta (host run)     fp16    64   64    72 alpha"})
     CHECK_THAT(ok.output, Catch::Contains(row));
   const auto bad =
       test::run_command(fmt::format("{} doctor --quick --threads 2 --wrong-kernel decay_fused_cpu", FWLAB_BIN));
   CHECK(bad.exit_code == 1);
-  CHECK_THAT(bad.output, Catch::Contains("16 passed, 4 failed"));
+  CHECK_THAT(bad.output, Catch::Contains("18 passed, 4 failed"));
   CHECK_THAT(bad.output, Catch::Contains("FAIL"));
   const auto bad_delta =
       test::run_command(fmt::format("{} doctor --quick --threads 2 --wrong-kernel delta_chunks_cuda", FWLAB_BIN));
   CHECK(bad_delta.exit_code == 1);
-  CHECK_THAT(bad_delta.output, Catch::Contains("16 passed, 4 failed"));
+  CHECK_THAT(bad_delta.output, Catch::Contains("16 passed, 6 failed"));
   CHECK_THAT(bad_delta.output, Catch::Contains("delta (host run)     fp32    64   64    72 alpha"));
 }

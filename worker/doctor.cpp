@@ -89,16 +89,18 @@ std::string unfit_reason(const Check& check, const K::DecayCase& c) {
 }
 
 // The delta family's chunked kernel (CUDA on a GPU, its block programs on the host otherwise) against the libtorch
-// WY form, gated (the gated delta rule) and not (the delta rule); the test hook applies to both runners.
+// WY form, gated (the gated delta rule) and not (the delta rule); the test hook applies to both runners. The host
+// runs bf16 and fp16 through the tensor-core programs the GPU runs for them (two emulated warps per block).
 void check_delta_family(bool gpu, bool quick, int& passed, int& failed) {
   const K::DeltaKernel kernel = [gpu](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& s) {
     if (gpu) return K::delta_cuda_kernel(q, k, v, a, b, s);
-    auto r = K::gated_delta_recurrence_chunks_host(q, k, v, a, b, s, 1);
+    const bool tensor_cores = q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kFloat16;
+    auto r = K::gated_delta_recurrence_chunks_host(q, k, v, a, b, s, tensor_cores ? 64 : 1, tensor_cores);
     if (K::kernel_made_wrong(K::kDeltaChunksKernel)) r.y = r.y * 1.1;
     return r;
   };
-  for (auto dtype : {torch::kFloat32, torch::kBFloat16})
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16})
     for (int64_t width : gpu ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{64})
       for (bool gated : {true, false}) {
         K::DeltaCase c;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/decay/cuda/chunks.h"  // BlockCtx, convert, FWLAB_HD
 
@@ -82,8 +83,9 @@ FWLAB_HD void mma(const BlockCtx& ctx, const FragA<In>& a, const FragB<In>& b, F
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<Acc, float> && (std::is_same_v<In, __nv_bfloat16> || std::is_same_v<In, __half>)) {
-    const auto* ra = reinterpret_cast<const uint32_t*>(a.x);
-    const auto* rb = reinterpret_cast<const uint32_t*>(b.x);
+    uint32_t ra[4], rb[2];  // copied, not cast: register moves once compiled, and no aliasing through another type
+    memcpy(ra, a.x, sizeof ra);
+    memcpy(rb, b.x, sizeof rb);
     if constexpr (std::is_same_v<In, __nv_bfloat16>)
       asm volatile(
           "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

@@ -5,9 +5,13 @@
 //   outputs:  P = (Q K^T) * E on and below it, stored once in the operand type, then y = e^g * (Q S_n^T) + P U;
 //   du pairs: P again, du = P^T dy.
 // As in flash-linear-attention's chunk kernels, the operands that were fp32 (the state, u, P) are rounded to the
-// operand type (bf16 or fp16) for the products. The GPU runs these for bf16 and fp16 on sm_80 and newer; the host
-// runs them in any type through the warp emulation (kernels/cuda/warp_mma_host.h), float64 included, so that the
-// fragment bookkeeping is checked against the plain programs (tests/test_warp_mma.cpp). Blocks of whole warps.
+// operand type (bf16 or fp16) for the products. Unlike the decay kernel's states (which may grow without bound under
+// the additive rule, so its stages are scaled by powers of two) the delta rule's state stays bounded (unit keys,
+// beta in [0, 1]); an fp16 operand past 65,504 (a gradient under a large loss scale) becomes inf, which fwlab's fp16
+// loss scaler meets as any overflow: the step is skipped and the scale halved. The GPU runs these for bf16 and fp16 on
+// sm_80 and newer; the host runs them in any type through the warp emulation (kernels/cuda/warp_mma_host.h), float64
+// included, so that the fragment bookkeeping is checked against the plain programs (tests/test_warp_mma.cpp). Blocks of
+// whole warps.
 #pragma once
 
 #include "kernels/cuda/warp_mma.h"
