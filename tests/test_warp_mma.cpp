@@ -125,11 +125,11 @@ TEST_CASE("warp mma (host warps): products of whole warps equal a plain loop, pa
 
 namespace {
 
-// A delta-family problem of two heads and two chunks in the kernel's own buffers (q, k, v in In; the rest Acc),
+// A delta-family problem of one head and two chunks in the kernel's own buffers (q, k, v in In; the rest Acc),
 // drawn as the rules are fed: unit keys and queries, beta in (0, 1), gates sigmoid(N + 2), a state.
 template <typename In, typename Acc>
 struct DeltaBuffers {
-  int64_t heads = 2, steps = 2 * C::kChunk, D, M;
+  int64_t heads = 1, steps = 2 * C::kChunk, D, M;
   std::vector<In> q, k, v;
   std::vector<Acc> beta, log_alpha, state0, g, W, U, u;
 

@@ -65,9 +65,8 @@ FWLAB_HD FragB<In> load_b(int lane, int64_t k0, int64_t c0, const At& at) {
   return f;
 }
 
-// The host's stand-in for the instruction: every lane's operands as doubles through the warp's exchange.
-using HostMma = void (*)(void* warps, int tid, const double* a, const double* b, double* c);
-
+// An operand element as the host's stand-in for the instruction takes it (BlockCtx::host_mma: every lane's operands
+// as doubles through the warp's exchange).
 template <typename In>
 FWLAB_HD double mma_host_value(In x) {
   return double(convert<float>(x));

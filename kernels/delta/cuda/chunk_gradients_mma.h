@@ -1,7 +1,7 @@
 // The delta family's gradient program per chunk with its products on tensor cores: the results of chunk_gradients
-// (kernels/delta/cuda/chunk_gradients.h has the formulas) from ten block_mma products (kernels/cuda/warp_mma.h).
-// The plain program sums the pair terms of d beta and dg element by element, recomputing k_t . k_r and q_t . k_r
-// for each pair; here they come from the rows of four products that dq and dk need anyway:
+// (kernels/delta/cuda/chunk_gradients.h has the formulas) from ten block_mma products (kernels/cuda/warp_mma.h) and the
+// blocked solve of chunks_mma.h. The plain program sums the pair terms of d beta and dg element by element, recomputing
+// k_t . k_r and q_t . k_r for each pair; here they come from the rows of four products that dq and dk need anyway:
 //   PK = DP K,  PQ = DP^T Q,  AK = dA K,  AbK = dA^T (beta K)   (DP_tr = (dy_t . u_r) e_tr, dA in the A slot)
 //   dq_t  = e^{g_t} (dy S_n)_t + PK_t
 //   dk_t  = e^{g_end - g_t} (u H)_t + beta_t e^{g_t} dR^W_t + PQ_t + beta_t AK_t + AbK_t
@@ -64,7 +64,7 @@ FWLAB_HD void gradient_pairs_mma(const BlockCtx& ctx, const MmaOperands<In, Acc>
   ctx.sync();
 }
 
-// dR = (I + A)^{-T} [-du S_n | du] by back substitution in T, then dA e in A's place.
+// dR = (I + A)^{-T} [-du S_n | du] by the blocked solve in T, then dA e in A's place.
 template <typename In, typename Acc>
 FWLAB_HD void solve_gradients_mma(const BlockCtx& ctx, const MmaOperands<In, Acc>& o, const Acc* S,
                                   const GradScratchMma<Acc>& s) {
@@ -75,13 +75,7 @@ FWLAB_HD void solve_gradients_mma(const BlockCtx& ctx, const MmaOperands<In, Acc
                      [&](int64_t t, int64_t j, Acc x) { s.T[t * width + j] = -x; });
   for (int64_t e = ctx.tid; e < kChunk * D; e += ctx.threads) s.T[e / D * width + M + e % D] = c.du(e / D)[e % D];
   ctx.sync();
-  for (int64_t col = ctx.tid; col < width; col += ctx.threads)
-    for (int64_t t = kChunk - 1; t >= 0; --t) {
-      Acc x = s.T[t * width + col];
-      for (int64_t r = t + 1; r < kChunk; ++r) x -= s.A[r * kChunk + t] * s.T[r * width + col];
-      s.T[t * width + col] = x;
-    }
-  ctx.sync();
+  block_solve_mma<true, In>(ctx, s.A, width, [&](int64_t t, int64_t col) -> Acc& { return s.T[t * width + col]; });
   block_mma<In, Acc>(
       ctx, kChunk, kChunk, [&](int64_t t, int64_t col) { return col < width ? s.T[t * width + col] : Acc(0); },
       [&](int64_t col, int64_t r) { return col < width ? c.X(r, col) : Acc(0); },

@@ -1,7 +1,8 @@
 // The delta family's chunk programs with their products on tensor cores: the same results as the plain programs of
 // kernels/delta/cuda/chunks.h (whose comment has the notation), each product a block_mma (kernels/cuda/warp_mma.h,
 // m16n8k16, fp32 accumulation) whose epilogue applies the pair decays, masks and gate scalings in registers:
-//   prepare:  A = beta (K K^T) * E below the diagonal (kept in Acc for the solve, which stays a substitution);
+//   prepare:  A = beta (K K^T) * E below the diagonal (kept in Acc), then (I + A) [W | U] = R solved in blocks of 16
+//             rows: a product per block, a 16-step substitution inside it (block_solve_mma);
 //   outputs:  P = (Q K^T) * E on and below it, stored once in the operand type, then y = e^g * (Q S_n^T) + P U;
 //   du pairs: P again, du = P^T dy.
 // As in flash-linear-attention's chunk kernels, the operands that were fp32 (the state, u, P) are rounded to the
@@ -54,7 +55,40 @@ struct PairsMma {
   FWLAB_HD static constexpr int64_t bytes() { return kChunk * kPairsLd * int64_t(sizeof(In)); }
 };
 
-// g and A (Acc [kChunk, kChunk]) on tensor cores, then the substitution of prepare_chunk.
+// (I + A) X = R in blocks of kSub rows, X = [W | U] in place of R (an [kChunk, M + D] matrix `x(t, col)`, in
+// global memory or scratch): for block I = 0, 1, ..., X_I = (I + A_II)^-1 (R_I - A_{I,<I} X_{<I}), the product on
+// tensor cores, the 16-step substitution inside the block scalar (column by column, no barrier inside). Transposed
+// (the backward's (I + A)^T dR = R): blocks from the last, X_I = (I + A_II)^-T (R_I - (A_{>I,I})^T X_{>I}).
+template <bool Transposed, typename In, typename Acc, typename At>
+FWLAB_HD void block_solve_mma(const BlockCtx& ctx, const Acc* A, int64_t width, const At& x) {
+  for (int64_t step = 0; step < kChunk / kSub; ++step) {
+    const int64_t I = Transposed ? kChunk / kSub - 1 - step : step, first = I * kSub;
+    const int64_t known0 = Transposed ? first + kSub : 0, known = Transposed ? kChunk - known0 : first;
+    if (known > 0) {
+      block_mma<In, Acc>(
+          ctx, kSub, width, known,
+          [&](int64_t r, int64_t s) {  // A_{I,<I}, or (A_{>I,I})^T
+            return Transposed ? A[(known0 + s) * kChunk + first + r] : A[(first + r) * kChunk + known0 + s];
+          },
+          [&](int64_t s, int64_t col) { return col < width ? x(known0 + s, col) : Acc(0); },
+          [&](int64_t r, int64_t col, Acc sum) { x(first + r, col) -= sum; });
+      ctx.sync();
+    }
+    for (int64_t col = ctx.tid; col < width; col += ctx.threads)
+      for (int64_t k = 0; k < kSub; ++k) {
+        const int64_t t = Transposed ? first + kSub - 1 - k : first + k;
+        Acc v = x(t, col);
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t s = Transposed ? t + 1 + j : first + j;
+          v -= (Transposed ? A[s * kChunk + t] : A[t * kChunk + s]) * x(s, col);
+        }
+        x(t, col) = v;
+      }
+    ctx.sync();
+  }
+}
+
+// g and A (Acc [kChunk, kChunk]) on tensor cores, then [W | U] by the blocked solve.
 template <typename In, typename Acc>
 FWLAB_HD void prepare_chunk_mma(const BlockCtx& ctx, const Problem<In, Acc>& p, int64_t h, int64_t n, Acc* A) {
   const ChunkView<In, Acc> c(p, h, n);
@@ -69,8 +103,12 @@ FWLAB_HD void prepare_chunk_mma(const BlockCtx& ctx, const Problem<In, Acc>& p, 
       [&](int64_t j, int64_t s) { return o.k(s, j); },
       [&](int64_t t, int64_t s, Acc kk) { A[t * kChunk + s] = s < t ? c.beta(t) * kk * c.decay(t, s) : Acc(0); },
       OnOrBelowDiagonal{o.depth_M()});
+  for (int64_t e = ctx.tid; e < kChunk * (p.M + p.D); e += ctx.threads) {  // the right-hand side [beta e^g k | beta v]
+    const int64_t t = e / (p.M + p.D), col = e % (p.M + p.D);
+    c.X(t, col) = col < p.M ? c.beta(t) * exp_acc(c.g(t)) * c.k(t, col) : c.beta(t) * c.v(t, col - p.M);
+  }
   ctx.sync();
-  solve_chunk(ctx, c, A);
+  block_solve_mma<false, In>(ctx, A, p.M + p.D, [&](int64_t t, int64_t col) -> Acc& { return c.X(t, col); });
 }
 
 // P_ts = (q_t . k_s) e_ts on and below the diagonal, zeros above, into P (the operand type, PairsMma's layout).
