@@ -1,18 +1,18 @@
 // The delta family's chunk programs with their products on tensor cores: the same results as the plain programs of
 // kernels/delta/cuda/chunks.h (whose comment has the notation), each product a block_mma (kernels/cuda/warp_mma.h,
 // m16n8k16, fp32 accumulation) whose epilogue applies the pair decays, masks and gate scalings in registers:
-//   prepare:  A = beta (K K^T) * E below the diagonal (kept in Acc), then (I + A) [W | U] = R solved in blocks of 16
-//             rows: a product per block, a 16-step substitution inside it (block_solve_mma);
+//   prepare:  A = beta (K K^T) * E below the diagonal (stored in Acc), then (I + A) [W | U] = R solved in blocks of
+//             16 rows: a product per block, a 16-step substitution in Acc inside it (block_solve_mma);
 //   outputs:  P = (Q K^T) * E on and below it, stored once in the operand type, then y = e^g * (Q S_n^T) + P U;
 //   du pairs: P again, du = P^T dy.
-// As in flash-linear-attention's chunk kernels, the operands that were fp32 (the state, u, P) are rounded to the
-// operand type (bf16 or fp16) for the products. Unlike the decay kernel's states (which may grow without bound under
-// the additive rule, so its stages are scaled by powers of two) the delta rule's state stays bounded (unit keys,
-// beta in [0, 1]); an fp16 operand past 65,504 (a gradient under a large loss scale) becomes inf, which fwlab's fp16
-// loss scaler meets as any overflow: the step is skipped and the scale halved. The GPU runs these for bf16 and fp16 on
-// sm_80 and newer; the host runs them in any type through the warp emulation (kernels/cuda/warp_mma_host.h), float64
-// included, so that the fragment bookkeeping is checked against the plain programs (tests/test_warp_mma.cpp). Blocks of
-// whole warps.
+// As in flash-linear-attention's chunk kernels, the operands that were fp32 (the state, u, P, A's off-diagonal
+// blocks and the solved rows in the solve) are rounded to the operand type (bf16 or fp16) for the products. Unlike the
+// decay kernel's states (which may grow without bound under the additive rule, so its stages are scaled by powers of
+// two) the delta rule's state stays bounded (unit keys, beta in [0, 1]); an fp16 operand past 65,504 (a gradient under
+// a large loss scale) becomes inf, which fwlab's fp16 loss scaler meets as any overflow: the step is skipped and the
+// scale halved. The GPU runs these for bf16 and fp16 on sm_80 and newer; the host runs them in any type through the
+// warp emulation (kernels/cuda/warp_mma_host.h), float64 included, so that the fragment bookkeeping is checked against
+// the plain programs (tests/test_warp_mma.cpp). Blocks of whole warps.
 #pragma once
 
 #include "kernels/cuda/warp_mma.h"
