@@ -134,6 +134,49 @@ void print_rows(const Options& o, const std::vector<Row>& rows, int64_t T, int64
   }
 }
 
+// The delta family's rows (m = D: the gated delta rule's head is square in DeltaNet's layer, d_k = d_v), from the
+// op level's fp32 q, k, v; every row captures its tensors by value.
+void add_delta_rows(const Options& o, std::vector<Row>& rows, const torch::Tensor& q32, const torch::Tensor& k32,
+                    const torch::Tensor& v32) {
+  const int64_t B = q32.size(0), H = q32.size(1), T = q32.size(2), D = v32.size(3), m = q32.size(3);
+  const double tokens_heads = static_cast<double>(B * T * H);
+  const auto gates = torch::TensorOptions().dtype(torch::kFloat32).device(o.device);
+  auto unit = [](const torch::Tensor& x) {
+    return torch::nn::functional::normalize(x.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1))
+        .requires_grad_(true);
+  };
+  const auto ku = unit(k32), qu = unit(q32);
+  const auto alpha = torch::sigmoid(torch::randn({B, H, T, 1}, gates) + 3.0).requires_grad_(true);
+  const auto beta = torch::sigmoid(torch::randn({B, H, T, 1}, gates)).requires_grad_(true);
+  rows.push_back({"gated delta loop (fp32)",
+                  [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
+                  tokens_heads * 6.0 * D * m, 3.0, 1});
+  // The delta family's chunked CUDA kernel (kernels/delta/cuda/chunks.h), bf16 q, k, v as the model feeds it
+  // under autocast; what a model runs on CUDA where its first-use check passes. bf16 runs the tensor-core
+  // programs (chunks_mma.h); fp32 the same kernel's plain-loop programs, for the ratio between them.
+  if (o.device.is_cuda() && K::cuda_kernels_built()) {
+    auto bf = [](const torch::Tensor& x) { return x.detach().to(torch::kBFloat16).requires_grad_(true); };
+    const auto qb = bf(qu), kb = bf(ku), vb = bf(v32);
+    rows.push_back({"gated delta chunked CUDA (bf16)",
+                    [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, alpha, beta, {}).y; },
+                    tokens_heads * 6.0 * D * m, 3.0});
+    rows.push_back({"gated delta chunked CUDA plain products (fp32)",
+                    [=] { return K::gated_delta_recurrence_cuda_chunked(qu, ku, v32, alpha, beta, {}).y; },
+                    tokens_heads * 6.0 * D * m, 3.0, 2});  // 2 repeats: a ratio, within bench-ops' time
+    rows.push_back({"delta chunked CUDA (bf16)",
+                    [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, {}, beta, {}).y; },
+                    tokens_heads * 6.0 * D * m, 3.0});
+  }
+  // The libtorch WY chunk form, 64 steps a chunk (kernels/common/form_choice.h), with and without the gate: the
+  // delta family's reference twin, and what a model runs on a GPU where the CUDA kernel does not.
+  rows.push_back({"gated delta chunked libtorch (fp32)",
+                  [=] { return K::gated_delta_recurrence_chunked(qu, ku, v32, alpha, beta, {}, 64).y; },
+                  tokens_heads * 6.0 * D * m, 3.0});
+  rows.push_back({"delta chunked libtorch (fp32)",
+                  [=] { return K::delta_recurrence_chunked(qu, ku, v32, beta, {}, 64).y; }, tokens_heads * 6.0 * D * m,
+                  3.0});
+}
+
 void op_level(const Options& o) {
   const int64_t H = 12, D = 64, C = 64;
   const std::vector<int64_t> lengths =
@@ -170,42 +213,7 @@ void op_level(const Options& o) {
       rows.push_back({"decay chunked libtorch (fp32)",
                       [&] { return K::decay_recurrence_chunked(q32, k32, v32, log_a, log_b, {}, 16).y; },
                       decay_fwd_flops, 3.0});
-      if (m == D) {  // the gated delta rule's head is square in DeltaNet's layer (d_k = d_v)
-        auto unit = [](const torch::Tensor& x) {
-          return torch::nn::functional::normalize(x.detach(), torch::nn::functional::NormalizeFuncOptions().dim(-1))
-              .requires_grad_(true);
-        };
-        const auto ku = unit(k32), qu = unit(q32);
-        const auto alpha = torch::sigmoid(torch::randn({B, H, T, 1}, gates) + 3.0).requires_grad_(true);
-        const auto beta = torch::sigmoid(torch::randn({B, H, T, 1}, gates)).requires_grad_(true);
-        rows.push_back({"gated delta loop (fp32)",
-                        [=] { return K::gated_delta_recurrence_fused(qu, ku, v32, alpha, beta, {}).y; },
-                        tokens_heads * 6.0 * D * m, 3.0, 1});
-        // The delta family's chunked CUDA kernel (kernels/delta/cuda/chunks.h), bf16 q, k, v as the model feeds it
-        // under autocast; what a model runs on CUDA where its first-use check passes. bf16 runs the tensor-core
-        // programs (chunks_mma.h); fp32 the same kernel's plain-loop programs, for the ratio between them.
-        if (o.device.is_cuda() && K::cuda_kernels_built()) {
-          auto bf = [](const torch::Tensor& x) { return x.detach().to(torch::kBFloat16).requires_grad_(true); };
-          const auto qb = bf(qu), kb = bf(ku), vb = bf(v32);
-          rows.push_back({"gated delta chunked CUDA (bf16)",
-                          [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, alpha, beta, {}).y; },
-                          tokens_heads * 6.0 * D * m, 3.0});
-          rows.push_back({"gated delta chunked CUDA plain products (fp32)",
-                          [=] { return K::gated_delta_recurrence_cuda_chunked(qu, ku, v32, alpha, beta, {}).y; },
-                          tokens_heads * 6.0 * D * m, 3.0, 2});  // 2 repeats: a ratio, within bench-ops' time
-          rows.push_back({"delta chunked CUDA (bf16)",
-                          [=] { return K::gated_delta_recurrence_cuda_chunked(qb, kb, vb, {}, beta, {}).y; },
-                          tokens_heads * 6.0 * D * m, 3.0});
-        }
-        // The libtorch WY chunk form, 64 steps a chunk (kernels/common/form_choice.h), with and without the gate: the
-        // delta family's reference twin, and what a model runs on a GPU where the CUDA kernel does not.
-        rows.push_back({"gated delta chunked libtorch (fp32)",
-                        [=] { return K::gated_delta_recurrence_chunked(qu, ku, v32, alpha, beta, {}, 64).y; },
-                        tokens_heads * 6.0 * D * m, 3.0});
-        rows.push_back({"delta chunked libtorch (fp32)",
-                        [=] { return K::delta_recurrence_chunked(qu, ku, v32, beta, {}, 64).y; },
-                        tokens_heads * 6.0 * D * m, 3.0});
-      }
+      if (m == D) add_delta_rows(o, rows, q32, k32, v32);
       const auto qs = rand({B, H, T, D}, bf16), ks = rand({B, H, T, D}, bf16), vs = rand({B, H, T, D}, bf16);
       const bool fused_attention = TORCH_VERSION_MAJOR >= 2 && o.device.is_cuda();
       rows.push_back({fused_attention ? "softmax SDPA (bf16)" : "softmax explicit (bf16)",
