@@ -6,17 +6,16 @@
 # also why no torch target sets POSITION_INDEPENDENT_CODE: executables would get -fPIE and lose the PCH).
 set(FWLAB_TORCH_FLAGS -fopenmp -fno-math-errno -fno-trapping-math)
 #
-# fmt is header-only on every torch target and on the PCH (FMT_HEADER_ONLY=1): libfmt.so is compiled with the
-# C++11 ABI, which a PyTorch wheel before 2.7 does not use (the ABI note in the top CMakeLists.txt), and the PCH
-# must see the macros its users see (fwlab_contract hands FMT_HEADER_ONLY on to everything that links it).
+# fmt: fwlab_fmt (cmake/fmt_library.cmake) on every torch target and on the PCH, which must see the macros its
+# users see.
 
 add_library(fwlab_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cpp)
-target_link_libraries(fwlab_pch PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX fmt::fmt-header-only)
+target_link_libraries(fwlab_pch PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX fwlab_fmt)
 target_compile_options(fwlab_pch PUBLIC ${FWLAB_TORCH_FLAGS})
 target_precompile_headers(fwlab_pch PUBLIC <torch/torch.h>)
 
 function(fwlab_torch_target target)
-  target_link_libraries(${target} PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX fmt::fmt-header-only)
+  target_link_libraries(${target} PUBLIC "${TORCH_LIBRARIES}" OpenMP::OpenMP_CXX fwlab_fmt)
   target_compile_options(${target} PRIVATE ${FWLAB_TORCH_FLAGS})
   target_precompile_headers(${target} REUSE_FROM fwlab_pch)
 endfunction()

@@ -27,7 +27,8 @@
 #    fwlab uses no Boost library binary and no find_package(Boost), so Boost's CMake files are left out);
 #  - the shared libraries of simdjson, SQLite, ICU, OpenSSL and md4c, with RUNPATH $ORIGIN (libicuuc finds libicudata
 #    next to it also where the linker writes DT_RUNPATH, which does not apply to indirect dependencies).
-#  - fmt and TOML++ are made header-only (FMT_HEADER_ONLY, TOML_HEADER_ONLY) and Catch2WithMain compiles its main
+#  - fmt and TOML++ are made header-only (FMT_HEADER_ONLY, TOML_HEADER_ONLY; fwlab itself takes only fmt's headers
+#    and compiles its implementation once, cmake/fmt_library.cmake) and Catch2WithMain compiles its main
 #    into each test binary (INTERFACE_SOURCES) instead of Debian's prebuilt libCatch2WithMain.a: these C++ APIs pass
 #    std::string, and PyTorch's pip wheels before 2.7 are (mostly) built with _GLIBCXX_USE_CXX11_ABI=0, which
 #    fwlab applies to every target: Debian's libfmt.so and libCatch2WithMain.a would not link with it, and
