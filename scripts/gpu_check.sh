@@ -2,11 +2,14 @@
 # The GPU check of a bare GPU machine (issue 45): builds fwlab with CUDA for the GPU it finds and writes, under one
 # folder, what a user would want to know before trusting it there.
 #
-#   scripts/gpu_check.sh OUT [--deps BUNDLE] [--budget SECONDS] [--rehearse] [--no-bench] [--ncu REGEX]
+#   scripts/gpu_check.sh OUT [--deps BUNDLE] [--budget SECONDS] [--rehearse] [--no-bench] [--ncu REGEX[,REGEX...]]
 #
 #   --no-bench  the checks without the benchmark (a re-run after a fix)
-#   --ncu REGEX after the benchmark, Nsight Compute's basic sections for the first kernels whose names match REGEX
-#              in one op-level run (ncu.txt; e.g. 'delta|chunk'): the profile to read before optimising them
+#   --ncu REGEX after the benchmark, Nsight Compute's basic sections for the first kernels whose demangled names
+#              (namespace, template and parameter types included) match REGEX, one op-level run per comma-separated
+#              REGEX (ncu.txt; 'ChunkProblem,delta::' profiles the decay family's chunked kernels, then the delta
+#              family's): the profile to read before optimising them. The plain function names ("outputs_kernel")
+#              do not say which family a kernel is, so ncu matches the demangled ones.
 #   OUT        the output folder (at most 8 files: the device tool brings back that many)
 #   --deps     scripts/bundle_deps.sh's tarball or extracted folder, for a machine without Debian's libraries
 #   --budget   seconds the whole check may take (default 540): each step's time limit is cut to what is left, so a
@@ -111,10 +114,14 @@ main() {
   step bench-model 150 "$out/bench.txt" "$build/bench/fwlab-bench-gpu" --only model "${smoke[@]}"
   [ -n "$ncu_kernels" ] || return 0
   local ncu; ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  # A few launches of each matching kernel after the warm-up (the first-use checks' launches come first), one repeat.
-  step ncu 150 "$out/ncu.txt" "$ncu" --section SpeedOfLight --section LaunchStats --section Occupancy \
-    -k "regex:$ncu_kernels" --launch-skip 20 --launch-count 12 "$build/bench/fwlab-bench-gpu" --only ops --repeats 1 \
-    "${smoke[@]}"
+  # A few launches of each matching kernel after the warm-up (the first rows' first launches), one repeat; one run per
+  # regex, so that the delta family's kernels are not crowded out by the decay family's, whose rows come first.
+  local regex
+  for regex in ${ncu_kernels//,/ }; do
+    step ncu 150 "$out/ncu.txt" "$ncu" --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --kernel-name-base demangled -k "regex:$regex" --launch-skip 20 --launch-count 8 "$build/bench/fwlab-bench-gpu" \
+      --only ops --repeats 1 "${smoke[@]}"
+  done
 }
 
 main

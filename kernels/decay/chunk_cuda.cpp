@@ -4,15 +4,17 @@
 // the CPU programs around BLAS (kernels/decay/chunk_cpu.h), the CPU's fast chunked form.
 //
 // Preparation: steps padded to a multiple of the chunk, D and M to multiples of 16 (zero keys, values and queries,
-// log-gates 0: nothing changes), the log-gates floored (log_gate_floor) and summed from each chunk's start in fp64,
-// then kept in fp32 (fp64 for fp64 inputs).
-// The kernels give y, dq, dk, dv without the diagonal pair (s = t, on which no gate acts); it is added here. The
+// log-gates 0: nothing changes), the log-gates floored (log_gate_floor) and summed from each chunk's start by the
+// gate programs (kernels/decay/cuda/gates.h: compensated sums in fp32, fp64 for fp64 inputs).
+// The kernels give y, dq, dk, dv without the diagonal pair (s = t, on which no gate acts); it is added as they leave
+// the padded layout (kernels/decay/cuda/diagonal.h, a launch on the GPU, the same code in loops on the host). The
 // gates' gradients follow from the sums without it (flash-linear-attention's identity, here on both sides): with
 // the gates' running sums over the whole sequence, every pair term depends on G_t - G_s, so
 //   dL/dB_t = q_t * dq_t - k_t * dk_t,   dL/dA_t = y_t * dy_t - v_t * dv_t,
 // where the diagonal's terms cancel exactly and are left out (kernels/decay/cuda/chunks.h),
 // plus, at the last step, the final state's own term (dS_T * S_T summed over rows / columns), and
-// dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a.
+// dL/dlog b_r = sum_{t>=r} dL/dB_t (a reverse running sum), the same for a: the gate programs' three passes, on the
+// GPU or in loops on the host, so that no runner sums along the sequence and none in fp64 for 16/32-bit inputs.
 #include "kernels/decay/decay.h"
 
 #if defined(FWLAB_HAVE_CUDA)
@@ -23,6 +25,8 @@
 #include "kernels/cuda/chunk_binding.h"
 #include "kernels/decay/chunk_cpu.h"
 #include "kernels/decay/cuda/chunks_host.h"
+#include "kernels/decay/cuda/diagonal.h"
+#include "kernels/decay/cuda/gates.h"
 
 namespace fwlab::kernels {
 
@@ -54,13 +58,7 @@ torch::Tensor flat_state(const torch::Tensor& S, int64_t Dp, int64_t Mp, torch::
 // exactly; the price is the floor's rounding in the later sums of its chunk (ulp(110) = 8e-6 in fp32).
 double log_gate_floor(torch::ScalarType acc) { return acc == torch::kFloat64 ? -750.0 : -110.0; }
 
-// A log-gate summed from each chunk's start: [B * H, Tp, width] in the accumulation type. The sums run in float64
-// (over up to 64 steps; then rounded once), so fp32 adds no rounding of its own along the chunk.
-torch::Tensor chunk_sums(const torch::Tensor& log_gate, int64_t Tp, int64_t width, torch::ScalarType acc) {
-  auto flat = flat_padded(log_gate.to(torch::kFloat64).clamp_min(log_gate_floor(acc)), Tp, width);
-  auto sums = flat.reshape({flat.size(0), Tp / kChunk, kChunk, width}).cumsum(2).reshape({flat.size(0), Tp, width});
-  return sums.to(acc).contiguous();
-}
+enum class Runner : int64_t { host = 0, gpu = 1, blas = 2 };
 
 // What the forward writes, in the accumulation type: y without the diagonal pair, and the state at every chunk start.
 struct ForwardOut {
@@ -76,18 +74,18 @@ struct Prepared {
 
   int64_t heads() const { return batch * H; }
   int64_t chunks() const { return Tp / kChunk; }
-  // [B * H, Tp|chunks + 1, rows, cols] back to [B, H, T, width] (or a state [B, H, D, M] at chunk n).
-  torch::Tensor steps_out(const torch::Tensor& x, int64_t width) const {
-    return x.narrow(1, 0, T).narrow(2, 0, width).reshape({batch, H, T, width});
-  }
+  // [B * H, chunks + 1, Dp, Mp] back to a state [B, H, D, M] at chunk n.
   torch::Tensor state_out(const torch::Tensor& states, int64_t n) const {
     return states.select(1, n).narrow(1, 0, D).narrow(2, 0, M).reshape({batch, H, D, M});
   }
 };
 
-// `sums`: the gates summed from each chunk's start, which the BLAS runner does not read (it takes each step's gate).
+torch::Tensor chunk_sums(const torch::Tensor& log_gate, const Prepared& p, int64_t width, Runner runner);
+
+// The BLAS runner takes each step's gate, not the gates summed from each chunk's start (add_step_gates).
 Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& log_a,
-                 const torch::Tensor& log_b, const torch::Tensor& S0, bool sums = true) {
+                 const torch::Tensor& log_b, const torch::Tensor& S0, Runner runner) {
+  const bool sums = runner != Runner::blas;
   Prepared p;
   p.batch = q.size(0), p.H = q.size(1), p.T = q.size(2), p.M = q.size(3), p.D = v.size(3);
   p.Tp = (p.T + kChunk - 1) / kChunk * kChunk, p.Dp = round16(p.D), p.Mp = round16(p.M);
@@ -95,8 +93,8 @@ Prepared prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   p.q = flat_padded(q, p.Tp, p.Mp), p.k = flat_padded(k.to(q.scalar_type()), p.Tp, p.Mp);
   p.v = flat_padded(v.to(q.scalar_type()), p.Tp, p.Dp);
   p.a_width = log_a.numel() > 0 ? (log_a.size(3) == 1 ? 1 : p.Dp) : 0;
-  if (p.a_width > 0 && sums) p.A = chunk_sums(log_a, p.Tp, p.a_width, p.acc);
-  if (log_b.numel() > 0 && sums) p.B = chunk_sums(log_b, p.Tp, p.Mp, p.acc);
+  if (p.a_width > 0 && sums) p.A = chunk_sums(log_a, p, p.a_width, runner);
+  if (log_b.numel() > 0 && sums) p.B = chunk_sums(log_b, p, p.Mp, runner);
   p.state0 = flat_state(S0, p.Dp, p.Mp, p.acc);
   return p;
 }
@@ -200,8 +198,6 @@ void cuda_backward(const Prepared& p, const torch::Tensor& dy, const torch::Tens
 
 // ---- the autograd function over either runner ----
 
-enum class Runner : int64_t { host = 0, gpu = 1, blas = 2 };
-
 void run_forward(Runner r, const Prepared& p, ForwardOut& out) {
   if (r == Runner::blas) return blas_forward(p, out);
 #if defined(FWLAB_HAVE_CUDA)
@@ -221,48 +217,128 @@ void run_backward(Runner r, const Prepared& p, const torch::Tensor& dy, const to
   host_backward(p, dy, dS, states, dstates, dq, dk, dv);
 }
 
-// sum_{t>=r} x_t along time (dim 2) with no scan along the sequence (on a GPU a cumsum over T is one thread per column
-// walking all T steps): within each 64-step chunk in x's type, plus the sum of every later chunk, the chunk totals'
-// reverse running sum in float64 over T / 64 values. A gate's gradient sums T terms, and fp32 rounding over T = 8k
-// steps of bf16-scale terms is not small; here fp32 sums 64 terms at most (tests/test_cuda_host_paths.cpp checks
-// T = 8192). Float64, [B, H, T, W].
-torch::Tensor reverse_running_sum(const torch::Tensor& x) {
-  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), W = x.size(3), N = (T + kChunk - 1) / kChunk;
-  const auto padded = N * kChunk == T ? x : torch::constant_pad_nd(x, {0, 0, 0, N * kChunk - T});
-  const auto within = padded.reshape({B, H, N, kChunk, W}).flip(3).cumsum(3).flip(3);
-  const auto totals = within.select(3, 0).to(torch::kFloat64);   // [B, H, N, W]
-  const auto later = totals.flip(2).cumsum(2).flip(2) - totals;  // the chunks after each one
-  return (within.to(torch::kFloat64) + later.unsqueeze(3)).reshape({B, H, N * kChunk, W}).narrow(2, 0, T);
+// ---- the gates and the diagonal pair (kernels/decay/cuda/gates.h, diagonal.h): launches on the GPU, the same
+// programs in loops on the host ----
+
+// Items [0, count) of the diagonal pair on the host, over libtorch's threads.
+template <typename F>
+void host_items(int64_t count, const F& item) {
+  at::parallel_for(0, count, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) item(i);
+  });
 }
 
-// The inputs as the kernel saw them (k and v cast to q's dtype), in the accumulation type.
-struct Rounded {
-  torch::Tensor q, k, v;
-  Rounded(const torch::Tensor& q_, const torch::Tensor& k_, const torch::Tensor& v_, torch::ScalarType acc)
-      : q(q_.to(acc)), k(k_.to(q_.scalar_type()).to(acc)), v(v_.to(q_.scalar_type()).to(acc)) {}
+// Blocks [0, count) of a gate program on the host (each a (head, chunk) or a head), every column of a block at once
+// with `columns` values of scratch for its sums, over libtorch's threads.
+template <typename Acc, typename F>
+void host_blocks(int64_t count, int64_t columns, const F& block) {
+  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> sum(columns), lost(columns);
+    for (int64_t i = begin; i < end; ++i) block(i, sum.data(), lost.data());
+  });
+}
+
+// A log-gate [B, H, T, w] summed from each chunk's start: [B * H, Tp, width] in the accumulation type.
+torch::Tensor chunk_sums(const torch::Tensor& log_gate, const Prepared& p, int64_t width, Runner runner) {
+  const auto x = log_gate.to(p.acc).contiguous();
+  auto out = torch::empty({p.heads(), p.Tp, width}, x.options());
+  cuda::GateSumArgs a;
+  a.log_gate = x.data_ptr(), a.out = out.data_ptr(), a.heads = p.heads(), a.T = p.T, a.width = x.size(3);
+  a.chunks = p.chunks(), a.out_width = width, a.floor = log_gate_floor(p.acc);
+#if defined(FWLAB_HAVE_CUDA)
+  if (runner == Runner::gpu) {
+    const CudaDeviceGuard guard(x.get_device());
+    check(cuda::decay_gate_sums(chunk_dtype(p.q.scalar_type(), "decay gate sums"), a,
+                                current_cuda_stream(x.get_device())),
+          "decay gate sums");
+    return out;
+  }
+#endif
+  auto run = [&](auto acc) {
+    using Acc = decltype(acc);
+    const cuda::GateSums<Acc> sums{a};
+    host_blocks<Acc>(a.heads * a.chunks, width, [&](int64_t i, Acc* sum, Acc* lost) {
+      sums.columns(i / a.chunks, i % a.chunks, 0, width, sum, lost);
+    });
+  };
+  p.acc == torch::kFloat64 ? run(double{}) : run(float{});
+  return out;
+}
+
+// One gate's gradient (gates.h's GateGradientArgs: x1 * y1 - x2 * y2, reverse running sums) as [B, H, T, out_width]
+// in the log-gate's dtype. x1, x2 flat in the input type, y1, y2 flat in the accumulation type; final_term [B, H,
+// out_width] or undefined.
+torch::Tensor gate_gradient(const Prepared& p, Runner runner, const torch::Tensor& x1, const torch::Tensor& y1,
+                            const torch::Tensor& x2, const torch::Tensor& y2, const torch::Tensor& final_term,
+                            int64_t out_width, torch::ScalarType dtype) {
+  auto out = torch::empty({p.heads(), p.T, out_width}, y1.options());
+  auto totals = torch::empty({p.heads(), p.chunks(), out_width}, y1.options());
+  const auto final_flat = final_term.defined() ? final_term.to(p.acc).contiguous() : final_term;
+  cuda::GateGradientArgs a;
+  a.x1 = x1.data_ptr(), a.x2 = x2.data_ptr(), a.y1 = y1.data_ptr(), a.y2 = y2.data_ptr();
+  a.final_term = void_or_null(final_flat), a.totals = totals.data_ptr(), a.out = out.data_ptr();
+  a.heads = p.heads(), a.T = p.T, a.steps = p.Tp, a.width = x1.size(2), a.out_width = out_width;
+#if defined(FWLAB_HAVE_CUDA)
+  if (runner == Runner::gpu) {
+    const CudaDeviceGuard guard(x1.get_device());
+    check(cuda::decay_gate_gradients(chunk_dtype(p.q.scalar_type(), "decay gate gradients"), a,
+                                     current_cuda_stream(x1.get_device())),
+          "decay gate gradients");
+    return out.reshape({p.batch, p.H, p.T, out_width}).to(dtype);
+  }
+#endif
+  dispatch_host(p.q.scalar_type(), "decay gate gradients", [&](auto in, auto acc) {
+    using Acc = decltype(acc);
+    const cuda::GateGradients<decltype(in), Acc> g{a};
+    const int64_t N = p.chunks(), w = out_width;
+    host_blocks<Acc>(p.heads() * N, w, [&](int64_t i, Acc* s, Acc* l) { g.chunk_totals(i / N, i % N, 0, w, s, l); });
+    host_blocks<Acc>(p.heads(), w, [&](int64_t h, Acc* s, Acc* l) { g.later_chunks(h, 0, w, s, l); });
+    host_blocks<Acc>(p.heads() * N, w, [&](int64_t i, Acc* s, Acc* l) { g.step_sums(i / N, i % N, 0, w, s, l); });
+  });
+  return out.reshape({p.batch, p.H, p.T, out_width}).to(dtype);
+}
+
+// The diagonal pair added to the chunk programs' sums as they leave the padded layout (diagonal.h): `d` holds the
+// sums and the outputs, p the inputs and sizes.
+void add_diagonal(const Prepared& p, Runner runner, cuda::DiagonalArgs d, bool backward) {
+  d.q = p.q.data_ptr(), d.k = p.k.data_ptr(), d.v = p.v.data_ptr();
+  d.heads = p.heads(), d.T = p.T, d.steps = p.Tp, d.D = p.D, d.M = p.M, d.Dp = p.Dp, d.Mp = p.Mp;
+#if defined(FWLAB_HAVE_CUDA)
+  if (runner == Runner::gpu) {
+    const CudaDeviceGuard guard(p.q.get_device());
+    const auto dtype = chunk_dtype(p.q.scalar_type(), "decay diagonal pair");
+    const auto stream = current_cuda_stream(p.q.get_device());
+    check(backward ? cuda::decay_diagonal_backward(dtype, d, stream) : cuda::decay_diagonal_forward(dtype, d, stream),
+          "decay diagonal pair");
+    return;
+  }
+#endif
+  dispatch_host(p.q.scalar_type(), "decay diagonal pair", [&](auto in, auto acc) {
+    const cuda::Diagonal<decltype(in), decltype(acc)> diagonal{d};
+    host_items(diagonal.items(), [&](int64_t i) { backward ? diagonal.backward(i) : diagonal.forward(i); });
+  });
+}
+
+// What the backward has for the gates' gradients: flat and padded as the kernel wrote them ([B * H, Tp, width]), dy in
+// the input type; dS and S the final state's gradient (undefined: none) and the final state, [B, H, D, M].
+struct GateInputs {
+  torch::Tensor dy, y_off, dq_off, dk_off, dv_off, dS, S;
 };
 
-// The gates' gradients from the kernel's sums without the diagonal pair (kernels/decay/cuda/chunks.h says why), dS the
-// final state's gradient (undefined: none) and S the final state.
-std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Rounded& in, const torch::Tensor& y_off,
-                                                       const torch::Tensor& dy, const torch::Tensor& dq_off,
-                                                       const torch::Tensor& dk_off, const torch::Tensor& dv_off,
-                                                       const torch::Tensor& log_a, const torch::Tensor& log_b,
-                                                       const torch::Tensor& dS, const torch::Tensor& S) {
-  const auto acc = y_off.scalar_type();
-  const int64_t T = y_off.size(2);
-  const auto final_term = dS.defined() ? dS.to(acc) * S.to(acc) : torch::Tensor();  // [B, H, D, M]
+// The gates' gradients from the kernel's sums without the diagonal pair (kernels/decay/cuda/chunks.h says why):
+// dlog_b from q * dq_off - k * dk_off, dlog_a from y_off * dy - v * dv_off, each plus the final state's term dS * S
+// summed over the rows (b) or the columns (a, and over both for a gate the columns share).
+std::pair<torch::Tensor, torch::Tensor> gate_gradients(const Prepared& p, Runner runner, const GateInputs& g,
+                                                       const torch::Tensor& log_a, const torch::Tensor& log_b) {
+  const auto final_term = g.dS.defined() ? g.dS.to(p.acc) * g.S.to(p.acc) : torch::Tensor();  // [B, H, D, M]
+  auto part = [&](std::vector<int64_t> dims) { return final_term.defined() ? final_term.sum(dims) : final_term; };
   torch::Tensor dlog_a, dlog_b;
-  if (log_b.numel() > 0) {
-    auto gB = in.q * dq_off - in.k * dk_off;
-    if (final_term.defined()) gB.select(2, T - 1).add_(final_term.sum(2));
-    dlog_b = reverse_running_sum(gB).to(log_b.scalar_type());
-  }
+  if (log_b.numel() > 0)
+    dlog_b = gate_gradient(p, runner, p.q, g.dq_off, p.k, g.dk_off, part({2}), p.M, log_b.scalar_type());
   if (log_a.numel() > 0) {
-    auto gA = y_off * dy - in.v * dv_off;
-    if (final_term.defined()) gA.select(2, T - 1).add_(final_term.sum(3));
-    if (log_a.size(3) == 1) gA = gA.sum(3, true);
-    dlog_a = reverse_running_sum(gA).to(log_a.scalar_type());
+    const bool shared = log_a.size(3) == 1;
+    dlog_a = gate_gradient(p, runner, g.dy, g.y_off, p.v, g.dv_off, shared ? part({2, 3}) : part({3}), shared ? 1 : p.D,
+                           log_a.scalar_type());
   }
   return {dlog_a, dlog_b};
 }
@@ -271,51 +347,52 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                torch::Tensor log_a, torch::Tensor log_b, torch::Tensor S0, int64_t runner,
                                int64_t host_threads) {
-    const bool blas = static_cast<Runner>(runner) == Runner::blas;
-    auto p = prepare(q, k, v, log_a, log_b, S0, !blas);
+    const auto r = static_cast<Runner>(runner);
+    auto p = prepare(q, k, v, log_a, log_b, S0, r);
     p.host_threads = static_cast<int>(host_threads);
-    if (blas) add_step_gates(p, log_a, log_b);
+    if (r == Runner::blas) add_step_gates(p, log_a, log_b);
     ForwardOut out;
     out.y = torch::empty({p.heads(), p.Tp, p.Dp}, p.q.options().dtype(p.acc));
     out.states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, p.q.options().dtype(p.acc));
-    run_forward(static_cast<Runner>(runner), p, out);
+    run_forward(r, p, out);
     // The final state is copied out of `states` (every chunk-start state): a view would keep all of them alive as
     // long as the caller holds S, and through save_for_backward until the backward and beyond.
-    const auto y_off = p.steps_out(out.y, p.D),
-               S = p.state_out(out.states, p.chunks()).clone(at::MemoryFormat::Contiguous);
-    const Rounded in(q, k, v, p.acc);
-    const auto y = (y_off + (in.q * in.k).sum(3, true) * in.v).to(q.scalar_type());  // plus the diagonal pair
+    const auto S = p.state_out(out.states, p.chunks()).clone(at::MemoryFormat::Contiguous);
+    auto y = torch::empty({p.batch, p.H, p.T, p.D}, p.q.options());
+    cuda::DiagonalArgs d;
+    d.y_off = out.y.data_ptr(), d.y = y.data_ptr();
+    add_diagonal(p, r, d, false);
     ctx->saved_data["runner"] = runner;
     ctx->saved_data["host_threads"] = host_threads;
-    ctx->save_for_backward({q, k, v, log_a, log_b, S0, y_off, S});
+    ctx->save_for_backward({q, k, v, log_a, log_b, S0, out.y, S});  // out.y: flat, as the gate programs read it
     return {y, S};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &log_a = saved[3], &log_b = saved[4], &S0 = saved[5],
-               &y_off = saved[6], &S = saved[7];
-    const bool blas = static_cast<Runner>(ctx->saved_data["runner"].toInt()) == Runner::blas;
-    auto p = prepare(q, k, v, log_a, log_b, S0, !blas);
+               &y_flat = saved[6], &S = saved[7];
+    const auto r = static_cast<Runner>(ctx->saved_data["runner"].toInt());
+    auto p = prepare(q, k, v, log_a, log_b, S0, r);
     p.host_threads = static_cast<int>(ctx->saved_data["host_threads"].toInt());
-    if (blas) add_step_gates(p, log_a, log_b);
+    if (r == Runner::blas) add_step_gates(p, log_a, log_b);
     const auto acc = torch::TensorOptions().dtype(p.acc).device(q.device());
-    const auto dy = grads[0].defined() ? grads[0].to(p.q.scalar_type()) : torch::zeros(y_off.sizes(), p.q.options());
+    const auto dy =
+        grads[0].defined() ? grads[0].to(p.q.scalar_type()) : torch::zeros({p.batch, p.H, p.T, p.D}, p.q.options());
     const auto dy_flat = flat_padded(dy, p.Tp, p.Dp);
     const auto dS_flat = grads[1].defined() ? flat_state(grads[1], p.Dp, p.Mp, p.acc) : torch::Tensor();
     auto states = torch::empty({p.heads(), p.chunks() + 1, p.Dp, p.Mp}, acc), dstates = torch::empty_like(states);
     auto dq_flat = torch::empty({p.heads(), p.Tp, p.Mp}, acc), dk_flat = torch::empty_like(dq_flat);
     auto dv_flat = torch::empty({p.heads(), p.Tp, p.Dp}, acc);
-    run_backward(static_cast<Runner>(ctx->saved_data["runner"].toInt()), p, dy_flat, dS_flat, states, dstates, dq_flat,
-                 dk_flat, dv_flat);
-    const auto dq_off = p.steps_out(dq_flat, p.M), dk_off = p.steps_out(dk_flat, p.M),
-               dv_off = p.steps_out(dv_flat, p.D);
-    const Rounded in(q, k, v, p.acc);
-    const auto dy_acc = dy.to(p.acc);
-    const auto [dlog_a, dlog_b] = gate_gradients(in, y_off, dy_acc, dq_off, dk_off, dv_off, log_a, log_b, grads[1], S);
-    // The diagonal pair's share: y_t = ... + (q_t . k_t) v_t.
-    const auto qk = (in.q * in.k).sum(3, true), dyv = (dy_acc * in.v).sum(3, true);
-    const auto dq = dq_off + dyv * in.k, dk = dk_off + dyv * in.q, dv = dv_off + qk * dy_acc;
+    run_backward(r, p, dy_flat, dS_flat, states, dstates, dq_flat, dk_flat, dv_flat);
+    const auto [dlog_a, dlog_b] =
+        gate_gradients(p, r, {dy_flat, y_flat, dq_flat, dk_flat, dv_flat, grads[1], S}, log_a, log_b);
+    auto dq = torch::empty({p.batch, p.H, p.T, p.M}, p.q.options()), dk = torch::empty_like(dq);
+    auto dv = torch::empty({p.batch, p.H, p.T, p.D}, p.q.options());
+    cuda::DiagonalArgs d;
+    d.dy = dy_flat.data_ptr(), d.dq_off = dq_flat.data_ptr(), d.dk_off = dk_flat.data_ptr();
+    d.dv_off = dv_flat.data_ptr(), d.dq = dq.data_ptr(), d.dk = dk.data_ptr(), d.dv = dv.data_ptr();
+    add_diagonal(p, r, d, true);
     const auto dS0 = p.state_out(dstates, 0).to(S0.scalar_type());
     return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), dlog_a, dlog_b, dS0,
             torch::Tensor(),        torch::Tensor()};

@@ -32,6 +32,19 @@ cudaError_t decay_chunks_forward(const ChunkArgs& args, void* y, void* states, c
 cudaError_t decay_chunks_backward(const ChunkArgs& args, void* states, void* dstates, void* dq, void* dk, void* dv,
                                   cudaStream_t stream);
 
+// The gates' chunk sums and gradients (kernels/decay/cuda/gates.h, whose argument structs say what each pointer holds),
+// in the accumulation type of `dtype`; the gradients' x1 and x2 in its input type.
+struct GateSumArgs;
+struct GateGradientArgs;
+cudaError_t decay_gate_sums(ChunkDtype dtype, const GateSumArgs& args, cudaStream_t stream);
+cudaError_t decay_gate_gradients(ChunkDtype dtype, const GateGradientArgs& args, cudaStream_t stream);
+
+// The diagonal pair added as the results leave the padded layout (kernels/decay/cuda/diagonal.h): y in the forward,
+// dq, dk and dv in the backward.
+struct DiagonalArgs;
+cudaError_t decay_diagonal_forward(ChunkDtype dtype, const DiagonalArgs& args, cudaStream_t stream);
+cudaError_t decay_diagonal_backward(ChunkDtype dtype, const DiagonalArgs& args, cudaStream_t stream);
+
 // Shared memory one chunk program needs (bytes), to compare with the device's opt-in limit.
 int64_t decay_chunks_shared_bytes(const ChunkArgs& args);
 

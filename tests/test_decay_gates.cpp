@@ -1,0 +1,126 @@
+// The chunked decay kernel's gate programs (kernels/decay/cuda/gates.h) run as the host runs them, against libtorch
+// in float64: the log-gates summed from each chunk's start, and a gate's gradient as a reverse running sum over the
+// whole sequence. Both run in fp32 on GPUs; compensated sums are what keep fp32 at fp64's answer rounded once, and
+// the checks below are tight enough that plain fp32 sums (measured beside them) miss them.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/decay/cuda/gates.h"
+#include "tests/test_util.h"
+
+namespace C = fwlab::cuda;
+
+namespace {
+
+// |a - b| over max |b|.
+double relative_gap(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto x = a.to(torch::kFloat64), y = b.to(torch::kFloat64);
+  return (x - y).abs().max().item<double>() / y.abs().max().item<double>();
+}
+
+// The largest |a - b| in units of fp32's spacing at |b| (2^-23 |b|, relative), over the elements where b is not 0.
+double worst_ulps(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto x = a.to(torch::kFloat64), y = b.to(torch::kFloat64), nonzero = y != 0;
+  return ((x - y).abs() / (y.abs() * std::ldexp(1.0, -23))).masked_select(nonzero).max().item<double>();
+}
+
+// sum_{t >= r} x_t along dim 1 of [heads, T, w].
+torch::Tensor reverse_cumsum(const torch::Tensor& x) { return x.flip(1).cumsum(1).flip(1); }
+
+// A running sum along dim `dim` of a float32 tensor in float32, one rounding per term as a plain loop has (libtorch's
+// CPU cumsum accumulates float in double), backwards with `reverse`.
+torch::Tensor plain_fp32_cumsum(const torch::Tensor& x, int64_t dim, bool reverse) {
+  auto sums = torch::empty_like(x);
+  auto running = torch::zeros_like(x.select(dim, 0));
+  for (int64_t i = 0; i < x.size(dim); ++i) {
+    const int64_t at = reverse ? x.size(dim) - 1 - i : i;
+    running = running + x.select(dim, at);  // an elementwise fp32 add: rounded once
+    sums.select(dim, at).copy_(running);
+  }
+  return sums;
+}
+
+template <typename Program>
+void for_items(int64_t count, const Program& item) {
+  for (int64_t i = 0; i < count; ++i) item(i);
+}
+
+}  // namespace
+
+TEST_CASE("decay gate sums: each chunk's running sum of floored log-gates, in fp32 to fp64's answer", "[kernels]") {
+  torch::manual_seed(5);
+  const int64_t heads = 3, T = 200, width = 5, out_width = 16, chunks = (T + C::kChunk - 1) / C::kChunk;
+  auto log_gate = torch::log_sigmoid(torch::randn({heads, T, width}, torch::kFloat64) * 3 + 1);
+  log_gate.index_put_({1, 70, 2}, -std::numeric_limits<double>::infinity());  // a gate of 0
+  const auto x32 = log_gate.to(torch::kFloat32).contiguous();
+  auto out = torch::full({heads, chunks * C::kChunk, out_width}, std::nan(""), torch::kFloat32);
+  C::GateSumArgs a;
+  a.log_gate = x32.data_ptr(), a.out = out.data_ptr(), a.heads = heads, a.T = T, a.width = width;
+  a.chunks = chunks, a.out_width = out_width, a.floor = -110.0;
+  const C::GateSums<float> sums{a};
+  for_items(sums.items(), [&](int64_t i) { sums.run(i); });
+
+  // float64 from the same fp32 inputs, floored, padded with zeros, summed inside each chunk.
+  const auto floored = x32.to(torch::kFloat64).clamp_min(-110.0);
+  const auto padded = torch::constant_pad_nd(floored, {0, out_width - width, 0, chunks * C::kChunk - T});
+  const auto want = padded.reshape({heads, chunks, C::kChunk, out_width}).cumsum(2).reshape(out.sizes());
+  const auto plain =
+      plain_fp32_cumsum(padded.to(torch::kFloat32).reshape({heads, chunks, C::kChunk, out_width}), 2, false);
+  const double ours = worst_ulps(out, want), theirs = worst_ulps(plain.reshape(out.sizes()), want);
+  INFO("worst error in fp32 ulps of the exact sum: compensated " << ours << ", plain fp32 cumsum " << theirs);
+  CHECK(torch::isfinite(out).all().item<bool>());
+  CHECK(ours <= 1.0);  // rounded once (at most half an ulp), give or take the compensation's own rounding
+  CHECK(theirs > 2.0);
+  const auto floor_step = out.index({1, 70, 2}) - out.index({1, 69, 2});  // the gate of 0, inside chunk 1
+  CHECK(floor_step.item<double>() == Approx(-110.0).margin(1e-4));
+  CHECK(out.narrow(2, width, out_width - width).abs().max().item<double>() == 0.0);  // padded columns: gate 1
+}
+
+TEST_CASE("decay gate gradients: reverse running sums over T = 8192 in fp32 match float64, per column and shared",
+          "[kernels]") {
+  torch::manual_seed(6);
+  const int64_t heads = 2, T = 8150, steps = 8192, width = 16;  // 42 steps of padding in the last chunk
+  auto opt = torch::TensorOptions().dtype(torch::kFloat32);
+  auto rows = [&] { return torch::randn({heads, steps, width}, opt); };
+  const auto x1 = rows(), y1 = rows() + 0.3, x2 = rows(), y2 = rows();  // + 0.3: a drift that grows the sums
+  for (int64_t out_width : {width, int64_t{1}}) {
+    DYNAMIC_SECTION("out_width " << out_width) {
+      const auto final_term = torch::randn({heads, out_width}, opt);
+      auto out = torch::full({heads, T, out_width}, std::nan(""), opt);
+      auto totals = torch::empty({heads, steps / C::kChunk, out_width}, opt);
+      C::GateGradientArgs a;
+      a.x1 = x1.data_ptr(), a.x2 = x2.data_ptr(), a.y1 = y1.data_ptr(), a.y2 = y2.data_ptr();
+      a.final_term = final_term.data_ptr(), a.totals = totals.data_ptr(), a.out = out.data_ptr();
+      a.heads = heads, a.T = T, a.steps = steps, a.width = width, a.out_width = out_width;
+      const C::GateGradients<float, float> g{a};
+      // One column at a time, as a GPU thread runs them (the binding's host loops take a chunk's columns at once).
+      const int64_t N = g.chunks(), w = out_width;
+      float sum, lost;
+      for_items(g.chunk_items(), [&](int64_t i) { g.chunk_totals(i / w / N, i / w % N, i % w, 1, &sum, &lost); });
+      for_items(g.column_items(), [&](int64_t i) { g.later_chunks(i / w, i % w, 1, &sum, &lost); });
+      for_items(g.chunk_items(), [&](int64_t i) { g.step_sums(i / w / N, i / w % N, i % w, 1, &sum, &lost); });
+
+      auto d = [](const torch::Tensor& x) { return x.to(torch::kFloat64).narrow(1, 0, 8150); };
+      auto terms = d(x1) * d(y1) - d(x2) * d(y2);
+      if (out_width == 1) terms = terms.sum(2, true);
+      terms.select(1, T - 1).add_(final_term.to(torch::kFloat64));  // the final state's term, at the last step
+      const auto want = reverse_cumsum(terms);
+      const auto plain = plain_fp32_cumsum(terms.to(torch::kFloat32), 1, true);  // fp32 along the sequence
+      INFO("compensated fp32 gap " << relative_gap(out, want) << ", plain fp32 gap " << relative_gap(plain, want));
+      CHECK(torch::isfinite(out).all().item<bool>());
+      CHECK(relative_gap(out, want) <= 3e-7);                          // mostly the fp32 rounding of each product
+      CHECK(relative_gap(plain, want) > relative_gap(out, want) * 4);  // a tolerance plain fp32 would miss
+
+      // The host's order (a chunk's columns at once, vectorised) gives the same bits as a GPU thread's.
+      const auto by_thread = out.clone();
+      out.fill_(std::nan(""));
+      std::vector<float> sums(static_cast<size_t>(w)), losts(static_cast<size_t>(w));
+      for_items(heads * N, [&](int64_t i) { g.chunk_totals(i / N, i % N, 0, w, sums.data(), losts.data()); });
+      for_items(heads, [&](int64_t h) { g.later_chunks(h, 0, w, sums.data(), losts.data()); });
+      for_items(heads * N, [&](int64_t i) { g.step_sums(i / N, i % N, 0, w, sums.data(), losts.data()); });
+      CHECK(torch::equal(out, by_thread));
+    }
+  }
+}
