@@ -387,9 +387,11 @@ struct ChunksFunction : public torch::autograd::Function<ChunksFunction> {
     run_backward(r, p, dy_flat, dS_flat, states, dstates, dq_flat, dk_flat, dv_flat);
     const auto [dlog_a, dlog_b] =
         gate_gradients(p, r, {dy_flat, y_flat, dq_flat, dk_flat, dv_flat, grads[1], S}, log_a, log_b);
-    auto dq = torch::empty({p.batch, p.H, p.T, p.M}, p.q.options()), dk = torch::empty_like(dq);
-    auto dv = torch::empty({p.batch, p.H, p.T, p.D}, p.q.options());
     cuda::DiagonalArgs d;
+    d.wide_outputs = k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type();
+    const auto out = d.wide_outputs ? acc : p.q.options();
+    auto dq = torch::empty({p.batch, p.H, p.T, p.M}, out), dk = torch::empty_like(dq);
+    auto dv = torch::empty({p.batch, p.H, p.T, p.D}, out);
     d.dy = dy_flat.data_ptr(), d.dq_off = dq_flat.data_ptr(), d.dk_off = dk_flat.data_ptr();
     d.dv_off = dv_flat.data_ptr(), d.dq = dq.data_ptr(), d.dk = dk.data_ptr(), d.dv = dv.data_ptr();
     add_diagonal(p, r, d, true);
@@ -405,8 +407,8 @@ RecurrenceResult run_chunks(const torch::Tensor& q, const torch::Tensor& k, cons
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(2) == q.size(2) &&
                   v.size(0) == q.size(0) && v.size(1) == q.size(1),
               name, ": q, k [B, H, T, M] and v [B, H, T, D] expected");
-  TORCH_CHECK(!log_a.defined() || (log_a.dim() == 4 && log_a.size(2) == q.size(2) &&
-                                   (log_a.size(3) == v.size(3) || log_a.size(3) == 1)),
+  TORCH_CHECK(!log_a.defined() || (log_a.dim() == 4 && log_a.size(0) == q.size(0) && log_a.size(1) == q.size(1) &&
+                                   log_a.size(2) == q.size(2) && (log_a.size(3) == v.size(3) || log_a.size(3) == 1)),
               name, ": log_a must be [B, H, T, D] or [B, H, T, 1]");
   TORCH_CHECK(!log_b.defined() || log_b.sizes() == q.sizes(), name, ": log_b must be [B, H, T, M]");
   const auto acc = acc_type(q.scalar_type());

@@ -16,12 +16,15 @@ namespace fwlab::cuda {
 
 // q, k [heads, steps, Mp], v, dy [heads, steps, Dp] in the input type and y_off, dq_off, dk_off, dv_off the same in
 // the accumulation type (the kernel's padded layout, steps a multiple of kChunk); y, dv [heads, T, D] and dq, dk
-// [heads, T, M] in the input type. The forward reads q, k, v, y_off and writes y; the backward the rest.
+// [heads, T, M] in the input type, or with wide_outputs in the accumulation type (for a caller whose k or v has
+// another dtype than q: each is then rounded once, to its own). The forward reads q, k, v, y_off and writes y; the
+// backward the rest.
 struct DiagonalArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dy = nullptr;
   const void *y_off = nullptr, *dq_off = nullptr, *dk_off = nullptr, *dv_off = nullptr;
   void *y = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
   int64_t heads = 0, T = 0, steps = 0, D = 0, M = 0, Dp = 0, Mp = 0;
+  bool wide_outputs = false;
 };
 
 template <typename In, typename Acc>
@@ -37,13 +40,19 @@ struct Diagonal {
     for (int64_t j = 0; j < width; ++j) sum += convert<Acc>(xs[j]) * convert<Acc>(zs[j]);
     return sum;
   }
-  // out[item, :width] = off[row, :] + c * x[row, :] (rows of width `stride` in the padded layout).
-  FWLAB_HD static void add(void* out, const void* off, Acc c, const void* x, int64_t item, int64_t row, int64_t width,
-                           int64_t stride) {
-    In* to = static_cast<In*>(out) + item * width;
+  // out[item, :width] = off[row, :] + c * x[row, :] (rows of width `stride` in the padded layout), out of type Out.
+  template <typename Out>
+  FWLAB_HD static void add_as(void* out, const void* off, Acc c, const void* x, int64_t item, int64_t row,
+                              int64_t width, int64_t stride) {
+    Out* to = static_cast<Out*>(out) + item * width;
     const Acc* from = static_cast<const Acc*>(off) + row * stride;
     const In* xs = static_cast<const In*>(x) + row * stride;
-    for (int64_t i = 0; i < width; ++i) to[i] = convert<In>(from[i] + c * convert<Acc>(xs[i]));
+    for (int64_t i = 0; i < width; ++i) to[i] = convert<Out>(from[i] + c * convert<Acc>(xs[i]));
+  }
+  FWLAB_HD void add(void* out, const void* off, Acc c, const void* x, int64_t item, int64_t row, int64_t width,
+                    int64_t stride) const {
+    if (a.wide_outputs) return add_as<Acc>(out, off, c, x, item, row, width, stride);
+    add_as<In>(out, off, c, x, item, row, width, stride);
   }
   FWLAB_HD void forward(int64_t item) const {
     const int64_t row = padded(item);

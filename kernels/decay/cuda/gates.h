@@ -20,12 +20,13 @@ namespace fwlab::cuda {
 
 // A running sum that keeps what each addition rounds away (Neumaier, 1974) in `lost`, to add back at the end. Free
 // functions over (sum, lost) rather than a struct, so that the host's loops over many columns keep them in arrays and
-// vectorise (the branch is a select).
+// vectorise (the branches are selects). Once the sum is inf (or NaN) nothing is lost any more: inf - inf would make
+// `lost`, and so the result, NaN where a plain sum gives inf.
 template <typename Acc>
 FWLAB_HD inline void compensated_add(Acc& sum, Acc& lost, Acc x) {
   const bool sum_bigger = (sum < 0 ? -sum : sum) >= (x < 0 ? -x : x);
   const Acc t = sum + x, big = sum_bigger ? sum : x, small = sum_bigger ? x : sum;
-  lost += (big - t) + small;
+  lost += t - t == Acc(0) ? (big - t) + small : Acc(0);
   sum = t;
 }
 
